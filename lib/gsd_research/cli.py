@@ -1,0 +1,168 @@
+"""The gsd-research command line: a lazy click group that prints one JSON document per call."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from gsd_research import __version__
+from gsd_research.errors import GsdError
+from gsd_research.runtime import DEFAULT_MAX_TOKENS, Runtime
+
+# name -> "module:attribute"; modules are imported only when their command runs (start-up time).
+COMMANDS: dict[str, str] = {
+    "docs": "gsd_research.commands.docs:docs",
+    "deep": "gsd_research.commands.deep:deep",
+    "jobs": "gsd_research.commands.jobs:jobs",
+    "usage": "gsd_research.commands.usage:usage",
+    "search": "gsd_research.commands.search:search",
+    "fetch": "gsd_research.commands.read:fetch",
+    "summarize": "gsd_research.commands.read:summarize",
+    "analyze": "gsd_research.commands.read:analyze",
+    "image": "gsd_research.commands.read:image",
+    "web": "gsd_research.commands.read:web",
+    "doctor": "gsd_research.commands.housekeeping:doctor",
+    "cache": "gsd_research.commands.housekeeping:cache",
+    "config": "gsd_research.commands.housekeeping:config",
+}
+
+HELP = {
+    "docs": "Library documentation from Context7 (LIB QUERY).",
+    "deep": "Exhaustive research through Perplexity, blocking or as a background job.",
+    "jobs": "List, inspect, wait for and cancel deep research jobs.",
+    "usage": "Spend and tokens per provider and per day.",
+    "search": "Web search with a cited Markdown report.",
+    "fetch": "Read a URL: main content summarized, never the raw page.",
+    "summarize": "Summarize a file or stdin through a cheaper model.",
+    "analyze": "Answer a question about a file or stdin.",
+    "image": "Describe or question an image through a vision model.",
+    "web": "A grounded web answer with numbered sources (Gemini).",
+    "doctor": "Which providers are configured and reachable; where state lives.",
+    "cache": "HTTP cache statistics and clearing.",
+    "config": "Show, set and locate the configuration.",
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx):
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx, name):
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module_name, attr = target.split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith("gsd_research"):
+                raise GsdError(f"The '{name}' command is not available in this installation",
+                               suggestions=["Reinstall with install.sh"]) from None
+            raise
+        return getattr(module, attr)
+
+    def format_commands(self, ctx, formatter):
+        rows = [(name, HELP.get(name, "")) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def _version(ctx: click.Context, _param, value):
+    if not value or ctx.resilient_parsing:
+        return
+    from gsd_research.output import emit
+
+    emit({"success": True, "command": "version", "version": __version__})
+    ctx.exit(0)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--max-tokens", type=click.IntRange(min=100), default=DEFAULT_MAX_TOKENS, show_default=True,
+              help="Token budget of the answer (cl100k tokens).")
+@click.option("--no-cache", is_flag=True, help="Bypass cached answers (fresh request, cache refreshed).")
+@click.option("--json-pretty", "pretty", is_flag=True, help="Pretty-print the JSON answer.")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
+              help="Print the version as JSON and exit.")
+@click.pass_context
+def cli(ctx: click.Context, max_tokens: int, no_cache: bool, pretty: bool):
+    """Research tools for coding agents. Every command prints one JSON document on stdout."""
+    rt = ctx.ensure_object(Runtime)
+    rt.max_tokens, rt.no_cache, rt.pretty = max_tokens, no_cache, pretty
+
+
+def _guess_command(argv: list[str]) -> str | None:
+    for arg in argv:
+        if arg in COMMANDS:
+            return arg
+    return None
+
+
+def run(group: click.Group, argv: list[str] | None, prog_name: str, known: dict) -> int:
+    """Invoke `group`, print the envelope, return the exit status. The one edge where errors become JSON."""
+    from gsd_research.output import emit, failure, success
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    rt = Runtime()
+    try:
+        rv = group.main(args=argv, prog_name=prog_name, standalone_mode=False, obj=rt)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        click.echo(exc.ctx.get_help() if exc.ctx else "", err=True)
+        names = ", ".join(sorted(known))
+        emit(failure(None, {"code": "USAGE_ERROR", "message": f"No command given. Commands: {names}",
+                            "suggestions": [f"{prog_name} --help"]}), rt.pretty)
+        return 2
+    except click.UsageError as exc:
+        cmd = rt.command or _guess_command(argv)
+        hint = f"{prog_name} {cmd} --help" if cmd else f"{prog_name} --help"
+        emit(failure(cmd, {"code": "USAGE_ERROR", "message": exc.format_message(), "suggestions": [hint]}), rt.pretty)
+        return 2
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.Abort:
+        emit(failure(rt.command, {"code": "INTERRUPTED", "message": "Aborted"}), rt.pretty)
+        return 130
+    except GsdError as exc:
+        emit(failure(rt.command or _guess_command(argv), exc.to_dict()), rt.pretty)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        emit(failure(rt.command, {"code": "INTERRUPTED", "message": "Interrupted"}), rt.pretty)
+        return 130
+    except Exception as exc:  # the last line of defence: never a traceback
+        _log_internal_error(exc)
+        emit(failure(rt.command or _guess_command(argv), {
+            "code": "INTERNAL_ERROR",
+            "message": f"Unexpected {exc.__class__.__name__}: {str(exc)[:300]}",
+            "suggestions": ["Retry; if it persists, report it with the log under GSD_RESEARCH_HOME/logs"],
+        }), rt.pretty)
+        return 1
+    if isinstance(rv, int):
+        return rv
+    if isinstance(rv, dict):
+        doc = rv if "success" in rv else success(rt.command or "gsd-research", rv)
+        emit(doc, rt.pretty)
+        return 0 if doc.get("success", True) else int(doc.get("exit_code", 1))
+    return 0
+
+
+def _log_internal_error(exc: BaseException) -> None:
+    """Keep the traceback in a log file (keys scrubbed), out of the agent's stdout."""
+    import traceback
+
+    try:
+        from gsd_research.config import home
+        from gsd_research.secrets import scrub
+
+        path = home() / "logs" / "errors.log"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(scrub("".join(traceback.format_exception(exc))) + "\n")
+    except Exception:  # noqa: BLE001 - logging must never raise
+        pass
+
+
+def main(argv: list[str] | None = None) -> None:
+    sys.exit(run(cli, argv, "gsd-research", COMMANDS))

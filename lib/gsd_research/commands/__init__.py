@@ -1,0 +1,1 @@
+"""Command modules: thin click shells over the library."""

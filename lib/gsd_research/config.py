@@ -1,0 +1,189 @@
+"""Where state lives and what the user configured: GSD_RESEARCH_HOME and its config.yaml."""
+
+from __future__ import annotations
+
+import copy
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from gsd_research.errors import UsageError
+
+CONFIG_FILE = "config.yaml"
+
+DEFAULTS: dict[str, Any] = {
+    "cache": {
+        "backend": "sqlite",  # sqlite | redis | off
+        "redis_url": "redis://127.0.0.1:6379/0",
+        "ttl": {"docs": 86400, "deep": 21600, "search": 3600, "fetch": 3600, "llm": 86400},
+    },
+    "http": {
+        "connect_timeout": 10.0,
+        "read_timeout": 60.0,
+        "max_retries": 3,
+        "backoff_base": 0.5,
+        "backoff_max": 8.0,
+        "retry_after_max": 30.0,
+        "deadline": 120.0,
+    },
+    "providers": {
+        "context7": {"base_url": "https://context7.com/api"},
+        "perplexity": {"base_url": "https://api.perplexity.ai"},
+        "tavily": {"base_url": "https://api.tavily.com"},
+        "gemini": {"base_url": "https://generativelanguage.googleapis.com"},
+        "ollama": {"base_url": "http://localhost:11434"},
+        "openai": {"base_url": "https://api.openai.com/v1"},
+    },
+}
+
+# Environment variables that override config, per provider: (base-url variable, key variables).
+PROVIDER_ENV: dict[str, tuple[str | None, tuple[str, ...]]] = {
+    "context7": ("CONTEXT7_API_URL", ("CONTEXT7_API_KEY",)),
+    "perplexity": ("PERPLEXITY_BASE_URL", ("PERPLEXITY_API_KEY",)),
+    "tavily": ("TAVILY_BASE_URL", ("TAVILY_API_KEY", "OD_TAVILY_API_KEY")),
+    "gemini": ("GEMINI_BASE_URL", ("GEMINI_API_KEY", "GOOGLE_API_KEY")),
+    "ollama": ("OLLAMA_HOST", ("OLLAMA_API_KEY",)),
+    "openai": ("OPENAI_BASE_URL", ("OPENAI_API_KEY",)),
+}
+
+SECRET_MARKERS = ("key", "token", "secret", "password")
+
+
+def home() -> Path:
+    """The root of all state: GSD_RESEARCH_HOME, else ~/.gsd-research."""
+    env = os.environ.get("GSD_RESEARCH_HOME")
+    return Path(env).expanduser() if env else Path.home() / ".gsd-research"
+
+
+def config_path() -> Path:
+    return home() / CONFIG_FILE
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in (over or {}).items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def load_user_config(path: Path | None = None) -> dict:
+    """The user's config.yaml as written (empty when absent); a broken file is a clear error."""
+    path = path or config_path()
+    if not path.is_file():
+        return {}
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
+        raise UsageError(
+            f"Cannot read config file {path}: {exc.__class__.__name__}",
+            suggestions=[f"Fix or delete {path}", "gsd-research config show"],
+        ) from None
+    if not isinstance(data, dict):
+        raise UsageError(f"Config file {path} must hold a mapping", suggestions=[f"Fix or delete {path}"])
+    return data
+
+
+class Config:
+    """Defaults merged with config.yaml; environment variables win for provider URLs and keys."""
+
+    def __init__(self, data: dict | None = None) -> None:
+        self.user = load_user_config() if data is None else data
+        self.data = _merge(DEFAULTS, self.user)
+
+    def get(self, dotted: str, default: Any = None) -> Any:
+        node: Any = self.data
+        for part in dotted.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return default
+            node = node[part]
+        return node
+
+    def base_url(self, provider: str) -> str:
+        env_name = PROVIDER_ENV.get(provider, (None, ()))[0]
+        url = (os.environ.get(env_name) if env_name else None) or self.get(f"providers.{provider}.base_url", "")
+        if provider == "ollama" and url and "://" not in url:
+            url = "http://" + url
+        return str(url).rstrip("/")
+
+    def api_key(self, provider: str) -> str | None:
+        for name in PROVIDER_ENV.get(provider, (None, ()))[1]:
+            value = os.environ.get(name, "").strip()
+            if value:
+                return value
+        value = self.get(f"providers.{provider}.api_key")
+        return str(value).strip() if value else None
+
+    def key_source(self, provider: str) -> str | None:
+        """Which variable or file supplies a provider's key (never the key itself)."""
+        for name in PROVIDER_ENV.get(provider, (None, ()))[1]:
+            if os.environ.get(name, "").strip():
+                return name
+        return "config" if self.get(f"providers.{provider}.api_key") else None
+
+    def ttl(self, kind: str) -> int:
+        return int(self.get(f"cache.ttl.{kind}", 3600))
+
+
+def redact(node: Any, parent_key: str = "") -> Any:
+    """A copy with every secret-looking value replaced, for display."""
+    if isinstance(node, dict):
+        return {k: redact(v, k) for k, v in node.items()}
+    if isinstance(node, list):
+        return [redact(v, parent_key) for v in node]
+    if node and any(m in parent_key.lower() for m in SECRET_MARKERS):
+        return "***"
+    return node
+
+
+def parse_value(raw: str) -> Any:
+    """A config value typed from its text: YAML scalars (numbers, booleans, lists)."""
+    import yaml
+
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return raw
+
+
+def set_value(dotted: str, raw: str, path: Path | None = None) -> Any:
+    """Set one dotted key in config.yaml, keeping the rest; written atomically."""
+    import yaml
+
+    if not dotted or any(not p for p in dotted.split(".")):
+        raise UsageError(f"Invalid config key '{dotted}'", suggestions=["Use a dotted key such as cache.ttl.docs"])
+    path = path or config_path()
+    data = load_user_config(path)
+    value = parse_value(raw)
+    node = data
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        if not isinstance(node.get(part), dict):
+            node[part] = {}
+        node = node[part]
+    node[parts[-1]] = value
+    atomic_write_text(path, yaml.safe_dump(data, sort_keys=True))
+    return value
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write a file so that readers see the old or the new content, never half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

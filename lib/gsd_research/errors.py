@@ -1,0 +1,112 @@
+"""Typed errors: each carries the envelope code, an actionable message and the exit status."""
+
+from __future__ import annotations
+
+# Exit status of DESIGN.md: 0 ok, 2 usage, 3 missing configuration, 4 not found,
+# 5 provider failure after retries, 6 timeout, 1 anything else.
+EXIT_CODES: dict[str, int] = {
+    "USAGE_ERROR": 2,
+    "BLOCKED_URL": 2,
+    "MISSING_API_KEY": 3,
+    "INVALID_API_KEY": 3,
+    "ENVIRONMENT_MISSING": 3,
+    "LIBRARY_NOT_FOUND": 4,
+    "JOB_NOT_FOUND": 4,
+    "NOT_FOUND": 4,
+    "REPOSITORY_NOT_FOUND": 4,
+    "RATE_LIMITED": 5,
+    "UPSTREAM_ERROR": 5,
+    "NETWORK_ERROR": 5,
+    "QUOTA_EXCEEDED": 5,
+    "NO_BACKEND": 5,
+    "LIBRARY_NOT_READY": 5,
+    "TIMEOUT": 6,
+    "EXTRACTION_FAILED": 1,
+    "BUDGET_EXCEEDED": 1,
+    "INTERNAL_ERROR": 1,
+}
+
+
+class GsdError(Exception):
+    """An error that becomes the JSON error envelope."""
+
+    code = "INTERNAL_ERROR"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        suggestions: list[str] | None = None,
+        details: dict | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        if code:
+            self.code = code
+        self.suggestions = list(suggestions or [])
+        self.details = dict(details or {})
+        self.retry_after = retry_after
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES.get(self.code, 1)
+
+    def to_dict(self) -> dict:
+        err: dict = {"code": self.code, "message": self.message}
+        if self.suggestions:
+            err["suggestions"] = self.suggestions
+        if self.retry_after is not None:
+            err["retry_after"] = self.retry_after
+        if self.details:
+            err["details"] = self.details
+        return err
+
+
+class UsageError(GsdError):
+    code = "USAGE_ERROR"
+
+
+class MissingApiKey(GsdError):
+    code = "MISSING_API_KEY"
+
+
+class InvalidApiKey(GsdError):
+    code = "INVALID_API_KEY"
+
+
+class NotFound(GsdError):
+    code = "NOT_FOUND"
+
+
+class ProviderError(GsdError):
+    code = "UPSTREAM_ERROR"
+
+
+class RateLimited(ProviderError):
+    code = "RATE_LIMITED"
+
+
+class NetworkError(ProviderError):
+    code = "NETWORK_ERROR"
+
+
+class TimeoutError_(GsdError):
+    code = "TIMEOUT"
+
+
+class BlockedUrl(GsdError):
+    code = "BLOCKED_URL"
+
+
+class ExtractionFailed(GsdError):
+    code = "EXTRACTION_FAILED"
+
+
+class BudgetExceeded(GsdError):
+    code = "BUDGET_EXCEEDED"
+
+
+class JobNotFound(NotFound):
+    code = "JOB_NOT_FOUND"

@@ -1,0 +1,1 @@
+"""Provider clients: each takes the shared HTTP client, a base URL and a key."""

@@ -1,0 +1,231 @@
+"""Context7 REST v2: resolve a library name to an id, then fetch documentation snippets."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+
+from gsd_research.errors import GsdError, NotFound, ProviderError
+from gsd_research.http import HttpClient, error_message, parse_json, raise_for_status
+
+LIBRARY_ID = re.compile(r"^/[^/\s]+/[^/\s]+([/@][^/\s]+)?$")
+KEY_HINT = "CONTEXT7_API_KEY (or unset it to use anonymous access)"
+SKIP_STATES = {"error", "delete"}
+
+
+class LibraryNotFound(NotFound):
+    code = "LIBRARY_NOT_FOUND"
+
+
+@dataclass
+class Library:
+    id: str
+    title: str
+    score: float
+    versions: list[str]
+    state: str
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+def name_similarity(query: str, lib: dict) -> float:
+    """How well a search result's names match the requested library name (0..1)."""
+    q = _norm(query)
+    if not q:
+        return 0.0
+    names = {_norm(str(lib.get("title", "")))}
+    parts = [p for p in str(lib.get("id", "")).split("/") if p]
+    names.update(_norm(p) for p in parts[-2:])
+    best = 0.0
+    for name in filter(None, names):
+        if name == q:
+            return 1.0
+        if q in name or name in q:
+            best = max(best, 0.85 * min(len(q), len(name)) / max(len(q), len(name)) + 0.15)
+        best = max(best, SequenceMatcher(None, q, name).ratio())
+    return best
+
+
+def rank_libraries(query: str, results: list[dict]) -> list[Library]:
+    """Order the search answer by its own signals: name match, benchmark and trust scores, stars, rank."""
+    ranked = []
+    for position, lib in enumerate(results):
+        if not isinstance(lib, dict) or not lib.get("id") or lib.get("state") in SKIP_STATES:
+            continue
+        similarity = name_similarity(query, lib)
+        stars = lib.get("stars") or 0
+        score = (
+            100 * similarity
+            + 0.2 * float(lib.get("benchmarkScore") or 0)
+            + 2 * max(float(lib.get("trustScore") or 0), 0)
+            + 2 * math.log10(max(stars, 0) + 1)
+            - 3 * position
+            - (15 if lib.get("state") not in (None, "finalized") else 0)
+        )
+        ranked.append((similarity, Library(str(lib["id"]), str(lib.get("title") or lib["id"]), score,
+                                            [str(v) for v in lib.get("versions") or []], str(lib.get("state") or ""))))
+    good = [lib for sim, lib in ranked if sim >= 0.6]
+    return sorted(good, key=lambda lib: lib.score, reverse=True)
+
+
+def split_version(spec: str) -> tuple[str, str | None]:
+    """'next.js@v15.1.8' -> ('next.js', 'v15.1.8'); a scoped npm name keeps its leading @."""
+    at = spec.rfind("@")
+    if at > 0:
+        return spec[:at], spec[at + 1:] or None
+    return spec, None
+
+
+class Context7:
+    """A Context7 client over the shared HTTP layer."""
+
+    def __init__(self, http: HttpClient, base_url: str, api_key: str | None, ttl: int) -> None:
+        self.http = http
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.ttl = ttl
+
+    def _headers(self) -> dict:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def search(self, name: str, query: str) -> list[dict]:
+        resp = self.http.request(
+            "context7", "GET", f"{self.base_url}/v2/libs/search",
+            params={"libraryName": name[:500], "query": query[:500]},
+            headers=self._headers(), ttl=self.ttl, expected=(200, 404), key_hint=KEY_HINT,
+        )
+        if resp.status_code == 404:
+            return []
+        body = parse_json("context7", resp)
+        results = body.get("results") if isinstance(body, dict) else None
+        if not isinstance(results, list):
+            raise ProviderError("Context7 sent a search answer without results",
+                                details={"provider": "context7"})
+        return results
+
+    def resolve(self, spec: str, query: str) -> tuple[str, Library | None]:
+        """A library id for `spec`: an id as given, or the best search match (with a version pin)."""
+        if LIBRARY_ID.match(spec):
+            return spec, None
+        name, version = split_version(spec)
+        results = self.search(name, query)
+        ranked = rank_libraries(name, results)
+        if not ranked:
+            suggestions = [str(r.get("title") or r.get("id")) for r in results if isinstance(r, dict)][:5]
+            raise LibraryNotFound(
+                f"Could not resolve library '{spec}'",
+                suggestions=suggestions or ["Check the spelling, or pass a Context7 id such as /vercel/next.js"],
+            )
+        best = ranked[0]
+        if not version:
+            return best.id, best
+        pinned = next((v for v in best.versions if v.lstrip("v") == version.lstrip("v")), version)
+        return f"{best.id}/{pinned}", best
+
+    def context(self, library_id: str, query: str, _hops: int = 0) -> tuple[dict, str]:
+        """Documentation for one library id; follows a 'library moved' answer once."""
+        resp = self.http.request(
+            "context7", "GET", f"{self.base_url}/v2/context",
+            params={"libraryId": library_id, "query": query[:500], "type": "json"},
+            headers=self._headers(), ttl=self.ttl, expected=(200, 202, 301, 302, 404), key_hint=KEY_HINT,
+            allow_redirects=False,
+        )
+        if resp.status_code in (301, 302):
+            target = _redirect_target(resp)
+            if target and _hops < 2:
+                return self.context(target, query, _hops + 1)
+            raise ProviderError(f"Context7 says {library_id} moved but gave no new id",
+                                details={"status": resp.status_code, "provider": "context7"})
+        if resp.status_code == 202:
+            raise GsdError(
+                f"Context7 is still processing {library_id}; its documentation is not ready yet",
+                code="LIBRARY_NOT_READY",
+                suggestions=["Retry in a few minutes", "Try another version or a related library"],
+            )
+        if resp.status_code == 404:
+            raise _not_found(library_id, resp)
+        return _parse_context(resp), library_id
+
+
+def _redirect_target(resp) -> str | None:
+    try:
+        body = resp.json()
+    except ValueError:
+        body = {}
+    target = (body.get("redirectUrl") if isinstance(body, dict) else None) or resp.headers.get("Location")
+    if not target:
+        return None
+    target = str(target)
+    if "://" in target:
+        target = "/" + "/".join(target.split("://", 1)[1].split("/")[1:])
+    return target if LIBRARY_ID.match(target) else None
+
+
+def _not_found(library_id: str, resp) -> GsdError:
+    message = error_message(resp)
+    try:
+        code = resp.json().get("error")
+    except (ValueError, AttributeError):
+        code = None
+    if code == "no_snippets_found":
+        return NotFound(f"Context7 has no documentation for {library_id} matching this query",
+                        suggestions=["Rephrase the query with the API or feature name"])
+    return LibraryNotFound(f"Context7 does not know {library_id}: {message}",
+                           suggestions=["Pass the library name instead of an id to search for it"])
+
+
+def _parse_context(resp) -> dict:
+    if "json" not in resp.headers.get("Content-Type", "application/json"):
+        return {"codeSnippets": [], "infoSnippets": [], "text": resp.text}
+    body = parse_json("context7", resp)
+    if not isinstance(body, dict):
+        raise_for_status("context7", resp)
+        raise ProviderError("Context7 sent an unexpected answer", details={"provider": "context7"})
+    return body
+
+
+def snippets_to_results(body: dict) -> list[dict]:
+    """Code and info snippets as envelope results, interleaved so a small budget sees both kinds."""
+    code = [_code_result(s) for s in body.get("codeSnippets") or [] if isinstance(s, dict)]
+    info = [_info_result(s) for s in body.get("infoSnippets") or [] if isinstance(s, dict)]
+    if not code and not info and body.get("text"):
+        info = _text_results(str(body["text"]))
+    merged: list[dict] = []
+    for i in range(max(len(code), len(info))):
+        if i < len(code):
+            merged.append(code[i])
+        if i < len(info):
+            merged.append(info[i])
+    return [r for r in merged if r["content"].strip()]
+
+
+def _code_result(s: dict) -> dict:
+    blocks = []
+    for ex in s.get("codeList") or []:
+        if isinstance(ex, dict) and ex.get("code"):
+            blocks.append(f"```{ex.get('language') or s.get('codeLanguage') or ''}\n{ex['code']}\n```")
+    content = "\n\n".join(filter(None, [str(s.get("codeDescription") or "").strip(), *blocks]))
+    return {"title": str(s.get("codeTitle") or s.get("pageTitle") or "Code example"), "content": content,
+            "source_url": str(s.get("codeId") or s.get("sourceFile") or ""), "type": "code"}
+
+
+def _info_result(s: dict) -> dict:
+    return {"title": str(s.get("breadcrumb") or "Documentation"), "content": str(s.get("content") or ""),
+            "source_url": str(s.get("pageId") or ""), "type": "info"}
+
+
+def _text_results(text: str) -> list[dict]:
+    parts = re.split(r"(?m)^### ", text)
+    results = []
+    for part in parts:
+        if not part.strip():
+            continue
+        title, _, rest = part.partition("\n")
+        source = re.search(r"(?m)^Source: (\S+)", rest)
+        results.append({"title": title.strip(), "content": rest.strip(),
+                        "source_url": source.group(1) if source else "", "type": "text"})
+    return results

@@ -1,0 +1,81 @@
+"""The composition root of a gsd-research call: options, config and the shared HTTP client."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import click
+
+DEFAULT_MAX_TOKENS = 2000
+
+
+@dataclass
+class Runtime:
+    """What every command needs, built lazily so a call pays only for what it uses."""
+
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    no_cache: bool = False
+    pretty: bool = False
+    command: str | None = None
+    _config: object = field(default=None, repr=False)
+    _http: object = field(default=None, repr=False)
+
+    @property
+    def config(self):
+        if self._config is None:
+            from gsd_research.config import Config
+
+            self._config = Config()
+        return self._config
+
+    @property
+    def http(self):
+        if self._http is None:
+            from gsd_research.http import HttpClient
+
+            self._http = HttpClient(self.config, no_cache=self.no_cache)
+        return self._http
+
+
+pass_runtime = click.make_pass_decorator(Runtime, ensure=True)
+
+
+def _override(name: str):
+    def callback(ctx: click.Context, _param, value):
+        if value is not None and value is not False:
+            rt = ctx.ensure_object(Runtime)
+            setattr(rt, name, value)
+        return value
+
+    return callback
+
+
+def agent_options(f):
+    """The global options, accepted after the subcommand too (`docs react hooks --max-tokens 4000`)."""
+    f = click.option("--json-pretty", "pretty", is_flag=True, default=False, expose_value=False,
+                     callback=_override("pretty"), help="Pretty-print the JSON answer.")(f)
+    f = click.option("--no-cache", is_flag=True, default=False, expose_value=False,
+                     callback=_override("no_cache"), help="Bypass cached answers.")(f)
+    f = click.option("--max-tokens", type=click.IntRange(min=100), default=None, expose_value=False,
+                     callback=_override("max_tokens"), help="Token budget of the answer (default 2000).")(f)
+    return f
+
+
+class AgentCommand(click.Command):
+    """A command that names itself in the envelope as soon as its arguments are parsed."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        rt = ctx.ensure_object(Runtime)
+        rt.command = ctx.command_path.split(" ", 1)[1] if " " in ctx.command_path else self.name
+        return super().parse_args(ctx, args)
+
+
+def agent_command(name: str | None = None, **kwargs):
+    """Declare a subcommand: global options accepted, envelope name set, Runtime passed first."""
+
+    def decorator(f):
+        f = pass_runtime(f)
+        f = agent_options(f)
+        return click.command(name, cls=AgentCommand, **kwargs)(f)
+
+    return decorator

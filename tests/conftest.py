@@ -1,0 +1,133 @@
+"""Shared fixtures: a private GSD_RESEARCH_HOME and HOME per test, the fake provider server, CLI runners."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from contextlib import redirect_stdout
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("GSD_SHARED_DIR", ROOT.parent / "shared"))
+TIKTOKEN_DIR = SHARED / "tokenizers" / "tiktoken"
+BIN = Path(sys.executable).parent
+
+# Keys of every provider: tests start with none of them set, whatever the developer's shell has.
+KEY_VARS = ("CONTEXT7_API_KEY", "PERPLEXITY_API_KEY", "TAVILY_API_KEY", "OD_TAVILY_API_KEY", "GEMINI_API_KEY",
+            "GOOGLE_API_KEY", "OPENAI_API_KEY", "OLLAMA_API_KEY")
+URL_VARS = ("CONTEXT7_API_URL", "PERPLEXITY_BASE_URL", "TAVILY_BASE_URL", "GEMINI_BASE_URL", "OLLAMA_HOST",
+            "OPENAI_BASE_URL", "GSD_RESEARCH_ALLOW_HOSTS", "PERPLEXITY_ENABLE_ASYNC_DEEP_RESEARCH",
+            "PERPLEXITY_POLLING_TIMEOUT_MS", "OLLAMA_MODEL")
+
+# Fast, bounded HTTP behaviour for tests (the real retry code runs, with short waits).
+TEST_CONFIG = """\
+http:
+  connect_timeout: 2
+  read_timeout: 2
+  max_retries: 3
+  backoff_base: 0.01
+  backoff_max: 0.05
+  retry_after_max: 1.5
+  deadline: 20
+"""
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path, monkeypatch) -> Path:
+    """Every test gets its own GSD_RESEARCH_HOME and HOME, no provider keys and no base-URL overrides."""
+    gsd_home = tmp_path / "gsd-home"
+    gsd_home.mkdir()
+    (gsd_home / "config.yaml").write_text(TEST_CONFIG)
+    user_home = tmp_path / "user-home"
+    user_home.mkdir()
+    monkeypatch.setenv("GSD_RESEARCH_HOME", str(gsd_home))
+    monkeypatch.setenv("HOME", str(user_home))
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(TIKTOKEN_DIR))
+    for name in KEY_VARS + URL_VARS:
+        monkeypatch.delenv(name, raising=False)
+    return gsd_home
+
+
+@pytest.fixture(scope="session")
+def fake_server():
+    from tests.fakes.server import make_server
+
+    server = make_server()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fake(fake_server, monkeypatch):
+    """The fake provider server with a clean request log and no faults; every base URL points at it."""
+    fake_server.clear_faults()
+    fake_server.reset_log()
+    fake_server.state.clear()
+    url = fake_server.url
+    monkeypatch.setenv("CONTEXT7_API_URL", url + "/api")
+    monkeypatch.setenv("PERPLEXITY_BASE_URL", url + "/perplexity")
+    monkeypatch.setenv("TAVILY_BASE_URL", url + "/tavily")
+    monkeypatch.setenv("GEMINI_BASE_URL", url + "/gemini")
+    monkeypatch.setenv("OLLAMA_HOST", url + "/ollama")
+    monkeypatch.setenv("OPENAI_BASE_URL", url + "/openai/v1")
+    yield fake_server
+    fake_server.clear_faults()
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def json(self) -> dict:
+        lines = [line for line in self.stdout.splitlines() if line.strip()]
+        assert len(lines) == 1, f"expected one JSON document on stdout, got: {self.stdout!r}"
+        return json.loads(lines[0])
+
+
+@pytest.fixture
+def cli():
+    """Run `gsd-research ARGS` in-process (fast); the same edge as the real launcher."""
+
+    def invoke(*args: str, stdin: str | None = None) -> Result:
+        from gsd_research.cli import cli as group
+        from gsd_research.cli import run
+
+        out, err = io.StringIO(), io.StringIO()
+        old_in, old_err = sys.stdin, sys.stderr
+        sys.stdin = io.StringIO(stdin or "")
+        sys.stderr = err
+        try:
+            with redirect_stdout(out):
+                code = run(group, list(args), "gsd-research", {})
+        finally:
+            sys.stdin, sys.stderr = old_in, old_err
+        return Result(code, out.getvalue(), err.getvalue())
+
+    return invoke
+
+
+@pytest.fixture
+def run_bin():
+    """Run an installed console script as a real process with the test's environment."""
+
+    def invoke(name: str, *args: str, stdin: str | None = None, env: dict | None = None, timeout: float = 60) -> Result:
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        proc = subprocess.run([str(BIN / name), *args], input=stdin, capture_output=True, text=True,
+                              env=full_env, timeout=timeout)
+        return Result(proc.returncode, proc.stdout, proc.stderr)
+
+    return invoke
+
+
+def assert_no_traceback(result: Result) -> None:
+    assert "Traceback" not in result.stdout and "Traceback" not in result.stderr, result.stderr
