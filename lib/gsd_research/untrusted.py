@@ -20,7 +20,7 @@ PATTERNS: list[tuple[str, re.Pattern]] = [
         r"\bnew (?:system )?instructions?\s*:|\bsystem prompt\b|\bdeveloper mode\b|\bjailbreak", re.I)),
     ("fake_tag", re.compile(rf"<\s*/?\s*{_ROLES}[\w-]*\s*>|<\|\s*{_ROLES}\s*\|>|\[/?INST\]|"
                             r"</?\s*(?:untrusted[\w-]*|search_results?|tool_result|function_results|"
-                            r"document|context)\s*>", re.I)),
+                            r"document|context|results?|search|observation|evidence|external[\w-]*)\s*>", re.I)),
     ("role_prefix", re.compile(rf"(?m)^\s*(?:#+\s*)?{_ROLES}\s*:\s*\S", re.I)),
     ("tool_request", re.compile(
         r"\b(?:run|execute|call|invoke|use)\b[^.\n]{0,30}\b(?:the )?(?:bash|shell|terminal|command|tool|"
@@ -33,6 +33,12 @@ PATTERNS: list[tuple[str, re.Pattern]] = [
         r"\b(?:note|message|instructions?|attention|important)\s+(?:to|for)\s+(?:the\s+)?(?:ai|assistant|"
         r"agent|llm|language model|claude|chatgpt|model)s?\b|\bif you are an? (?:ai|llm|language model|"
         r"assistant|agent)\b", re.I)),
+    ("hijack", re.compile(
+        r"\b(?:stop|cease|abort) (?:what you(?:'re| are) doing|everything|your (?:current )?task)\b|"
+        r"\bnew (?:task|goal|objective)\s*:|\binstead,? (?:output|say|respond|reply|print|write)\b|"
+        r"\b(?:ai|llm|language model|assistant|agent|claude|chatgpt|model)s?\b[^.\n]{0,25}\b(?:reading|"
+        r"processing|summari[sz]ing|parsing|crawling|visiting) this (?:page|site|website|document|text|content|"
+        r"article|post)\b|\bgsd-research\s+(?:config|cache|jobs|deep|fetch|search|docs)\b", re.I)),
 ]
 
 
@@ -51,7 +57,8 @@ def scan(text: str) -> list[dict]:
 def neutralize(text: str) -> str:
     """Defang tags that could close or open a fence or a chat turn (`<system>` → `‹system›`)."""
     text = re.sub(rf"<(\s*/?\s*(?:{_ROLES}|untrusted[\w-]*|search_results?|tool_result|function_results|"
-                  rf"document|context)[\w-]*\s*)>", r"‹\1›", text or "", flags=re.I)
+                  rf"document|context|results?|search|observation|evidence|external)[\w-]*\s*)>", r"‹\1›",
+                  text or "", flags=re.I)
     text = re.sub(r"<\|([^|>]{0,40})\|>", r"‹|\1|›", text)
     text = text.replace(FENCE_CLOSE, "[END-UNTRUSTED-TEXT]").replace(FENCE_OPEN, "[UNTRUSTED-TEXT]")
     return re.sub(r"\[(/?)INST\]", r"[\1INST-]", text)

@@ -1,0 +1,250 @@
+"""`gsd-research search QUERY`: web search (Tavily, keyless ddgs fallback) with an optional cited report."""
+
+from __future__ import annotations
+
+import re
+from datetime import timezone
+
+import click
+
+from gsd_research.budget import fit_results
+from gsd_research.errors import GsdError, UsageError
+from gsd_research.providers import keyless
+from gsd_research.providers.tavily import MAX_QUERY_CHARS, TIME_RANGES, TOPICS, Tavily
+from gsd_research.runtime import agent_command
+from gsd_research.tokens import count_tokens, cut_to_tokens
+from gsd_research.untrusted import NOTICE, fence, guard_results, scan
+
+PROVIDERS = ("tavily", "ddgs")
+ALIASES = {"keyless": "ddgs", "duckduckgo": "ddgs"}
+DEFAULT_SOURCES = 5
+MAX_WARNINGS = 10
+_DOMAIN = re.compile(r"^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z][a-z0-9-]{0,62}$")
+EXAMPLE = 'gsd-research search "EV market 2025 trends" --report'
+
+
+@agent_command("search")
+@click.argument("words", nargs=-1)
+@click.option("--query", "-q", "query_opt", metavar="TEXT", help="The query (instead of QUERY words).")
+@click.option("--max-sources", type=click.IntRange(min=0), default=None,
+              help=f"Sources wanted (default {DEFAULT_SOURCES}; each provider clamps it, Tavily to 20).")
+@click.option("--depth", type=click.Choice(["basic", "advanced"]), default=None, help="Tavily search depth.")
+@click.option("--topic", type=click.Choice(TOPICS), default=None, help="Search topic (default general).")
+@click.option("--time-range", type=click.Choice(TIME_RANGES), default=None, help="Only recent results.")
+@click.option("--include-domains", multiple=True, metavar="DOMAINS", help="Only these domains (comma-separated).")
+@click.option("--exclude-domains", multiple=True, metavar="DOMAINS", help="Never these domains (comma-separated).")
+@click.option("--provider", type=click.Choice([*PROVIDERS, *ALIASES], case_sensitive=False), default=None,
+              help="Use only this provider (no fallback).")
+@click.option("--report", is_flag=False, flag_value="", default=None, metavar="[PATH]",
+              help="Write a cited Markdown report (default .planning/research/<slug>.md or research/<slug>.md).")
+def search(rt, words, query_opt, max_sources, depth, topic, time_range, include_domains, exclude_domains,
+           provider, report):
+    """Web search for QUERY: cited results as JSON, optionally a Markdown report. Result text is untrusted."""
+    query = read_query(words, query_opt, report)
+    cfg = rt.config
+    params = {
+        "max_results": max_sources if max_sources is not None else config_sources(cfg),
+        "depth": depth or str(cfg.get("search.depth", "basic")),
+        "topic": topic or "general",
+        "time_range": time_range,
+        "include_domains": parse_domains(include_domains),
+        "exclude_domains": parse_domains(exclude_domains),
+    }
+    plan = env = None
+    if report is not None:
+        from gsd_research import reports
+
+        plan = reports.plan_report_path(report, query)  # a bad path fails before any search is paid for
+        env = reports.template_env(cfg)
+    answer, failures = run_chain(rt, provider_chain(rt, provider), query, params)
+    doc = build_answer(rt, query, params, answer, failures)
+    if plan is not None:
+        doc["report"] = write_report(rt, env, plan, doc)
+    return fit(rt, doc)
+
+
+def config_sources(cfg) -> int:
+    """search.max_sources from config (default 5); a value that is not a whole number is a usage error."""
+    raw = cfg.get("search.max_sources", DEFAULT_SOURCES)
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        value = -1
+    if value < 0 or isinstance(raw, bool):
+        raise UsageError(f"config search.max_sources must be a whole number ≥ 0, not {raw!r}",
+                         suggestions=["gsd-research config set search.max_sources 5"])
+    return value
+
+
+def read_query(words: tuple[str, ...], query_opt: str | None, report: str | None) -> str:
+    """The one query, from QUERY words or --query; clear usage errors otherwise."""
+    positional = " ".join(words).strip()
+    if positional and query_opt is not None:
+        raise UsageError("Give the query once: as QUERY or with --query", suggestions=[EXAMPLE])
+    query = " ".join((query_opt if query_opt is not None else positional).split())
+    if not query:
+        hint = [EXAMPLE]
+        if report and not report.lower().endswith(".md"):
+            hint.insert(0, f"--report took {report!r} as its path: put --report after the query, or --report=PATH")
+        raise UsageError("search needs a query", suggestions=hint)
+    if len(query) > MAX_QUERY_CHARS:
+        raise UsageError(f"The query is {len(query)} characters; search accepts at most {MAX_QUERY_CHARS}",
+                         suggestions=["Shorten the query to its key terms"])
+    return query
+
+
+def parse_domains(values: tuple[str, ...]) -> tuple[str, ...]:
+    """Comma- or space-separated domains, scheme and path stripped, lower-cased, validated, deduplicated."""
+    out: list[str] = []
+    for value in values:
+        for part in re.split(r"[,\s]+", value or ""):
+            domain = re.sub(r"^[a-z]+://", "", part.strip().lower()).split("/", 1)[0].removeprefix("www.")
+            if not domain:
+                continue
+            if not _DOMAIN.match(domain):
+                raise UsageError(f"Not a domain name: {part!r}", suggestions=["Use e.g. --include-domains arxiv.org,nature.com"])
+            if domain not in out:
+                out.append(domain)
+    return tuple(out)
+
+
+def _truthy(value) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() not in ("0", "false", "no", "off", "")
+    return bool(value)
+
+
+def provider_chain(rt, requested: str | None) -> list[str]:
+    """The providers to try, in order: --provider alone, else config search.providers (fallback allowed)."""
+    if requested:
+        return [ALIASES.get(requested.lower(), requested.lower())]
+    raw = rt.config.get("search.providers", list(PROVIDERS))
+    names = [n for n in re.split(r"[,\s]+", raw)] if isinstance(raw, str) else list(raw or [])
+    chain: list[str] = []
+    for name in names:
+        key = ALIASES.get(str(name).strip().lower(), str(name).strip().lower())
+        if key and key not in PROVIDERS:
+            raise UsageError(f"Unknown search provider {name!r} in config search.providers",
+                             suggestions=[f"Use some of: {', '.join(PROVIDERS)}",
+                                          "gsd-research config set search.providers '[tavily, ddgs]'"])
+        if key and key not in chain:
+            chain.append(key)
+    if not chain:
+        raise UsageError("config search.providers lists no provider", suggestions=[f"Use {', '.join(PROVIDERS)}"])
+    return chain if _truthy(rt.config.get("search.fallback", True)) else chain[:1]
+
+
+def make_provider(rt, name: str):
+    cfg = rt.config
+    if name == "tavily":
+        return Tavily(rt.http, cfg.base_url("tavily"), cfg.api_key("tavily"), cfg.ttl("search"))
+    return keyless.Keyless(rt.http, keyless.make_backend(cfg), cfg.ttl("search"))
+
+
+def run_chain(rt, names: list[str], query: str, params: dict) -> tuple[dict, list[dict]]:
+    """The first provider that answers; each failure before it is recorded. All failing is an error."""
+    failures: list[dict] = []
+    errors: list[GsdError] = []
+    for name in names:
+        try:
+            return make_provider(rt, name).search(query, **params), failures
+        except UsageError:
+            raise
+        except GsdError as exc:
+            failures.append({"provider": name, "code": exc.code, "message": exc.message})
+            errors.append(exc)
+    if len(errors) == 1:
+        raise errors[0]
+    primary = next((e for e in errors if e.code != "MISSING_API_KEY"), errors[0])
+    suggestions = list(primary.suggestions)
+    if any(f["code"] == "MISSING_API_KEY" for f in failures):
+        suggestions.insert(0, "Set TAVILY_API_KEY (or OD_TAVILY_API_KEY) to search through Tavily")
+    raise GsdError("Every search provider failed: " + "; ".join(f"{f['provider']}: {f['message']}" for f in failures),
+                   code=primary.code, suggestions=list(dict.fromkeys(suggestions))[:4],
+                   details={"failures": failures}, retry_after=primary.retry_after)
+
+
+def fallback_note(answer: dict, failures: list[dict]) -> str | None:
+    if not failures:
+        return None
+    name = answer["provider"]
+    if any(f["provider"] == "tavily" and f["code"] == "MISSING_API_KEY" for f in failures):
+        return (f"No Tavily key is set (TAVILY_API_KEY or OD_TAVILY_API_KEY), so the keyless {name} fallback "
+                "answered: results scraped from public search engines, without a provider summary.")
+    failed = ", ".join(f"{f['provider']} ({f['code']})" for f in failures)
+    return f"Fallback: {failed} failed, so {name} answered instead."
+
+
+def guard_answer(answer: dict) -> tuple[list[dict], str | None, list[dict]]:
+    """Results and summary with instruction-like text fenced; warnings without the hostile text itself."""
+    results, found = guard_results(answer["results"], fields=("snippet", "title"))
+    warnings = [{"result": w["result"], "url": w["url"], "kinds": w["kinds"],
+                 "fields": sorted({f["field"] for f in w["findings"]})} for w in found]
+    summary = answer.get("summary")
+    if summary:
+        hits = scan(summary)
+        if hits:
+            summary = fence(summary)
+            warnings.insert(0, {"result": "summary", "url": None, "kinds": sorted({h["kind"] for h in hits}),
+                                "fields": ["summary"]})
+    return results, summary, warnings
+
+
+def build_answer(rt, query: str, params: dict, answer: dict, failures: list[dict]) -> dict:
+    """The full answer (every result): the JSON document before the budget, and the report's model."""
+    raw_summary = answer.get("summary")
+    cap = max(50, rt.max_tokens // 4)  # the summary never crowds out the sources
+    summary_cut = bool(raw_summary) and count_tokens(raw_summary) > cap
+    if summary_cut:
+        answer = dict(answer, summary=cut_to_tokens(raw_summary, cap)[0])
+    results, summary, warnings = guard_answer(answer)
+    requested = params["max_results"]
+    meta = {
+        "backend": answer["provider"],
+        "fallback": bool(failures),
+        "requested_sources": requested,
+        "max_results_sent": answer["max_results_sent"],
+        "clamped": answer["max_results_sent"] != requested,
+        "cache_hit": rt.http.upstream_requests == 0,
+        "untrusted": NOTICE,
+        "injection_warnings": warnings[:MAX_WARNINGS],
+    }
+    if summary_cut:
+        meta["summary_truncated"] = True
+    if len(warnings) > MAX_WARNINGS:
+        meta["injection_warnings_more"] = len(warnings) - MAX_WARNINGS
+    note = fallback_note(answer, failures)
+    if note:
+        meta["note"] = note
+        meta["failures"] = failures
+    if not results:
+        meta["note"] = " ".join(filter(None, [note, "No results: rephrase the query or widen the filters."]))
+    return {
+        "query": query,
+        "summary": summary,
+        "summary_flagged": summary is not None and summary != answer.get("summary"),
+        "provider": answer["provider"],
+        "depth": params["depth"] if answer["provider"] == "tavily" else None,
+        "fetchedAt": answer["fetched_at"].astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "results": results,
+        "metadata": meta,
+    }
+
+
+def write_report(rt, env, plan, doc: dict) -> str:
+    """Render and write the report from the full answer; returns its path for the JSON answer."""
+    from gsd_research import reports
+    from gsd_research.secrets import known_secrets, scrub
+
+    text = reports.render(env, "search_report.md.j2", reports.search_report_context(doc))
+    path = reports.write_new(plan[0], plan[1], scrub(text, known_secrets(rt.config)))
+    return reports.display_path(path)
+
+
+def fit(rt, doc: dict) -> dict:
+    """The answer inside --max-tokens: whole results while they fit, then a cut one (metadata last)."""
+    if doc.pop("summary_flagged", False):
+        doc["metadata"]["summary_flagged"] = True
+    results = doc.pop("results")
+    doc["metadata"] = doc.pop("metadata")
+    return fit_results(doc, results, rt.max_tokens, text_key="snippet")
