@@ -43,7 +43,7 @@ def fit_results(doc: dict, results: list[dict], max_tokens: int, *, text_key: st
             remaining -= cost
             continue
         cut = _cut_item(item, remaining, text_key)
-        if cut is not None and (not kept or cut["tokens"] >= MIN_CUT_TOKENS or always_one and not kept):
+        if cut is not None and (cut["tokens"] >= MIN_CUT_TOKENS or (always_one and not kept)):
             kept.append(cut)
         break
     doc[results_key] = kept

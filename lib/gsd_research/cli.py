@@ -103,18 +103,16 @@ def _guess_command(argv: list[str]) -> str | None:
 
 def run(group: click.Group, argv: list[str] | None, prog_name: str, known: dict) -> int:
     """Invoke `group`, print the envelope, return the exit status. The one edge where errors become JSON."""
-    from gsd_research.output import emit, failure, success
+    from gsd_research.output import emit, failure
 
     argv = list(sys.argv[1:] if argv is None else argv)
     rt = Runtime()
+    if _wants_help(argv):
+        return _help(group, argv, prog_name, rt)
     try:
         rv = group.main(args=argv, prog_name=prog_name, standalone_mode=False, obj=rt)
     except click.exceptions.NoArgsIsHelpError as exc:
-        click.echo(exc.ctx.get_help() if exc.ctx else "", err=True)
-        names = ", ".join(sorted(known))
-        emit(failure(None, {"code": "USAGE_ERROR", "message": f"No command given. Commands: {names}",
-                            "suggestions": [f"{prog_name} --help"]}), rt.pretty)
-        return 2
+        return _no_command(exc, prog_name, known, rt)
     except click.UsageError as exc:
         cmd = rt.command or _guess_command(argv)
         hint = f"{prog_name} {cmd} --help" if cmd else f"{prog_name} --help"
@@ -139,12 +137,66 @@ def run(group: click.Group, argv: list[str] | None, prog_name: str, known: dict)
             "suggestions": ["Retry; if it persists, report it with the log under GSD_RESEARCH_HOME/logs"],
         }), rt.pretty)
         return 1
+    return _render(rv, rt)
+
+
+def _render(rv, rt: Runtime) -> int:
+    """Print what a command returned (a payload dict or a whole document) and give the exit status."""
+    from gsd_research.output import emit, success
+
     if isinstance(rv, int):
         return rv
     if isinstance(rv, dict):
         doc = rv if "success" in rv else success(rt.command or "gsd-research", rv)
         emit(doc, rt.pretty)
         return 0 if doc.get("success", True) else int(doc.get("exit_code", 1))
+    return 0
+
+
+def _no_command(exc: click.exceptions.NoArgsIsHelpError, prog_name: str, known: dict, rt: Runtime) -> int:
+    """A group called without a subcommand: its help on stderr, a usage error naming its commands on stdout."""
+    from gsd_research.output import emit, failure
+
+    click.echo(exc.ctx.get_help() if exc.ctx else "", err=True)
+    sub = exc.ctx is not None and exc.ctx.parent is not None
+    group = exc.ctx.command if exc.ctx is not None else None
+    names = ", ".join(sorted(group.list_commands(exc.ctx) if isinstance(group, click.Group) else known))
+    where = exc.ctx.command_path if sub else prog_name
+    emit(failure(exc.ctx.command_path.split(" ", 1)[1] if sub else None,
+                 {"code": "USAGE_ERROR", "message": f"No command given. Commands: {names}",
+                  "suggestions": [f"{where} --help"]}), rt.pretty)
+    return 2
+
+
+def _wants_help(argv: list[str]) -> bool:
+    args = argv[: argv.index("--")] if "--" in argv else argv
+    return "--help" in args or "-h" in args
+
+
+def _help(group: click.Group, argv: list[str], prog_name: str, rt: Runtime) -> int:
+    """Help for the command named in argv: plain text on a terminal, else inside the one JSON document."""
+    from gsd_research.output import emit
+
+    ctx = click.Context(group, info_name=prog_name, obj=rt, **group.context_settings)
+    cmd: click.Command = group
+    for arg in argv:
+        if arg.startswith("-") or not isinstance(cmd, click.Group):
+            continue
+        try:
+            sub = cmd.get_command(ctx, arg)
+        except GsdError:
+            sub = None
+        if sub is None:
+            continue
+        cmd, ctx = sub, click.Context(sub, info_name=arg, parent=ctx, obj=rt)
+    text = cmd.get_help(ctx)
+    if "--json-pretty" in argv:
+        rt.pretty = True
+    if sys.stdout.isatty():
+        click.echo(text)
+        return 0
+    name = ctx.command_path.split(" ", 1)[1] if " " in ctx.command_path else "help"
+    emit({"success": True, "command": name, "help": text}, rt.pretty)
     return 0
 
 
@@ -165,4 +217,12 @@ def _log_internal_error(exc: BaseException) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    sys.exit(run(cli, argv, "gsd-research", COMMANDS))
+    try:
+        code = run(cli, argv, "gsd-research", COMMANDS)
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away (`| head`): no traceback, nothing more to say
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 1
+    sys.exit(code)

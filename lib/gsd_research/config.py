@@ -95,6 +95,13 @@ class Config:
     def __init__(self, data: dict | None = None) -> None:
         self.user = load_user_config() if data is None else data
         self.data = _merge(DEFAULTS, self.user)
+        providers = self.user.get("providers") if isinstance(self.user, dict) else None
+        if isinstance(providers, dict) and any(isinstance(p, dict) and p.get("api_key") for p in providers.values()):
+            from gsd_research.secrets import register
+
+            for entry in providers.values():
+                if isinstance(entry, dict):
+                    register(entry.get("api_key"))
 
     def get(self, dotted: str, default: Any = None) -> Any:
         node: Any = self.data
@@ -141,6 +148,16 @@ def redact(node: Any, parent_key: str = "") -> Any:
     return node
 
 
+def default_at(dotted: str) -> Any:
+    """The built-in default of a dotted key (None when gsd-research has none)."""
+    node: Any = DEFAULTS
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
 def parse_value(raw: str) -> Any:
     """A config value typed from its text: YAML scalars (numbers, booleans, lists)."""
     import yaml
@@ -159,7 +176,7 @@ def set_value(dotted: str, raw: str, path: Path | None = None) -> Any:
         raise UsageError(f"Invalid config key '{dotted}'", suggestions=["Use a dotted key such as cache.ttl.docs"])
     path = path or config_path()
     data = load_user_config(path)
-    value = parse_value(raw)
+    value = raw if isinstance(default_at(dotted), str) else parse_value(raw)  # `off` stays a word
     node = data
     parts = dotted.split(".")
     for part in parts[:-1]:

@@ -12,8 +12,10 @@ EXIT_CODES: dict[str, int] = {
     "ENVIRONMENT_MISSING": 3,
     "LIBRARY_NOT_FOUND": 4,
     "JOB_NOT_FOUND": 4,
+    "JOB_CANCELLED": 1,
     "NOT_FOUND": 4,
     "REPOSITORY_NOT_FOUND": 4,
+    "DOCUMENT_NOT_FOUND": 4,
     "RATE_LIMITED": 5,
     "UPSTREAM_ERROR": 5,
     "NETWORK_ERROR": 5,
@@ -22,6 +24,7 @@ EXIT_CODES: dict[str, int] = {
     "LIBRARY_NOT_READY": 5,
     "TIMEOUT": 6,
     "EXTRACTION_FAILED": 1,
+    "REPORT_FAILED": 1,
     "BUDGET_EXCEEDED": 1,
     "INTERNAL_ERROR": 1,
 }

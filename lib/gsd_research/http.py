@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sys
 import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -11,6 +12,7 @@ from typing import Any
 import requests
 
 from gsd_research import __version__
+from gsd_research.cache_stats import read_cache_stats, record_cache_event, stats_file  # noqa: F401 (re-exported)
 from gsd_research.config import Config, home
 from gsd_research.errors import (
     GsdError,
@@ -36,7 +38,10 @@ IGNORED_PARAMETERS = (
     "key",
     "access_token",
 )
+_IGNORED_LOWER = {name.lower(): name for name in IGNORED_PARAMETERS}
 USER_AGENT = f"gsd-research/{__version__}"
+# Optional requests-cache backends whose client libraries cost start-up time when nobody uses them.
+_OPTIONAL_BACKEND_MODULES = ("redis", "pymongo", "boto3")
 
 
 @dataclass
@@ -49,13 +54,21 @@ class RetryPolicy:
     retry_after_max: float = 30.0
 
     def delay(self, attempt: int, response: requests.Response | None) -> float:
-        """Seconds to wait before retry `attempt` (0-based): capped Retry-After, else backoff with jitter."""
+        """Seconds to wait before retry `attempt` (0-based): capped Retry-After, else backoff with jitter.
+
+        The backoff is base * 2**attempt (at most backoff_max) times a random factor in [0.5, 1].
+        """
         if response is not None:
             after = retry_after_seconds(response)
             if after is not None:
                 return min(after, self.retry_after_max)
         expo = min(self.backoff_max, self.backoff_base * (2**attempt))
         return expo * (0.5 + random.random() / 2)
+
+    def waits_too_long(self, response: requests.Response | None) -> bool:
+        """True when the server asks for a longer pause than we wait: give up now and tell the agent when."""
+        after = retry_after_seconds(response) if response is not None else None
+        return after is not None and after > self.retry_after_max
 
 
 def retry_after_seconds(response: requests.Response) -> float | None:
@@ -130,6 +143,7 @@ def parse_json(provider: str, response: requests.Response) -> Any:
     try:
         return response.json()
     except ValueError:
+        forget(response)
         snippet = "HTML page" if (response.text or "").lstrip().startswith("<") else "non-JSON body"
         raise ProviderError(
             f"{provider.capitalize()} sent a malformed answer ({snippet}, HTTP {response.status_code})",
@@ -138,11 +152,45 @@ def parse_json(provider: str, response: requests.Response) -> Any:
         ) from None
 
 
+def forget(response: requests.Response) -> None:
+    """Drop a stored answer that turned out unusable (malformed JSON, wrong shape), so it is not served again."""
+    evict = getattr(response, "_gsd_evict", None)
+    if evict is not None:
+        evict()
+
+
+def _import_requests_cache(need_redis: bool):
+    """requests_cache without importing the client libraries of backends this call does not use.
+
+    requests_cache imports every installed backend client at import time (redis alone costs ~130 ms
+    of a ~450 ms start); with the module name mapped to None the import fails fast and requests_cache
+    leaves a placeholder. The Redis backend is imported for real when it is configured.
+    """
+    if "requests_cache" in sys.modules:
+        return sys.modules["requests_cache"]
+    blocked = [] if need_redis else [m for m in _OPTIONAL_BACKEND_MODULES if m not in sys.modules]
+    for name in blocked:
+        sys.modules[name] = None  # type: ignore[assignment]
+    try:
+        import requests_cache
+    finally:
+        for name in blocked:
+            if sys.modules.get(name, 0) is None:
+                del sys.modules[name]
+    return requests_cache
+
+
+def cache_backend_name(config: Config) -> str:
+    """sqlite, redis or off (YAML reads a bare `off` as false, so falsy values mean off too)."""
+    raw = config.get("cache.backend", "sqlite")
+    name = str(raw).strip().lower() if raw not in (False, None) else "off"
+    return "off" if name in ("off", "none", "memory", "false", "no", "0", "") else name
+
+
 def build_session(config: Config):
     """The shared requests-cache session: SQLite under GSD_RESEARCH_HOME, Redis, or off."""
-    import requests_cache
-
-    backend_name = str(config.get("cache.backend", "sqlite")).lower()
+    backend_name = cache_backend_name(config)
+    requests_cache = _import_requests_cache(backend_name == "redis")
     common = dict(
         allowable_codes=(200,),
         allowable_methods=("GET", "POST"),
@@ -153,12 +201,18 @@ def build_session(config: Config):
     )
     if backend_name == "redis":
         import redis
+        from requests_cache.backends.redis import RedisCache
 
         url = str(config.get("cache.redis_url"))
         connection = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=5)
-        backend = requests_cache.RedisCache(namespace="gsd_research", connection=connection)
-    elif backend_name in ("off", "none", "memory"):
+        backend = RedisCache(namespace="gsd_research", connection=connection)
+    elif backend_name == "off":
         backend = requests_cache.backends.BaseCache()
+    elif backend_name != "sqlite":
+        from gsd_research.errors import UsageError
+
+        raise UsageError(f"Unknown cache backend '{backend_name}'",
+                         suggestions=["gsd-research config set cache.backend sqlite (or redis, off)"])
     else:
         path = cache_file()
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -189,6 +243,8 @@ class HttpClient:
         self.deadline = float(config.get("http.deadline", 120))
         self.upstream_requests = 0
         self.cache_hits = 0
+        self.cache_broken: str | None = None  # why the cache is bypassed for the rest of this call
+        self.cache_off = cache_backend_name(config) == "off"
 
     @property
     def session(self):
@@ -197,13 +253,21 @@ class HttpClient:
                 self._session = build_session(self.config)
             except GsdError:
                 raise
-            except Exception as exc:  # a broken cache backend must not break research
-                raise ProviderError(
-                    f"Cannot open the HTTP cache ({exc.__class__.__name__}: {str(exc)[:200]})",
-                    code="INTERNAL_ERROR",
-                    suggestions=["gsd-research cache clear", "gsd-research config set cache.backend sqlite"],
-                ) from None
+            except Exception as exc:  # a broken cache backend must not break research: go uncached
+                self._degrade(exc)
+                requests_cache = _import_requests_cache(False)
+                self._session = requests_cache.CachedSession(backend=requests_cache.backends.BaseCache())
+                self._session.headers["User-Agent"] = USER_AGENT
         return self._session
+
+    def _degrade(self, exc: BaseException) -> None:
+        """Bypass the cache for the rest of this call and say why on stderr (never on stdout)."""
+        if self.cache_broken is None:
+            from gsd_research.secrets import scrub
+
+            self.cache_broken = scrub(f"{exc.__class__.__name__}: {str(exc)[:200]}")
+            print(f"gsd-research: HTTP cache unavailable ({self.cache_broken}); continuing without it. "
+                  "Check with: gsd-research doctor", file=sys.stderr)
 
     def request(
         self,
@@ -222,6 +286,8 @@ class HttpClient:
         """Send with retries; return answers whose status is in `expected`, raise typed errors otherwise."""
         started = time.monotonic()
         limit = deadline if deadline is not None else self.deadline
+        if kwargs.get("headers"):
+            kwargs["headers"] = canonical_headers(kwargs["headers"])
         attempt = 0
         while True:
             response, fault = self._send_once(method, url, ttl=ttl, timeout=timeout or self.timeout, cache=cache, **kwargs)
@@ -232,33 +298,59 @@ class HttpClient:
                 raise_for_status(provider, response, key_hint)
             wait = self.policy.delay(attempt, response)
             elapsed = time.monotonic() - started
-            if attempt >= self.policy.max_retries or elapsed + wait >= limit:
+            if attempt >= self.policy.max_retries or elapsed + wait >= limit or self.policy.waits_too_long(response):
                 self._give_up(provider, response, fault, key_hint, attempt + 1)
             time.sleep(wait)
             attempt += 1
 
     def _send_once(self, method, url, *, ttl, timeout, cache, **kwargs):
+        use_cache = cache and self.cache_broken is None and not self.cache_off
         try:
-            if cache and not self.no_cache:
-                resp = self.session.request(method, url, expire_after=ttl, timeout=timeout, **kwargs)
-            elif cache:
-                resp = self.session.request(method, url, expire_after=ttl, timeout=timeout, force_refresh=True, **kwargs)
-            else:
-                with self.session.cache_disabled():
-                    resp = self.session.request(method, url, timeout=timeout, **kwargs)
+            resp = self._dispatch(method, url, ttl=ttl, timeout=timeout, use_cache=use_cache, **kwargs)
         except requests.Timeout as exc:
             self.upstream_requests += 1
             return None, exc
         except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
             self.upstream_requests += 1
             return None, exc
+        except (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema,
+                requests.exceptions.InvalidSchema) as exc:
+            raise NetworkError(
+                f"Invalid provider URL {_safe_url(url)!r} ({exc.__class__.__name__})",
+                suggestions=["Check the provider's base URL variable or config (gsd-research config show)"],
+                details={"url": _safe_url(url)},
+            ) from None
         except requests.RequestException as exc:
             raise NetworkError(f"Request failed: {exc.__class__.__name__}", details={"url": _safe_url(url)}) from None
+        except Exception as exc:  # the cache backend failed (SQLite locked or corrupt, Redis down)
+            if not use_cache or not _is_cache_failure(exc):
+                raise
+            self._degrade(exc)
+            return self._send_once(method, url, ttl=ttl, timeout=timeout, cache=cache, **kwargs)
+        self._account(resp, use_cache)
+        return resp, None
+
+    def _dispatch(self, method, url, *, ttl, timeout, use_cache, **kwargs):
+        if not use_cache:
+            with self.session.cache_disabled():
+                return self.session.request(method, url, timeout=timeout, **kwargs)
+        if self.no_cache:
+            return self.session.request(method, url, expire_after=ttl, timeout=timeout, force_refresh=True, **kwargs)
+        return self.session.request(method, url, expire_after=ttl, timeout=timeout, **kwargs)
+
+    def _account(self, resp, use_cache: bool) -> None:
+        """Count the answer (this call and the persistent counters) and let callers evict it if unusable."""
         if getattr(resp, "from_cache", False):
             self.cache_hits += 1
         else:
             self.upstream_requests += 1
-        return resp, None
+        key = getattr(resp, "cache_key", None)
+        if use_cache and key:
+            cache = self.session.cache
+            resp._gsd_evict = lambda: _safe_delete(cache, key)
+        if use_cache and self.config.get("cache.stats", True):
+            kind = "hits" if getattr(resp, "from_cache", False) else ("refreshes" if self.no_cache else "misses")
+            record_cache_event(kind)
 
     def _give_up(self, provider, response, fault, key_hint, attempts):
         name = provider.capitalize()
@@ -285,3 +377,27 @@ class HttpClient:
 def _safe_url(url: str) -> str:
     """A URL without its query string, which may carry a key."""
     return url.split("?", 1)[0]
+
+
+def canonical_headers(headers) -> dict:
+    """Headers with credential names spelled as in IGNORED_PARAMETERS (requests-cache matches them exactly)."""
+    out = {}
+    for name, value in dict(headers).items():
+        out[_IGNORED_LOWER.get(str(name).lower(), name)] = value
+    return out
+
+
+def _is_cache_failure(exc: BaseException) -> bool:
+    import sqlite3
+
+    if isinstance(exc, (sqlite3.Error, OSError)):
+        return True
+    redis = sys.modules.get("redis")
+    return bool(redis is not None and isinstance(exc, redis.exceptions.RedisError))
+
+
+def _safe_delete(cache, key: str) -> None:
+    try:
+        cache.delete(key)
+    except Exception:  # noqa: BLE001 - eviction is best effort
+        pass

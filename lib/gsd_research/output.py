@@ -8,6 +8,23 @@ from typing import Any
 
 from gsd_research.tokens import count_tokens
 
+# How the document of this call will be printed (set from --json-pretty and the command's name), so
+# budgets count exactly that: the envelope the edge adds and the indentation of pretty JSON cost tokens too.
+_PRINT_PRETTY = False
+_COMMAND: str | None = None
+
+
+def set_pretty(pretty: bool) -> None:
+    """Record whether this call prints pretty JSON."""
+    global _PRINT_PRETTY
+    _PRINT_PRETTY = bool(pretty)
+
+
+def set_command(name: str | None) -> None:
+    """Record the command name the edge will put into the envelope."""
+    global _COMMAND
+    _COMMAND = name
+
 
 def dumps(doc: Any, pretty: bool = False) -> str:
     if pretty:
@@ -16,8 +33,11 @@ def dumps(doc: Any, pretty: bool = False) -> str:
 
 
 def document_tokens(doc: Any) -> int:
-    """Estimated cl100k tokens of the compact document as printed."""
-    return count_tokens(dumps(doc))
+    """Estimated cl100k tokens of the document as it will be printed: with the envelope's `success` and
+    `command` when the payload lacks them, compact or pretty (--json-pretty), and the final newline."""
+    if isinstance(doc, dict) and "success" not in doc:
+        doc = success(_COMMAND or "gsd-research", doc)
+    return count_tokens(dumps(doc, _PRINT_PRETTY) + "\n")
 
 
 def success(command: str, payload: dict) -> dict:
@@ -35,5 +55,10 @@ def emit(doc: dict, pretty: bool = False, stream=None) -> None:
     from gsd_research.secrets import scrub
 
     stream = stream or sys.stdout
-    stream.write(scrub(dumps(doc, pretty)) + "\n")
+    text = scrub(dumps(doc, pretty)) + "\n"
+    try:
+        stream.write(text)
+    except UnicodeEncodeError:  # a non-UTF-8 stdout (PYTHONIOENCODING=ascii, odd locales): send UTF-8 bytes
+        stream.flush()
+        stream.buffer.write(text.encode("utf-8"))
     stream.flush()

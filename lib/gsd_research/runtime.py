@@ -20,6 +20,13 @@ class Runtime:
     _config: object = field(default=None, repr=False)
     _http: object = field(default=None, repr=False)
 
+    def __setattr__(self, name, value):
+        if name in ("pretty", "command"):  # budgets must count the document exactly as it will be printed
+            from gsd_research import output
+
+            output.set_pretty(value) if name == "pretty" else output.set_command(value)
+        super().__setattr__(name, value)
+
     @property
     def config(self):
         if self._config is None:

@@ -7,11 +7,18 @@ import os
 from gsd_research.config import PROVIDER_ENV
 
 _MIN_SECRET = 6
+_REGISTERED: set[str] = set()
+
+
+def register(value) -> None:
+    """Remember a secret seen at run time (a key from the config file) so every edge scrubs it."""
+    if value and len(str(value).strip()) >= _MIN_SECRET:
+        _REGISTERED.add(str(value).strip())
 
 
 def known_secrets(config=None) -> list[str]:
-    """Every key value configured through the environment or the config file."""
-    values = set()
+    """Every key value configured through the environment, the config file or registered at run time."""
+    values = set(_REGISTERED)
     for _, names in PROVIDER_ENV.values():
         for name in names:
             value = os.environ.get(name, "").strip()
@@ -26,8 +33,17 @@ def known_secrets(config=None) -> list[str]:
 
 
 def scrub(text: str, secrets: list[str] | None = None) -> str:
-    """`text` with every known key replaced by ***."""
+    """`text` with every known key replaced by *** (also in its JSON-escaped and URL-encoded forms)."""
     for secret in secrets if secrets is not None else known_secrets():
-        if secret in text:
-            text = text.replace(secret, "***")
+        for form in _forms(secret):
+            if form in text:
+                text = text.replace(form, "***")
     return text
+
+
+def _forms(secret: str) -> list[str]:
+    import json
+    from urllib.parse import quote, quote_plus
+
+    forms = {secret, json.dumps(secret)[1:-1], quote(secret, safe=""), quote_plus(secret)}
+    return sorted(forms, key=len, reverse=True)

@@ -6,6 +6,8 @@ Faults (`server.add_fault(path_prefix, kind, times=N, ...)`) apply to the next N
   malformed  200 with a body that is not JSON
   html       answer `status` (default 401) with an HTML page
   drop       close the connection without answering
+  truncate   answer 200 with a Content-Length larger than the body sent, then close (cut mid-answer)
+A `status` fault may carry its own `body` (bytes, str or JSON-able) instead of the JSON error.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ import re
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 
@@ -61,6 +64,7 @@ class Fault:
     retry_after: str | None = None
     delay: float = 5.0
     method: str | None = None
+    body: Any = None
 
 
 Handler = Callable[[Request], Reply]
@@ -180,6 +184,19 @@ class FakeServer:
                 pass
             h.close_connection = True
             return None
+        if fault.kind == "truncate":
+            try:
+                h.send_response(200)
+                h.send_header("Content-Type", "application/json")
+                h.send_header("Content-Length", "4096")
+                h.end_headers()
+                h.wfile.write(b'{"results": [{"id": "/partial')
+                h.wfile.flush()
+                h.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            h.close_connection = True
+            return None
         if fault.kind == "timeout":
             return Reply(200, {"late": True}, delay=fault.delay)
         if fault.kind == "malformed":
@@ -193,6 +210,9 @@ class FakeServer:
         if fault.status == 429:
             headers.update({"RateLimit-Limit": "60", "RateLimit-Remaining": "0",
                             "RateLimit-Reset": str(int(time.time()) + 1)})
+        if fault.body is not None:
+            ctype = "application/json" if not isinstance(fault.body, (bytes, str)) else "text/html"
+            return Reply(fault.status, fault.body, headers=headers, content_type=ctype)
         return Reply(fault.status, {"error": "injected_fault", "message": f"Injected HTTP {fault.status}"},
                      headers=headers)
 
@@ -211,7 +231,7 @@ class FakeServer:
                     h.wfile.flush()
                 h.wfile.write(b"0\r\n\r\n")
             else:
-                payload = reply.payload()
+                payload = b"" if reply.status in (204, 304) else reply.payload()  # no body by HTTP's rules
                 h.send_header("Content-Length", str(len(payload)))
                 h.end_headers()
                 h.wfile.write(payload)

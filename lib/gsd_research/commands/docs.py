@@ -6,6 +6,7 @@ import click
 
 from gsd_research.budget import fit_results
 from gsd_research.errors import UsageError
+from gsd_research.output import document_tokens
 from gsd_research.providers.context7 import Context7, snippets_to_results
 from gsd_research.runtime import agent_command
 
@@ -39,4 +40,12 @@ def docs(rt, library: str, query: tuple[str, ...]):
         doc["metadata"]["redirected_from"] = library_id
     if not results:
         doc["metadata"]["note"] = "Context7 returned no snippets for this query; rephrase it with API names"
-    return fit_results(doc, results, rt.max_tokens)
+    doc = fit_results(doc, results, rt.max_tokens)
+    if results and not doc["results"]:
+        meta = doc["metadata"]
+        meta["note"] = "No snippet fits: raise --max-tokens"
+        meta["tokens_used"] = document_tokens(doc)
+        if meta["tokens_used"] > rt.max_tokens:
+            del meta["note"]
+            meta["tokens_used"] = document_tokens(doc)
+    return doc

@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-from gsd_research.errors import GsdError, NotFound, ProviderError
-from gsd_research.http import HttpClient, error_message, parse_json, raise_for_status
+from gsd_research.errors import GsdError, NotFound, ProviderError, RateLimited
+from gsd_research.http import HttpClient, error_message, forget, parse_json, raise_for_status
 
 LIBRARY_ID = re.compile(r"^/[^/\s]+/[^/\s]+([/@][^/\s]+)?$")
 KEY_HINT = "CONTEXT7_API_KEY (or unset it to use anonymous access)"
@@ -37,6 +37,8 @@ def name_similarity(query: str, lib: dict) -> float:
     q = _norm(query)
     if not q:
         return 0.0
+    if "/" in query and "/" + query.strip().strip("/").lower() == str(lib.get("id", "")).lower():
+        return 1.0  # 'vercel/next.js' names the id itself
     names = {_norm(str(lib.get("title", "")))}
     parts = [p for p in str(lib.get("id", "")).split("/") if p]
     names.update(_norm(p) for p in parts[-2:])
@@ -92,18 +94,29 @@ class Context7:
     def _headers(self) -> dict:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
+    def _get(self, path: str, params: dict, expected: tuple[int, ...], **kwargs):
+        """One GET through the shared layer; a rate limit says how to get a higher one."""
+        try:
+            return self.http.request("context7", "GET", f"{self.base_url}{path}", params=params,
+                                     headers=self._headers(), ttl=self.ttl, expected=expected,
+                                     key_hint=KEY_HINT, **kwargs)
+        except RateLimited as exc:
+            wait = f"Retry in {int(exc.retry_after)} s" if exc.retry_after else "Retry in a minute"
+            more = ("Your CONTEXT7_API_KEY's plan limit is reached" if self.api_key
+                    else "Set CONTEXT7_API_KEY (free at context7.com) for higher limits than anonymous access")
+            exc.suggestions = [wait, more]
+            raise
+
     def search(self, name: str, query: str) -> list[dict]:
-        resp = self.http.request(
-            "context7", "GET", f"{self.base_url}/v2/libs/search",
-            params={"libraryName": name[:500], "query": query[:500]},
-            headers=self._headers(), ttl=self.ttl, expected=(200, 404), key_hint=KEY_HINT,
-        )
+        resp = self._get("/v2/libs/search", {"libraryName": name[:500], "query": query[:500]}, (200, 404))
         if resp.status_code == 404:
             return []
         body = parse_json("context7", resp)
         results = body.get("results") if isinstance(body, dict) else None
         if not isinstance(results, list):
+            forget(resp)
             raise ProviderError("Context7 sent a search answer without results",
+                                suggestions=["Retry later; if it persists the Context7 API may have changed"],
                                 details={"provider": "context7"})
         return results
 
@@ -128,12 +141,8 @@ class Context7:
 
     def context(self, library_id: str, query: str, _hops: int = 0) -> tuple[dict, str]:
         """Documentation for one library id; follows a 'library moved' answer once."""
-        resp = self.http.request(
-            "context7", "GET", f"{self.base_url}/v2/context",
-            params={"libraryId": library_id, "query": query[:500], "type": "json"},
-            headers=self._headers(), ttl=self.ttl, expected=(200, 202, 301, 302, 404), key_hint=KEY_HINT,
-            allow_redirects=False,
-        )
+        resp = self._get("/v2/context", {"libraryId": library_id, "query": query[:500], "type": "json"},
+                         (200, 202, 301, 302, 404), allow_redirects=False)
         if resp.status_code in (301, 302):
             target = _redirect_target(resp)
             if target and _hops < 2:
@@ -183,6 +192,7 @@ def _parse_context(resp) -> dict:
         return {"codeSnippets": [], "infoSnippets": [], "text": resp.text}
     body = parse_json("context7", resp)
     if not isinstance(body, dict):
+        forget(resp)
         raise_for_status("context7", resp)
         raise ProviderError("Context7 sent an unexpected answer", details={"provider": "context7"})
     return body

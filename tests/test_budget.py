@@ -1,0 +1,161 @@
+"""fit_results / fit_text: whole results first, then sentence cuts; never over budget by cl100k."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gsd_research import output
+from gsd_research.budget import MIN_CUT_TOKENS, fit_results, fit_text
+from gsd_research.errors import UsageError
+from gsd_research.output import dumps
+from gsd_research.tokens import count_tokens
+from tests.conftest import TIKTOKEN_DIR
+
+
+@pytest.fixture(scope="module")
+def cl100k():
+    tiktoken = pytest.importorskip("tiktoken")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TIKTOKEN_CACHE_DIR", str(TIKTOKEN_DIR))
+        return tiktoken.get_encoding("cl100k_base")
+
+
+@pytest.fixture(autouse=True)
+def compact():
+    output.set_pretty(False)
+    yield
+    output.set_pretty(False)
+
+
+def printed_tokens(enc, doc, pretty=False) -> int:
+    return len(enc.encode(dumps(doc, pretty) + "\n", disallowed_special=()))
+
+
+def results(n: int, sentences: int = 12) -> list[dict]:
+    return [{"title": f"Result {i}",
+             "content": " ".join(f"Fact {j} of result {i} explains one detail of the API." for j in range(sentences)),
+             "source_url": f"https://example.com/{i}"} for i in range(n)]
+
+
+def envelope() -> dict:
+    return {"success": True, "command": "search", "query": "how do caches work",
+            "metadata": {"backend": "test", "cache_hit": False}}
+
+
+@pytest.mark.parametrize("budget", [150, 300, 500, 1000, 2000, 4000])
+def test_fit_results_is_never_over_budget_by_cl100k(cl100k, budget):
+    doc = fit_results(envelope(), results(40), budget)
+
+    assert doc["metadata"]["tokens_used"] <= budget
+    assert printed_tokens(cl100k, doc) <= budget
+    # and the budget is used: a cut shorter than MIN_CUT_TOKENS is left out, which costs small budgets most
+    assert printed_tokens(cl100k, doc) >= budget - max(0.1 * budget, MIN_CUT_TOKENS + 20)
+
+
+def test_fit_results_keeps_order_and_reports_what_was_left_out():
+    items = results(30)
+
+    doc = fit_results(envelope(), items, 1000)
+
+    kept = doc["results"]
+    assert [r["title"] for r in kept] == [r["title"] for r in items[: len(kept)]]
+    meta = doc["metadata"]
+    assert meta["total_available"] == 30 and meta["returned"] == len(kept) < 30
+    assert meta["truncated"] is True and meta["max_tokens"] == 1000
+    assert all(r["tokens"] == count_tokens(r["content"]) for r in kept)
+    assert list(doc)[-1] == "metadata"
+
+
+def test_whole_results_first_then_one_cut_on_a_sentence():
+    doc = fit_results(envelope(), results(10, sentences=20), 800)
+
+    *whole, last = doc["results"]
+    assert all("truncated" not in r for r in whole)
+    assert last.get("truncated") is True and last["content"].endswith("API.")
+
+
+def test_everything_fits_nothing_truncated():
+    doc = fit_results(envelope(), results(2, sentences=2), 2000)
+
+    assert doc["metadata"]["returned"] == 2 and doc["metadata"]["truncated"] is False
+
+
+def test_a_single_huge_result_is_cut_to_fit(cl100k):
+    doc = fit_results(envelope(), results(1, sentences=2000), 500)
+
+    assert doc["metadata"]["returned"] == 1 and doc["results"][0]["truncated"] is True
+    assert printed_tokens(cl100k, doc) <= 500
+
+
+def test_always_one_false_drops_a_tiny_cut():
+    items = [{"title": "t", "content": "word. " * 2000, "source_url": ""}]
+
+    kept = fit_results(envelope(), items, 110, always_one=False)["results"]
+    forced = fit_results(envelope(), items, 110, always_one=True)["results"]
+
+    assert kept == []
+    assert len(forced) == 1 and forced[0]["tokens"] < MIN_CUT_TOKENS
+
+
+def test_budget_smaller_than_the_envelope_is_a_usage_error():
+    doc = envelope()
+    doc["query"] = "q " * 300
+
+    with pytest.raises(UsageError) as info:
+        fit_results(doc, results(3), 150)
+
+    assert "--max-tokens" in info.value.suggestions[0]
+
+
+def test_fit_results_counts_pretty_printing_when_asked(cl100k):
+    output.set_pretty(True)
+
+    doc = fit_results(envelope(), results(40), 1000)
+
+    assert printed_tokens(cl100k, doc, pretty=True) <= 1000
+
+
+def test_unicode_and_escapes_are_counted_as_printed(cl100k):
+    items = [{"title": "Ünïcödé ✓", "content": 'Line "quoted"\n\ttabbed — 東京 🚀. ' * 200, "source_url": ""}]
+
+    doc = fit_results(envelope(), items, 400)
+
+    assert printed_tokens(cl100k, doc) <= 400
+
+
+@pytest.mark.parametrize("budget", [200, 700, 3000])
+def test_fit_text_cuts_one_field_and_stays_in_budget(cl100k, budget):
+    text = "\n\n".join(f"Paragraph {i}. It has two sentences about reading pages." for i in range(1000))
+    doc = {"success": True, "command": "fetch", "url": "https://example.com", "content": text, "metadata": {}}
+
+    doc = fit_text(doc, ("content",), budget)
+
+    assert doc["metadata"]["truncated"] is True
+    assert doc["metadata"]["tokens_used"] <= budget
+    assert printed_tokens(cl100k, doc) <= budget
+    assert doc["content"].endswith(".")  # a sentence boundary
+    assert text.startswith(doc["content"])
+
+
+def test_fit_text_on_a_nested_field_that_fits_is_untouched():
+    doc = {"success": True, "answer": {"text": "short answer."}, "metadata": {}}
+
+    doc = fit_text(doc, ("answer", "text"), 500)
+
+    assert doc["answer"]["text"] == "short answer." and doc["metadata"]["truncated"] is False
+
+
+def test_fit_text_too_small_is_a_usage_error():
+    doc = {"success": True, "command": "fetch", "url": "u" * 2000, "content": "x", "metadata": {}}
+
+    with pytest.raises(UsageError):
+        fit_text(doc, ("content",), 150)
+
+
+def test_json_document_is_valid_after_cutting_inside_escapes():
+    text = '\\"' * 3000
+    doc = fit_text({"success": True, "content": text, "metadata": {}}, ("content",), 300)
+
+    assert json.loads(dumps(doc))["content"] == doc["content"]

@@ -1,0 +1,177 @@
+"""doctor and config show|set|path."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+import yaml
+
+from gsd_research.config import Config, config_path
+from tests.conftest import assert_no_traceback
+
+
+def test_doctor_reports_providers_keys_reachability_and_state(cli, fake, home, monkeypatch):
+    monkeypatch.setenv("GOOGLE_API_KEY", "gk-test-value-123")
+    started = time.monotonic()
+
+    result = cli("doctor")
+
+    doc = result.json
+    assert result.code == 0 and doc["success"] is True and doc["command"] == "doctor"
+    assert time.monotonic() - started < 3
+    providers = {p["name"]: p for p in doc["providers"]}
+    assert set(providers) == {"context7", "perplexity", "tavily", "gemini", "ollama", "openai"}
+    assert providers["gemini"]["key"] is True and providers["gemini"]["key_source"] == "GOOGLE_API_KEY"
+    assert providers["tavily"]["configured"] is False and "TAVILY_API_KEY" in providers["tavily"]["note"]
+    assert providers["context7"]["configured"] is True  # anonymous access works
+    assert all(p["reachable"] is True for p in providers.values())  # all point at the fake server
+    assert providers["context7"]["base_url"] == fake.url + "/api"
+    assert doc["state"]["home"] == str(home)
+    assert doc["state"]["config"]["path"] == str(home / "config.yaml")
+    assert doc["cache"]["backend"] == "sqlite" and doc["cache"]["path"].startswith(str(home))
+    assert "gk-test-value-123" not in result.stdout
+    assert doc["metadata"]["tokens_used"] <= 2000
+    assert "context7" in doc["ready"] and "tavily" not in doc["ready"]
+
+
+def test_doctor_says_what_is_unreachable_within_the_probe_timeout(cli, monkeypatch):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    blackhole = socket.socket()  # accepts connections but never answers
+    blackhole.bind(("127.0.0.1", 0))
+    blackhole.listen(16)
+    try:
+        monkeypatch.setenv("CONTEXT7_API_URL", f"http://127.0.0.1:{closed}/api")
+        monkeypatch.setenv("PERPLEXITY_BASE_URL", f"http://127.0.0.1:{blackhole.getsockname()[1]}")
+        for var in ("TAVILY_BASE_URL", "GEMINI_BASE_URL", "OLLAMA_HOST", "OPENAI_BASE_URL"):
+            monkeypatch.setenv(var, f"http://127.0.0.1:{closed}")
+        started = time.monotonic()
+
+        doc = cli("doctor", "--timeout", "0.5").json
+    finally:
+        blackhole.close()
+
+    assert time.monotonic() - started < 2.5  # probes run in parallel
+    providers = {p["name"]: p for p in doc["providers"]}
+    assert providers["context7"]["reachable"] is False and providers["context7"]["error"] == "ConnectionError"
+    assert providers["perplexity"]["error"] == "timeout"
+    assert doc["ready"] == []
+
+
+def test_doctor_without_probes_touches_no_network(cli, fake):
+    doc = cli("doctor", "--no-probe").json
+
+    assert fake.hits() == []
+    assert all("reachable" not in p for p in doc["providers"])
+
+
+def test_doctor_reports_a_broken_config_file_instead_of_failing(cli, home):
+    (home / "config.yaml").write_text("http: [unclosed\n")
+
+    result = cli("doctor", "--no-probe")
+
+    assert result.code == 0
+    assert any("config" in p.lower() for p in result.json["problems"])
+    assert_no_traceback(result)
+
+
+def test_doctor_reports_an_unreachable_redis_cache(cli, home):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cli("config", "set", "cache.backend", "redis")
+    cli("config", "set", "cache.redis_url", f"redis://:secretpw@127.0.0.1:{port}/0")
+
+    result = cli("doctor", "--no-probe")
+
+    doc = result.json
+    assert doc["cache"]["backend"] == "redis" and doc["cache"]["reachable"] is False
+    assert any("Redis" in p for p in doc["problems"])
+    assert "secretpw" not in result.stdout
+
+
+def test_config_path_names_the_file_and_home(cli, home):
+    doc = cli("config", "path").json
+
+    assert doc == {**doc, "success": True, "command": "config path", "path": str(home / "config.yaml"),
+                   "exists": True, "home": str(home)}
+
+
+def test_config_set_writes_typed_values_and_keeps_the_rest(cli, home):
+    result = cli("config", "set", "cache.ttl.search", "120")
+
+    assert result.code == 0 and result.json["value"] == 120
+    data = yaml.safe_load((home / "config.yaml").read_text())
+    assert data["cache"]["ttl"]["search"] == 120
+    assert data["http"]["read_timeout"] == 2  # the test config survived
+    assert Config().ttl("search") == 120
+
+
+def test_config_set_off_is_the_word_not_false(cli, home):
+    cli("config", "set", "cache.backend", "off")
+
+    assert yaml.safe_load((home / "config.yaml").read_text())["cache"]["backend"] == "off"
+
+
+@pytest.mark.parametrize("key, value, fragment", [
+    ("cache.backend", "mongodb", "sqlite, redis or off"),
+    ("http.read_timeout", "fast", "number"),
+    ("http.max_retries", "-1", "number"),
+    ("cache.ttl", "5", "section"),
+    ("providers.context7.base_url", "context7.com", "URL"),
+    ("cache..ttl", "5", "Invalid config key"),
+])
+def test_config_set_rejects_values_that_would_break_calls(cli, home, key, value, fragment):
+    before = (home / "config.yaml").read_text()
+
+    result = cli("config", "set", "--", key, value)
+
+    assert result.code == 2 and result.json["error"]["code"] == "USAGE_ERROR"
+    assert fragment in result.json["error"]["message"]
+    assert (home / "config.yaml").read_text() == before
+
+
+def test_config_set_of_an_unknown_key_is_stored_with_a_note(cli, home):
+    doc = cli("config", "set", "fetch.webfetch_hook", "suggest").json
+
+    assert doc["value"] == "suggest" and "not a key" in doc["note"]
+    assert Config().get("fetch.webfetch_hook") == "suggest"
+
+
+def test_config_set_creates_the_file_when_missing(cli, home):
+    config_path().unlink()
+
+    cli("config", "set", "cache.ttl.docs", "60")
+
+    assert yaml.safe_load(config_path().read_text()) == {"cache": {"ttl": {"docs": 60}}}
+
+
+def test_config_set_on_a_broken_file_changes_nothing(cli, home):
+    (home / "config.yaml").write_text("http: [unclosed\n")
+
+    result = cli("config", "set", "cache.ttl.docs", "60")
+
+    assert result.code == 2 and "Fix or delete" in result.json["error"]["suggestions"][0]
+    assert (home / "config.yaml").read_text() == "http: [unclosed\n"
+
+
+def test_config_show_merges_defaults_file_and_environment(cli, fake, home, monkeypatch):
+    cli("config", "set", "cache.ttl.docs", "60")
+    monkeypatch.setenv("TAVILY_API_KEY", "tvly-secret-value")
+
+    doc = cli("config", "show").json
+
+    assert doc["config"]["cache"]["ttl"]["docs"] == 60
+    assert doc["config"]["cache"]["ttl"]["deep"] == 21600  # a default
+    assert doc["environment"]["TAVILY_API_KEY"] == "set"
+    assert doc["environment"]["CONTEXT7_API_URL"] == fake.url + "/api"
+    assert "tvly-secret-value" not in str(doc)
+
+
+def test_config_without_subcommand_is_a_usage_error(cli):
+    result = cli("config")
+
+    assert result.code == 2 and "path, set, show" in result.json["error"]["message"]

@@ -1,0 +1,299 @@
+"""The shared HTTP layer: retry policy (unit), and the cached session against the fake server (real HTTP)."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import time
+from email.utils import formatdate
+
+import pytest
+import requests
+
+from gsd_research.config import Config
+from gsd_research.errors import (
+    InvalidApiKey,
+    NetworkError,
+    NotFound,
+    ProviderError,
+    RateLimited,
+    TimeoutError_,
+)
+from gsd_research.http import (
+    IGNORED_PARAMETERS,
+    HttpClient,
+    RetryPolicy,
+    cache_file,
+    canonical_headers,
+    parse_json,
+    raise_for_status,
+    read_cache_stats,
+    retry_after_seconds,
+)
+
+CREDENTIALS = "sk-canary-http-0001"
+
+
+def response(status: int = 200, headers: dict | None = None, body: bytes = b"{}") -> requests.Response:
+    resp = requests.Response()
+    resp.status_code = status
+    resp.headers.update(headers or {})
+    resp._content = body
+    return resp
+
+
+# -- retry policy (unit) ------------------------------------------------------------------------------
+
+
+def test_retry_after_in_seconds():
+    assert retry_after_seconds(response(429, {"Retry-After": "7"})) == 7.0
+    assert retry_after_seconds(response(429, {"Retry-After": " 2.5 "})) == 2.5
+
+
+def test_retry_after_as_http_date():
+    future = formatdate(time.time() + 20, usegmt=True)
+
+    assert retry_after_seconds(response(429, {"Retry-After": future})) == pytest.approx(20, abs=2)
+
+
+def test_retry_after_in_the_past_or_negative_is_zero():
+    past = formatdate(time.time() - 100, usegmt=True)
+
+    assert retry_after_seconds(response(429, {"Retry-After": past})) == 0.0
+    assert retry_after_seconds(response(429, {"Retry-After": "-5"})) == 0.0
+
+
+@pytest.mark.parametrize("raw", [None, "", "soon", "Mon, 99 Foo 2026"])
+def test_retry_after_absent_or_unreadable_is_none(raw):
+    headers = {"Retry-After": raw} if raw is not None else {}
+
+    assert retry_after_seconds(response(429, headers)) is None
+
+
+def test_retry_after_is_capped():
+    policy = RetryPolicy(retry_after_max=5)
+
+    assert policy.delay(0, response(429, {"Retry-After": "3"})) == 3
+    assert policy.delay(0, response(429, {"Retry-After": "60"})) == 5
+    assert policy.waits_too_long(response(429, {"Retry-After": "60"}))
+    assert not policy.waits_too_long(response(429, {"Retry-After": "5"}))
+    assert not policy.waits_too_long(response(503))
+
+
+@pytest.mark.parametrize("attempt", range(6))
+def test_backoff_is_exponential_capped_with_jitter_between_half_and_full(attempt, monkeypatch):
+    policy = RetryPolicy(backoff_base=0.5, backoff_max=4.0)
+    expo = min(4.0, 0.5 * 2**attempt)
+
+    monkeypatch.setattr("gsd_research.http.random.random", lambda: 0.0)
+    low = policy.delay(attempt, response(503))
+    monkeypatch.setattr("gsd_research.http.random.random", lambda: 0.999999)
+    high = policy.delay(attempt, None)
+
+    assert low == pytest.approx(expo / 2)
+    assert high == pytest.approx(expo, rel=1e-5)
+
+
+def test_backoff_jitter_actually_varies():
+    policy = RetryPolicy(backoff_base=1.0, backoff_max=8.0)
+
+    delays = {round(policy.delay(2, None), 6) for _ in range(50)}
+
+    assert len(delays) > 40 and all(2.0 <= d <= 4.0 for d in delays)
+
+
+@pytest.mark.parametrize("status, error", [(401, InvalidApiKey), (403, InvalidApiKey), (404, NotFound),
+                                           (429, RateLimited), (408, TimeoutError_), (500, ProviderError),
+                                           (400, ProviderError)])
+def test_status_map(status, error):
+    with pytest.raises(error) as info:
+        raise_for_status("context7", response(status, body=b'{"error": "x", "message": "Provider said no"}'))
+
+    assert info.value.details["status"] == status
+    assert "Provider said no" in info.value.message or status == 408
+
+
+def test_quota_statuses_are_quota_exceeded():
+    with pytest.raises(ProviderError) as info:
+        raise_for_status("tavily", response(432, body=b'{"detail": {"error": "plan limit"}}'))
+
+    assert info.value.code == "QUOTA_EXCEEDED" and info.value.exit_code == 5
+
+
+def test_success_statuses_pass():
+    raise_for_status("context7", response(200))
+    raise_for_status("context7", response(204))
+
+
+def test_parse_json_rejects_html_with_a_typed_error():
+    with pytest.raises(ProviderError) as info:
+        parse_json("gemini", response(200, body=b"<html>oops</html>"))
+
+    assert "HTML" in info.value.message and info.value.code == "UPSTREAM_ERROR"
+
+
+def test_credential_header_names_are_canonical_whatever_their_case():
+    headers = canonical_headers({"authorization": "a", "X-Api-Key": "b", "X-GOOG-API-KEY": "c", "Accept": "d"})
+
+    assert sorted(headers.values()) == ["a", "b", "c", "d"]
+    assert {k for k, v in headers.items() if v != "d"} <= set(IGNORED_PARAMETERS)
+    assert "Accept" in headers
+
+
+# -- the cached session against the fake server ---------------------------------------------------------
+
+
+@pytest.fixture
+def echo(fake):
+    """A POST route on the fake server that answers with a counter (so a cached answer is recognisable)."""
+    if not any(p.pattern.startswith("/test/") for _, p, _ in fake.routes):
+        from tests.fakes.server import Reply
+
+        def handler(req):
+            fake.state["n"] = fake.state.get("n", 0) + 1
+            status = int(req.query.get("status", "200"))
+            return Reply(status, {"n": fake.state["n"], "body_sha1": hashlib.sha1(req.body).hexdigest()})
+
+        fake.route("POST", r"/test/echo")(handler)
+        fake.route("GET", r"/test/echo")(handler)
+    return fake.url + "/test/echo"
+
+
+def client(**kwargs) -> HttpClient:
+    return HttpClient(Config(), **kwargs)
+
+
+def test_post_bodies_are_part_of_the_cache_key(echo, fake):
+    http = client()
+
+    a1 = http.request("test", "POST", echo, json={"q": "a"}, ttl=60).json()
+    a2 = http.request("test", "POST", echo, json={"q": "a"}, ttl=60).json()
+    b = http.request("test", "POST", echo, json={"q": "b"}, ttl=60).json()
+
+    assert a1 == a2 and b["n"] != a1["n"]
+    assert len(fake.hits("/test/echo")) == 2
+    assert http.cache_hits == 1 and http.upstream_requests == 2
+
+
+def test_credentials_are_not_part_of_the_cache_key_nor_stored(echo, fake, home):
+    http = client()
+    first = http.request("test", "POST", echo, json={"q": "a", "api_key": CREDENTIALS + "-body"}, ttl=60,
+                         headers={"Authorization": f"Bearer {CREDENTIALS}-bearer"}).json()
+
+    variants = [
+        {"json": {"q": "a", "api_key": "other"}, "headers": {"authorization": "Bearer other"}},
+        {"json": {"q": "a", "api_key": "x"}, "headers": {"X-Goog-Api-Key": CREDENTIALS + "-goog"}},
+        {"json": {"q": "a", "api_key": "y"}, "headers": {"x-API-key": CREDENTIALS + "-xapi"}},
+    ]
+    answers = [http.request("test", "POST", echo, ttl=60, **v).json() for v in variants]
+    keyed = http.request("test", "GET", echo + f"?key={CREDENTIALS}-query&x=1", ttl=60).json()
+
+    assert all(a == first for a in answers)
+    assert len(fake.hits("/test/echo")) == 2  # the POST once, the GET once
+    assert keyed["n"] == 2
+    http.session.cache.responses.close()
+    stored = b"".join(p.read_bytes() for p in home.rglob("*") if p.is_file())
+    assert b"test/echo" in stored and b"sk-canary-http" not in stored
+    assert fake.hits("/test/echo")[0].headers["authorization"].endswith("-bearer")  # the key was really sent
+
+
+@pytest.mark.parametrize("status", [201, 202, 203, 204, 301, 400, 404])
+def test_only_200_answers_are_cached(echo, fake, status):
+    http = client()
+
+    for _ in range(2):
+        http.request("test", "POST", echo + f"?status={status}", json={}, ttl=60, expected=(status,),
+                     allow_redirects=False)
+
+    assert len(fake.hits("/test/echo")) == 2
+    assert http.cache_hits == 0
+
+
+def test_no_cache_bypasses_reads_and_refreshes_the_entry(echo, fake):
+    client().request("test", "GET", echo, ttl=60)
+
+    fresh = client(no_cache=True).request("test", "GET", echo, ttl=60).json()
+    cached = client().request("test", "GET", echo, ttl=60).json()
+
+    assert fresh["n"] == 2 and cached["n"] == 2
+    assert len(fake.hits("/test/echo")) == 2
+    stats = read_cache_stats()
+    assert (stats["hits"], stats["misses"], stats["refreshes"]) == (1, 1, 1)
+
+
+def test_uncached_requests_leave_the_cache_alone(echo, fake):
+    http = client()
+
+    http.request("test", "GET", echo, ttl=60, cache=False)
+    http.request("test", "GET", echo, ttl=60, cache=False)
+
+    assert len(fake.hits("/test/echo")) == 2
+    assert read_cache_stats()["hits"] == 0
+
+
+def test_expired_entries_are_fetched_again(echo, fake):
+    http = client()
+
+    http.request("test", "GET", echo, ttl=1)
+    time.sleep(1.1)
+    http.request("test", "GET", echo, ttl=1)
+
+    assert len(fake.hits("/test/echo")) == 2
+
+
+def test_per_request_deadline_stops_retrying(echo, fake):
+    fake.add_fault("/test/echo", "status", times=50, status=503)
+    started = time.monotonic()
+
+    with pytest.raises(ProviderError):
+        client().request("test", "GET", echo, ttl=60, deadline=0.02)
+
+    assert time.monotonic() - started < 1.0
+    assert len(fake.hits("/test/echo")) == 1
+
+
+def test_connection_faults_become_network_error_with_attempts(echo, fake):
+    fake.add_fault("/test/echo", "drop", times=50)
+
+    with pytest.raises(NetworkError) as info:
+        client().request("test", "GET", echo, ttl=60)
+
+    assert info.value.details["attempts"] == 4
+
+
+def test_a_corrupt_cache_file_degrades_to_uncached_calls(echo, fake, capsys):
+    path = cache_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"this is not a sqlite database" * 100)
+
+    answer = client().request("test", "GET", echo, ttl=60)
+
+    assert answer.status_code == 200
+    assert "HTTP cache unavailable" in capsys.readouterr().err
+
+
+def test_a_locked_cache_degrades_instead_of_failing(echo, fake, monkeypatch, capsys):
+    http = client()
+    http.request("test", "GET", echo, ttl=60)
+
+    def locked(*args, **kwargs):
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(http.session.cache, "get_response", locked)
+    answer = http.request("test", "GET", echo + "?other=1", ttl=60)
+
+    assert answer.status_code == 200 and http.cache_broken
+    assert "database is locked" in capsys.readouterr().err
+
+
+def test_cache_off_never_stores(echo, fake, home):
+    from gsd_research.config import set_value
+
+    set_value("cache.backend", "off", home / "config.yaml")
+    http = client()
+
+    http.request("test", "GET", echo, ttl=60)
+    http.request("test", "GET", echo, ttl=60)
+
+    assert len(fake.hits("/test/echo")) == 2
+    assert not cache_file().exists()

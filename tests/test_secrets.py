@@ -1,0 +1,139 @@
+"""Canary keys never reach stdout, stderr, the cache, logs or any file under GSD_RESEARCH_HOME."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gsd_research.config import set_value
+from gsd_research.secrets import known_secrets, register, scrub
+from tests.conftest import KEY_VARS
+
+CANARIES = {name: f"sk-canary-{name.lower().replace('_', '-')}-7f3a" for name in KEY_VARS}
+CANARIES["CONTEXT7_API_KEY"] = "ctx7sk-canary-context7-7f3a"  # accepted by the fake, so calls succeed
+
+
+@pytest.fixture
+def canaries(monkeypatch):
+    for name, value in CANARIES.items():
+        monkeypatch.setenv(name, value)
+    return CANARIES
+
+
+def assert_clean(result, home, skip=()):
+    text = result.stdout + result.stderr
+    for value in CANARIES.values():
+        assert value not in text, f"{value} leaked into output"
+        assert "canary" not in text
+    for path in home.rglob("*"):
+        if path.is_file() and path.name not in skip:
+            data = path.read_bytes()
+            assert b"canary" not in data, f"a key leaked into {path}"
+
+
+def test_docs_success_and_cache_hold_no_key(cli, fake, home, canaries):
+    first = cli("docs", "react", "hooks")
+    second = cli("--json-pretty", "docs", "react", "hooks")
+
+    assert first.code == 0 and json.loads(second.stdout)["metadata"]["cache_hit"] is True
+    assert fake.hits()[0].headers["authorization"] == f"Bearer {canaries['CONTEXT7_API_KEY']}"
+    assert (home / "cache" / "http_cache.sqlite").stat().st_size > 0
+    assert_clean(first, home)
+    assert_clean(second, home)
+
+
+def test_a_provider_that_echoes_the_key_is_scrubbed_at_the_edge(cli, fake, home, canaries):
+    key = canaries["CONTEXT7_API_KEY"]
+    fake.add_fault("/api/v2/libs/search", "status", times=10, status=400,
+                   body={"error": "bad_request", "message": f"Key {key} is not allowed here"})
+
+    result = cli("docs", "react", "hooks")
+
+    assert result.code == 5 and "***" in result.json["error"]["message"]
+    assert_clean(result, home)
+
+
+def test_invalid_key_error_names_the_variable_not_the_key(cli, fake, home, monkeypatch):
+    monkeypatch.setenv("CONTEXT7_API_KEY", "sk-canary-wrong-prefix-7f3a")
+
+    result = cli("docs", "react", "hooks")
+
+    assert result.json["error"]["code"] == "INVALID_API_KEY"
+    assert "CONTEXT7_API_KEY" in " ".join(result.json["error"]["suggestions"])
+    assert "sk-canary" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("kind", ["status", "drop", "malformed", "html"])
+def test_failures_hold_no_key(cli, fake, home, canaries, kind):
+    fake.add_fault("/api/v2/", kind, times=10, status=500 if kind != "html" else 401)
+
+    result = cli("docs", "react", "hooks")
+
+    assert result.code != 0
+    assert_clean(result, home)
+
+
+def test_housekeeping_output_holds_no_key(cli, fake, home, canaries):
+    results = [cli("doctor", "--timeout", "0.5"), cli("config", "show"), cli("config", "path"),
+               cli("cache", "stats")]
+
+    doctor = results[0].json
+    assert {p["name"]: p["key_source"] for p in doctor["providers"]}["tavily"] == "TAVILY_API_KEY"
+    assert results[1].json["environment"]["CONTEXT7_API_KEY"] == "set"
+    for result in results:
+        assert result.code == 0
+        assert_clean(result, home)
+
+
+def test_internal_error_log_is_scrubbed(cli, fake, home, canaries, monkeypatch):
+    key = canaries["PERPLEXITY_API_KEY"]
+
+    def boom(*args, **kwargs):
+        raise RuntimeError(f"unexpected failure with {key}")
+
+    monkeypatch.setattr("gsd_research.providers.context7.Context7.resolve", boom)
+    result = cli("docs", "react", "hooks")
+
+    assert result.code == 1 and result.json["error"]["code"] == "INTERNAL_ERROR"
+    assert (home / "logs" / "errors.log").read_text().count("***") >= 1
+    assert_clean(result, home)
+
+
+def test_a_key_from_the_config_file_is_scrubbed_and_redacted(cli, fake, home):
+    key = "ctx7sk-canary-config-7f3a"
+    set_result = cli("config", "set", "providers.context7.api_key", key)
+    fake.add_fault("/api/v2/libs/search", "status", times=10, status=400,
+                   body={"error": "bad_request", "message": f"Key {key} is not allowed"})
+
+    shown = cli("config", "show")
+    failed = cli("docs", "react", "hooks")
+
+    assert set_result.json["value"] == "***"
+    assert shown.json["config"]["providers"]["context7"]["api_key"] == "***"
+    assert fake.hits()[0].headers["authorization"] == f"Bearer {key}"
+    for result in (set_result, shown, failed):
+        assert_clean(result, home, skip=("config.yaml",))
+    assert (home / "config.yaml").stat().st_mode & 0o077 == 0  # the one file holding it is private
+
+
+def test_scrub_covers_json_escaped_and_url_encoded_forms():
+    secret = "sk-canary/with+odd=chars"
+
+    text = scrub(f'plain {secret} url {secret.replace("/", "%2F").replace("+", "%2B").replace("=", "%3D")}',
+                 [secret])
+
+    assert "canary" not in text and text.count("***") == 2
+
+
+def test_short_values_are_not_treated_as_secrets(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "abc")
+    register("xy")
+
+    assert "abc" not in known_secrets() and "xy" not in known_secrets()
+
+
+def test_config_set_of_a_url_keeps_it_visible(cli, home):
+    set_value("providers.ollama.base_url", "http://gpu-box:11434", home / "config.yaml")
+
+    assert cli("config", "show").json["config"]["providers"]["ollama"]["base_url"] == "http://gpu-box:11434"
