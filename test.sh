@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The test suite on a fresh machine: Python environment, test services, offline model files, lint, pytest.
+# Usage: ./test.sh [pytest args]    (GSD_RESEARCH_VENV overrides the venv location, default ./.venv)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")"
+ROOT="$PWD"
+SHARED="${GSD_SHARED_DIR:-$ROOT/../shared}"
+VENV="${GSD_RESEARCH_VENV:-$ROOT/.venv}"
+
+say() { printf '[test.sh] %s\n' "$*" >&2; }
+
+if [ ! -x "$VENV/bin/python" ]; then
+  say "creating $VENV"
+  python3 -m venv "$VENV"
+fi
+say "installing the package and test tools"
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[dev]"
+
+# redis-server (Debian) serves the Redis cache-backend test; without it that test skips and says why.
+if ! command -v redis-server >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  say "installing redis-server"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server; } >/dev/null 2>&1 \
+    || say "could not install redis-server; the Redis test will be skipped"
+fi
+
+# Offline copies of model files (no internet here): tiktoken's encodings and Chroma's default model.
+if [ -d "$SHARED" ]; then
+  export GSD_SHARED_DIR="$SHARED"
+  export TIKTOKEN_CACHE_DIR="$SHARED/tokenizers/tiktoken"
+  bash "$SHARED/tools/seed-offline-models.sh" >/dev/null
+else
+  say "no shared/ beside the checkout ($SHARED): benchmark-data tests will skip"
+fi
+
+say "ruff"
+"$VENV/bin/ruff" check lib tests bench
+
+say "pytest"
+exec "$VENV/bin/python" -m pytest -p no:cacheprovider --timeout 600 "$@"
