@@ -1,0 +1,354 @@
+"""Reading without flooding the context: `fetch`, `summarize`, `analyze`, `image`, `web`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from gsd_research.budget import fit_text, json_tokens
+from gsd_research.errors import ExtractionFailed, GsdError, NotFound, UsageError
+from gsd_research.runtime import agent_command
+
+
+def source_tokens(markdown: str) -> int:
+    """cl100k estimate of the source; past 200k characters extrapolated from a sample (speed)."""
+    from gsd_research.tokens import count_tokens
+
+    if len(markdown) <= 200_000:
+        return count_tokens(markdown)
+    return int(len(markdown) * count_tokens(markdown[:50_000]) / 50_000)
+
+DOC_SUFFIXES = {".pdf": "pdf", ".docx": "docx", ".pptx": "pptx", ".xlsx": "xlsx"}
+IMAGE_MAGIC = ((b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"), (b"GIF87a", "image/gif"),
+               (b"GIF89a", "image/gif"))
+MAX_IMAGE_BYTES = 20_000_000
+MAX_INPUT_BYTES = 50_000_000
+EXTRACTIVE_CHARS = 300_000  # the extractive fallback reads this much of a huge source
+
+
+# -- turning sources into Markdown ---------------------------------------------------------------
+
+def page_markdown(page) -> tuple[str, str | None, list[str], str]:
+    """(markdown, title, hidden texts, method) of a fetched page."""
+    from gsd_research import extract
+
+    if page.kind == "html":
+        found = extract.extract(page.body)
+        return found.markdown, found.title, found.hidden_text, found.method
+    if page.kind == "text":
+        return extract.text_to_markdown(page.body.decode(page.encoding or "utf-8", "replace")), None, [], "text"
+    return _convert(page.body, page.kind), None, [], f"docling-{page.kind}"
+
+
+def _convert(body: bytes, kind: str) -> str:
+    from gsd_research.extract import convert_document
+
+    try:
+        return convert_document(body, kind)
+    except GsdError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a broken document is an extraction failure, not a crash
+        raise ExtractionFailed(f"Cannot convert the {kind.upper()} document ({exc.__class__.__name__})",
+                               suggestions=["Check that the file is not corrupt or password-protected"]) from None
+
+
+def read_input(source: str | None) -> tuple[str, str, list[str]]:
+    """(label, markdown, hidden texts) of FILE, or of stdin when FILE is '-' or absent."""
+    if source in (None, "-"):
+        data = sys.stdin.buffer.read(MAX_INPUT_BYTES) if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
+        label, suffix = "stdin", ""
+    else:
+        path = Path(source).expanduser()
+        if not path.is_file():
+            raise NotFound(f"No such file: {source}", suggestions=["Check the path", "Pipe text in with '-'"])
+        data, label, suffix = path.read_bytes()[:MAX_INPUT_BYTES], str(path), path.suffix.lower()
+    hidden: list[str] = []
+    if suffix in DOC_SUFFIXES:
+        return label, _convert(data, DOC_SUFFIXES[suffix]), hidden
+    text = data.decode("utf-8", "replace")
+    if suffix in (".html", ".htm") or text.lstrip()[:200].lower().startswith(("<!doctype html", "<html")):
+        from gsd_research.extract import extract
+
+        found = extract(data)
+        text, hidden = found.markdown, found.hidden_text
+    if not text.strip():
+        raise UsageError(f"Nothing to read in {label}", suggestions=["Pass a non-empty file or pipe text in"])
+    return label, text, hidden
+
+
+# -- the model step, with the extractive fallback --------------------------------------------------
+
+def _model_text(rt, task: str, prompt: str, system: str, markdown: str, focus: str | None) -> tuple[str, dict]:
+    """Ask the task's chain; with no backend reachable, an extractive summary. Returns (text, metadata)."""
+    from gsd_research.llm import Router, extractive
+    from gsd_research.llm.tasks import output_tokens_for
+
+    router = Router(rt)
+    try:
+        gen = router.run(task, lambda b: b.generate(prompt, system=system,
+                                                    max_output_tokens=output_tokens_for(rt.max_tokens)))
+    except GsdError as exc:
+        if exc.code not in ("NO_BACKEND", "MISSING_API_KEY"):
+            raise
+        text, dropped = extractive.summarize(markdown[:EXTRACTIVE_CHARS], focus, max(50, rt.max_tokens - 500))
+        meta = {"backend": "extractive", "summary_type": "extractive", "label": extractive.LABEL,
+                "backends_tried": router.tried}
+        if dropped:
+            meta["instruction_like_sentences_left_out"] = dropped
+        return text, meta
+    return gen.text, {"backend": gen.backend, "model": gen.model, "summary_type": "model",
+                      "backends_tried": router.tried, "usage": gen.usage}
+
+
+def _prepare(rt, markdown: str) -> str:
+    from gsd_research.llm.tasks import clip_input
+
+    limit = int(rt.config.get("llm.max_input_tokens", 24000))
+    return clip_input(markdown[: limit * 8], limit)[0]  # pre-cut by characters: huge pages stay fast
+
+
+def _finish(doc: dict, field: str, text: str, warnings: list[dict], max_tokens: int) -> dict:
+    """Check the model's text, attach warnings and the notice, fit the budget."""
+    from gsd_research.llm.tasks import guard_output
+    from gsd_research.untrusted import NOTICE
+
+    guarded, out_warnings = guard_output(text, field)
+    doc[field] = guarded
+    all_warnings = warnings + out_warnings
+    if all_warnings:
+        doc["injection_flagged"] = True
+        doc["injection_warnings"] = all_warnings
+    doc["untrusted"] = NOTICE
+    doc["metadata"] = doc.pop("metadata")
+    return fit_text(doc, (field,), max_tokens)
+
+
+# -- fetch --------------------------------------------------------------------------------------
+
+@agent_command("fetch")
+@click.argument("url")
+@click.option("--focus", default=None, help="What to look for in the page (steers the summary).")
+@click.option("--extract", "extract_", is_flag=True, help="Return the main content as Markdown, paginated.")
+@click.option("--page", type=click.IntRange(min=1), default=1, show_default=True, help="Page of --extract output.")
+def fetch(rt, url: str, focus: str | None, extract_: bool, page: int):
+    """Read URL: its main content summarized (or, with --extract, as Markdown). Never the raw page."""
+    from gsd_research.fetcher import Fetcher
+    from gsd_research.llm.tasks import source_warnings
+    from gsd_research.untrusted import neutralize
+
+    fetched = Fetcher(rt).fetch(url)
+    markdown, title, hidden, method = page_markdown(fetched)
+    if not markdown.strip() or (fetched.kind == "html" and len(markdown.split()) < 5):
+        raise ExtractionFailed(f"No readable main content at {fetched.final_url}",
+                               suggestions=["The page may need JavaScript; try another source",
+                                            "gsd-research search for another page on the topic"])
+    doc = {"url": url, "final_url": fetched.final_url, "title": neutralize(title) if title else None,
+           "metadata": {"content_type": fetched.content_type, "extraction": method, "redirects": fetched.redirects,
+                        "fetch_cache_hit": fetched.from_cache, "source_tokens": source_tokens(markdown),
+                        "size_capped": fetched.capped}}
+    warnings = source_warnings(markdown, hidden)
+    if extract_:
+        return _extract_page(rt, doc, markdown, page, warnings)
+    from gsd_research.llm.tasks import SYSTEM_SUMMARY, summary_prompt
+
+    prompt = summary_prompt(_prepare(rt, markdown), focus, rt.max_tokens, source=fetched.final_url)
+    text, meta = _model_text(rt, "url", prompt, SYSTEM_SUMMARY, markdown, focus)
+    if focus:
+        doc["focus"] = focus
+    doc["metadata"].update(meta)
+    return _finish(doc, "summary", text, warnings, rt.max_tokens)
+
+
+def chars_per_token(markdown: str) -> float:
+    """Characters per (JSON-escaped) token of this text, measured on a sample, with a safety margin."""
+    sample = markdown[:20000]
+    return max(1.0, 0.85 * len(sample) / max(1, json_tokens(sample)))
+
+
+def paginate(markdown: str, room: int) -> list[str]:
+    """Markdown cut into parts of about `room` tokens on paragraph (else sentence, word) boundaries.
+
+    Sized by characters at the text's own measured characters-per-token (fast on huge pages); the
+    chosen part is then fitted exactly by fit_text.
+    """
+    limit = max(200, int(room * chars_per_token(markdown)))
+    parts, current, used = [], [], 0
+    for para in markdown.split("\n\n"):
+        while len(para) > limit:  # a paragraph larger than a page: cut it on a boundary
+            if current:
+                parts.append("\n\n".join(current))
+                current, used = [], 0
+            cut = max(para.rfind(". ", 0, limit) + 1, para.rfind(" ", 0, limit), limit // 2)
+            parts.append(para[:cut].rstrip())
+            para = para[cut:].lstrip()
+        if used + len(para) + 2 > limit and current:
+            parts.append("\n\n".join(current))
+            current, used = [], 0
+        if para:
+            current.append(para)
+            used += len(para) + 2
+    if current:
+        parts.append("\n\n".join(current))
+    return parts or [""]
+
+
+def _extract_page(rt, doc: dict, markdown: str, page: int, warnings: list[dict]) -> dict:
+    from gsd_research.output import document_tokens
+    from gsd_research.untrusted import NOTICE, fence, neutralize, scan
+
+    probe = dict(doc, content="", untrusted=NOTICE, injection_warnings=warnings, injection_flagged=True)
+    probe["metadata"] = dict(doc["metadata"], page=9999, pages=9999, next_page="--page 9999", tokens_used=99999,
+                             max_tokens=99999, truncated=False)
+    room = rt.max_tokens - document_tokens(probe) - 60  # 60: the fence markers a flagged part gets
+    if room < 50:
+        raise UsageError(f"--max-tokens {rt.max_tokens} is too small to page through this content",
+                         suggestions=[f"Use --max-tokens {rt.max_tokens + 500}"])
+    parts = paginate(markdown, room)
+    if page > len(parts):
+        raise UsageError(f"Page {page} does not exist: the content has {len(parts)} page(s) at this budget",
+                         suggestions=[f"Use --page 1 to {len(parts)} with the same --max-tokens"])
+    part = parts[page - 1]
+    flagged = bool(scan(part))
+    doc["content"] = fence(part) if flagged else neutralize(part)
+    doc["metadata"].update({"page": page, "pages": len(parts)})
+    if page < len(parts):
+        doc["metadata"]["next_page"] = f"--extract --page {page + 1} --max-tokens {rt.max_tokens}"
+    if warnings:
+        doc["injection_flagged"] = True
+        doc["injection_warnings"] = warnings
+    doc["untrusted"] = NOTICE
+    doc["metadata"] = doc.pop("metadata")
+    return fit_text(doc, ("content",), rt.max_tokens)
+
+
+# -- summarize / analyze --------------------------------------------------------------------------
+
+@agent_command("summarize")
+@click.argument("source", required=False, default=None)
+@click.option("--focus", default=None, help="What the summary should concentrate on.")
+def summarize(rt, source: str | None, focus: str | None):
+    """Summarize FILE (text, Markdown, HTML, PDF, Office) or stdin ('-' or nothing)."""
+    from gsd_research.llm.tasks import SYSTEM_SUMMARY, source_warnings, summary_prompt
+
+    label, markdown, hidden = read_input(source)
+    prompt = summary_prompt(_prepare(rt, markdown), focus, rt.max_tokens)
+    text, meta = _model_text(rt, "summarize", prompt, SYSTEM_SUMMARY, markdown, focus)
+    doc = {"source": label, "metadata": dict(meta, source_tokens=source_tokens(markdown))}
+    if focus:
+        doc["focus"] = focus
+    return _finish(doc, "summary", text, source_warnings(markdown, hidden), rt.max_tokens)
+
+
+@agent_command("analyze")
+@click.argument("question")
+@click.argument("source", required=False, default=None)
+def analyze(rt, question: str, source: str | None):
+    """Answer QUESTION about FILE or stdin through a reasoning model (OpenAI, then Gemini)."""
+    from gsd_research.llm.tasks import SYSTEM_ANALYZE, analyze_prompt, source_warnings
+
+    if not question.strip():
+        raise UsageError("analyze needs a question", suggestions=['gsd-research analyze "What changed?" notes.md'])
+    label, markdown, hidden = read_input(source)
+    prompt = analyze_prompt(_prepare(rt, markdown), question, rt.max_tokens)
+    text, meta = _model_text(rt, "analyze", prompt, SYSTEM_ANALYZE, markdown, question)
+    doc = {"question": question, "source": label, "metadata": dict(meta, source_tokens=source_tokens(markdown))}
+    return _finish(doc, "answer", text, source_warnings(markdown, hidden), rt.max_tokens)
+
+
+# -- image ----------------------------------------------------------------------------------------
+
+def image_mime(data: bytes) -> str | None:
+    for magic, mime in IMAGE_MAGIC:
+        if data.startswith(magic):
+            return mime
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+@agent_command("image")
+@click.argument("path")
+@click.option("--question", default=None, help="What to ask about the image (default: describe it).")
+def image(rt, path: str, question: str | None):
+    """Describe an image, or answer --question about it, through a vision model."""
+    from gsd_research.llm import Router
+    from gsd_research.llm.tasks import SYSTEM_IMAGE, output_tokens_for, words_for
+
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise NotFound(f"No such image file: {path}", suggestions=["Check the path"])
+    data = file.read_bytes()
+    mime = image_mime(data[:16])
+    if mime is None:
+        raise UsageError(f"{path} is not a PNG, JPEG, GIF or WebP image", suggestions=["Convert it to PNG first"])
+    if len(data) > MAX_IMAGE_BYTES:
+        raise UsageError(f"{path} is larger than {MAX_IMAGE_BYTES // 1_000_000} MB", suggestions=["Downscale it"])
+    ask = (question or "Describe this image for a researcher: what it shows, any text, numbers or diagrams.")
+    ask += f" Answer in at most {words_for(rt.max_tokens)} words."
+    router = Router(rt)
+    try:
+        gen = router.run("image", lambda b: b.analyze_image(data, mime, ask, system=SYSTEM_IMAGE,
+                                                            max_output_tokens=output_tokens_for(rt.max_tokens)),
+                         need="vision")
+    except GsdError as exc:
+        if exc.code in ("NO_BACKEND", "MISSING_API_KEY"):
+            raise GsdError("No vision backend is reachable to analyze the image", code="NO_BACKEND",
+                           suggestions=["Start Ollama with a vision model: ollama pull qwen3-vl:8b",
+                                        "Or set GEMINI_API_KEY or OPENAI_API_KEY", "gsd-research doctor"],
+                           details=exc.details) from None
+        raise
+    doc = {"path": str(file), "question": question,
+           "metadata": {"backend": gen.backend, "model": gen.model, "backends_tried": router.tried,
+                        "mime_type": mime, "bytes": len(data)}}
+    return _finish(doc, "answer", gen.text, [], rt.max_tokens)
+
+
+# -- web ------------------------------------------------------------------------------------------
+
+def cite(text: str, grounding: dict | None) -> tuple[str, list[dict]]:
+    """Numbered sources from groundingMetadata and [n] markers after the segments they support."""
+    grounding = grounding or {}
+    chunks = grounding.get("groundingChunks") or []
+    sources = []
+    for n, chunk in enumerate(chunks, 1):
+        web = (chunk or {}).get("web") or {}
+        sources.append({"n": n, "title": web.get("title") or web.get("domain"), "url": web.get("uri")})
+    raw = text.encode("utf-8")
+    inserts: dict[int, set[int]] = {}
+    for support in grounding.get("groundingSupports") or []:
+        end = int(((support or {}).get("segment") or {}).get("endIndex") or 0)
+        indices = [i for i in support.get("groundingChunkIndices") or [] if isinstance(i, int) and i < len(chunks)]
+        if 0 < end <= len(raw) and indices:
+            inserts.setdefault(end, set()).update(indices)
+    for end in sorted(inserts, reverse=True):
+        marks = "".join(f"[{i + 1}]" for i in sorted(inserts[end]))
+        raw = raw[:end] + marks.encode() + raw[end:]
+    return raw.decode("utf-8", "replace"), sources
+
+
+@agent_command("web")
+@click.argument("query", nargs=-1, required=True)
+def web(rt, query: tuple[str, ...]):
+    """A grounded web answer (Gemini with Google Search) with numbered sources."""
+    from gsd_research.llm import Router
+    from gsd_research.llm.tasks import SYSTEM_WEB, output_tokens_for, words_for
+    from gsd_research.untrusted import neutralize
+
+    text = " ".join(query).strip()
+    if not text:
+        raise UsageError("web needs a query", suggestions=['gsd-research web "latest stable Django release"'])
+    router = Router(rt)
+    prompt = f"{text}\n\nAnswer in at most {words_for(rt.max_tokens)} words."
+    gen = router.run("web", lambda b: b.generate(prompt, system=SYSTEM_WEB, search=True,
+                                                 max_output_tokens=output_tokens_for(rt.max_tokens)),
+                     need="grounding")
+    answer, sources = cite(gen.text, gen.grounding)
+    queries = (gen.grounding or {}).get("webSearchQueries") or []
+    doc = {"query": text, "sources": [dict(s, title=neutralize(str(s["title"] or ""))) for s in sources],
+           "metadata": {"backend": gen.backend, "model": gen.model, "backends_tried": router.tried,
+                        "grounded": bool(sources), "search_queries": queries[:5], "usage": gen.usage}}
+    if not sources:
+        doc["metadata"]["note"] = "The model answered without searching: no sources to cite"
+    return _finish(doc, "answer", answer, [], rt.max_tokens)

@@ -1,0 +1,210 @@
+"""Fetch a URL safely: SSRF guard on every hop, redirect limit, size cap, content-type checks, cache."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from dataclasses import dataclass
+from urllib.parse import urljoin, urlsplit
+
+from gsd_research.errors import BlockedUrl, ExtractionFailed, GsdError
+
+REDIRECTS = (301, 302, 303, 307, 308)
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+TEXT_TYPES = ("text/plain", "text/markdown", "text/x-markdown", "application/json", "text/csv", "application/xml",
+              "text/xml")
+DOC_TYPES = {
+    "application/pdf": "pdf",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation": "pptx",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "xlsx",
+}
+DOC_SUFFIXES = {".pdf": "pdf", ".docx": "docx", ".pptx": "pptx", ".xlsx": "xlsx"}
+ACCEPT = "text/html,application/xhtml+xml,text/plain,text/markdown,application/pdf,*/*;q=0.5"
+
+
+@dataclass
+class Page:
+    """What a fetch brought back (raw bytes stay inside the process; callers never print them)."""
+
+    url: str
+    final_url: str
+    status: int
+    content_type: str
+    kind: str  # html | text | pdf | docx | pptx | xlsx
+    body: bytes
+    encoding: str | None
+    redirects: int
+    from_cache: bool
+    capped: bool
+
+
+def allowed_hosts() -> set[str]:
+    raw = os.environ.get("GSD_RESEARCH_ALLOW_HOSTS", "")
+    return {h.strip().lower().strip("[]") for h in raw.split(",") if h.strip()}
+
+
+def _is_allowed(host: str, allow: set[str]) -> bool:
+    if host in allow:
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    for entry in allow:
+        if "/" in entry:
+            try:
+                if ip in ipaddress.ip_network(entry, strict=False):
+                    return True
+            except ValueError:
+                continue
+    return False
+
+
+def _public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
+        ip = ip.ipv4_mapped
+    return not (ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_multicast or ip.is_reserved
+                or ip.is_unspecified or not ip.is_global)
+
+
+def resolve(host: str, port: int) -> list[str]:
+    """Every address the host name resolves to (a literal IP resolves to itself)."""
+    try:
+        infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
+    except (socket.gaierror, UnicodeError, OSError) as exc:
+        from gsd_research.errors import NetworkError
+
+        raise NetworkError(f"Cannot resolve host '{host}' ({exc.__class__.__name__})",
+                           suggestions=["Check the URL and the network connection"]) from None
+    return sorted({info[4][0].split("%", 1)[0] for info in infos})
+
+
+def check_url(url: str, allow: set[str] | None = None) -> str:
+    """Refuse non-http(s) URLs and hosts that are or resolve to private, loopback or link-local addresses."""
+    allow = allowed_hosts() if allow is None else allow
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise BlockedUrl(f"Malformed URL: {url[:200]}", suggestions=["Pass a full http(s) URL"]) from None
+    if parts.scheme.lower() not in ("http", "https"):
+        raise BlockedUrl(f"Only http(s) URLs can be fetched, not '{parts.scheme or 'no scheme'}:'",
+                         suggestions=["Pass a full http(s) URL", "For a local file use gsd-research summarize FILE"])
+    host = (parts.hostname or "").lower().rstrip(".")
+    if not host:
+        raise BlockedUrl("The URL has no host", suggestions=["Pass a full http(s) URL"])
+    if _is_allowed(host, allow):
+        return host
+    for addr in resolve(host, port):
+        ip = ipaddress.ip_address(addr)
+        if not _public(ip):
+            raise BlockedUrl(
+                f"Refusing to fetch {host}: it resolves to a non-public address ({addr})",
+                suggestions=[f"If this host is trusted, add it to GSD_RESEARCH_ALLOW_HOSTS (e.g. {host})"],
+                details={"host": host, "address": addr})
+    return host
+
+
+def kind_of(content_type: str, url: str) -> str | None:
+    """html | text | pdf | docx | pptx | xlsx, or None when the type is not readable."""
+    ctype = content_type.split(";", 1)[0].strip().lower()
+    if ctype in HTML_TYPES:
+        return "html"
+    if ctype in DOC_TYPES:
+        return DOC_TYPES[ctype]
+    if ctype in TEXT_TYPES or ctype.startswith("text/"):
+        return "text"
+    if ctype in ("", "application/octet-stream", "binary/octet-stream"):
+        suffix = os.path.splitext(urlsplit(url).path)[1].lower()
+        return DOC_SUFFIXES.get(suffix) or ("html" if suffix in (".htm", ".html", "") else None)
+    return None
+
+
+class Fetcher:
+    """GETs through the shared HTTP layer, one hop at a time so every hop passes the guard."""
+
+    def __init__(self, rt) -> None:
+        self.rt = rt
+        cfg = rt.config
+        self.max_redirects = int(cfg.get("fetch.max_redirects", 5))
+        self.max_bytes = int(cfg.get("fetch.max_bytes", 10_000_000))
+        self.ttl = cfg.ttl("fetch")
+        self.allow = allowed_hosts()
+
+    def fetch(self, url: str) -> Page:
+        current, hops = url.strip(), 0
+        while True:
+            check_url(current, self.allow)
+            resp, from_cache = self._get(current)
+            if resp.status_code in REDIRECTS:
+                location = resp.headers.get("Location")
+                resp.close()
+                if not location:
+                    raise ExtractionFailed(f"Redirect without a Location header at {current}")
+                hops += 1
+                if hops > self.max_redirects:
+                    raise GsdError(f"Too many redirects (more than {self.max_redirects}) from {url}",
+                                   code="EXTRACTION_FAILED", suggestions=["Fetch the final URL directly"])
+                current = urljoin(current, location)
+                continue
+            return self._page(url, current, resp, hops, from_cache)
+
+    def _get(self, url: str):
+        """A cached 200 if there is one, else a streamed request (cached afterwards when within the cap)."""
+        if not self.rt.no_cache:
+            try:
+                cached = self.rt.http.session.request("GET", url, only_if_cached=True, expire_after=self.ttl,
+                                                      allow_redirects=False)
+                if cached.status_code == 200 and getattr(cached, "from_cache", False):
+                    self.rt.http.cache_hits += 1
+                    return cached, True
+            except GsdError:
+                raise
+            except Exception:  # noqa: BLE001 - a cache problem means a fresh request
+                pass
+        resp = self.rt.http.request("fetch", "GET", url, cache=False, stream=True, allow_redirects=False,
+                                    expected=(200, *REDIRECTS), headers={"Accept": ACCEPT})
+        return resp, False
+
+    def _read_capped(self, resp) -> tuple[bytes, bool]:
+        chunks, size = [], 0
+        for chunk in resp.iter_content(65536):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > self.max_bytes:
+                resp.close()
+                return b"".join(chunks)[: self.max_bytes], True
+        return b"".join(chunks), False
+
+    def _page(self, url: str, final: str, resp, hops: int, from_cache: bool) -> Page:
+        ctype = resp.headers.get("Content-Type", "")
+        kind = kind_of(ctype, final)
+        if kind is None:
+            resp.close()
+            hint = ["For an image saved locally use gsd-research image PATH"] if ctype.startswith("image/") else []
+            raise ExtractionFailed(f"Cannot read content of type '{ctype.split(';')[0]}' from {final}",
+                                   suggestions=hint + ["Fetch an HTML page, a text file, a PDF or an Office file"],
+                                   details={"content_type": ctype.split(";")[0]})
+        body, capped = (resp.content, False) if from_cache else self._read_capped(resp)
+        if capped and kind not in ("html", "text"):
+            raise ExtractionFailed(
+                f"The document is larger than the {self.max_bytes}-byte cap", code="EXTRACTION_FAILED",
+                suggestions=["Raise fetch.max_bytes with gsd-research config set fetch.max_bytes N"],
+                details={"max_bytes": self.max_bytes})
+        if not from_cache and not capped:
+            self._store(resp, body)
+        return Page(url, final, resp.status_code, ctype.split(";")[0].strip().lower(), kind, body,
+                    resp.encoding if "charset" in ctype.lower() else None, hops, from_cache, capped)
+
+    def _store(self, resp, body: bytes) -> None:
+        """Keep a complete 200 answer in the shared cache (the streamed request bypassed it)."""
+        try:
+            resp._content, resp._content_consumed = body, True
+            from datetime import datetime, timedelta, timezone
+
+            expires = datetime.now(timezone.utc) + timedelta(seconds=self.ttl)
+            self.rt.http.session.cache.save_response(resp, expires=expires)
+        except Exception:  # noqa: BLE001 - caching is an optimisation, never a failure
+            pass

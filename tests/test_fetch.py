@@ -1,0 +1,281 @@
+"""`gsd-research fetch`: SSRF guard, redirects, caps, content types, extraction, pagination, injection."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import assert_no_traceback
+
+
+@pytest.fixture
+def pages(fake, monkeypatch):
+    """The fake server with loopback allowed for fetch, and no model reachable (extractive answers)."""
+    monkeypatch.setenv("GSD_RESEARCH_ALLOW_HOSTS", "127.0.0.1")
+    monkeypatch.setenv("OLLAMA_HOST", fake.url + "/no-ollama")
+    return fake
+
+
+# -- SSRF ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("url", [
+    "http://127.0.0.1:9/", "http://localhost:9/", "http://[::1]:9/", "http://10.0.0.1/", "http://192.168.1.1/",
+    "http://172.16.0.5/", "http://169.254.169.254/latest/meta-data/", "http://0.0.0.0/", "http://2130706433/",
+    "http://[::ffff:127.0.0.1]/", "http://100.64.0.1/",
+])
+def test_private_loopback_and_link_local_refused(cli, url):
+    r = cli("fetch", url)
+    assert r.code == 2, r.stdout
+    assert r.json["error"]["code"] == "BLOCKED_URL"
+    assert "GSD_RESEARCH_ALLOW_HOSTS" in " ".join(r.json["error"]["suggestions"])
+
+
+@pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://example.com/x", "gopher://x/", "javascript:alert(1)",
+                                 "example.com/page", "http://"])
+def test_non_http_urls_refused(cli, url):
+    r = cli("fetch", url)
+    assert r.code == 2
+    assert r.json["error"]["code"] == "BLOCKED_URL"
+
+
+def test_loopback_refused_without_allow_list_even_with_server(cli, fake):
+    r = cli("fetch", fake.url + "/pages/article")
+    assert r.json["error"]["code"] == "BLOCKED_URL"
+    assert not fake.hits("/pages"), "the guard must refuse before connecting"
+
+
+def test_allow_list_is_by_host_name(cli, pages):
+    r = cli("fetch", pages.url.replace("127.0.0.1", "localhost") + "/pages/article")
+    assert r.json["error"]["code"] == "BLOCKED_URL"
+
+
+@pytest.mark.parametrize("path,where", [("/pages/to-metadata", "169.254.169.254"), ("/pages/to-file", "file"),
+                                        ("/pages/to-localhost", "localhost")])
+def test_every_redirect_hop_is_checked(cli, pages, path, where):
+    r = cli("fetch", pages.url + path)
+    assert r.code == 2
+    assert r.json["error"]["code"] == "BLOCKED_URL"
+    assert where in r.json["error"]["message"]
+
+
+# -- fetching -----------------------------------------------------------------------------------
+
+def test_article_extractive_summary_without_models(cli, pages):
+    r = cli("fetch", pages.url + "/pages/article", "--focus", "python version")
+    assert r.code == 0, r.stdout
+    doc = r.json
+    meta = doc["metadata"]
+    assert meta["backend"] == "extractive" and meta["summary_type"] == "extractive"
+    assert "no model reachable" in meta["label"]
+    assert [t["status"] for t in meta["backends_tried"]] == ["skipped", "unhealthy", "skipped"]
+    assert "Python 3.10" in doc["summary"]
+    for chrome in ("NAVLINK", "COOKIEBANNER", "RELATEDLINK", "FOOTERTEXT", "<html", "<p>"):
+        assert chrome not in r.stdout
+    assert doc["untrusted"] and meta["tokens_used"] <= meta["max_tokens"] == 2000
+
+
+def test_extract_keeps_structure_and_drops_boilerplate(cli, pages):
+    r = cli("fetch", pages.url + "/pages/article", "--extract")
+    content = r.json["content"]
+    assert "# Installing the widget toolkit" in content and "## Requirements" in content
+    assert "- Python 3.10 or newer" in content and "1. Create a virtual environment." in content
+    assert "| Linux | supported |" in content
+    assert "```" in content and "pip install widget_toolkit==4.2.0" in content
+    for chrome in ("NAVLINK", "COOKIEBANNER", "RELATEDLINK", "FOOTERTEXT"):
+        assert chrome not in content
+    assert r.json["metadata"]["page"] == 1 and r.json["metadata"]["pages"] == 1
+
+
+def test_extract_pages_through_long_content(cli, pages):
+    first = cli("--max-tokens", "400", "fetch", pages.url + "/pages/huge", "--extract")
+    meta = first.json["metadata"]
+    assert meta["pages"] > 3 and meta["tokens_used"] <= 400
+    assert meta["next_page"] == "--extract --page 2 --max-tokens 400"
+    second = cli("--max-tokens", "400", "fetch", pages.url + "/pages/huge", "--extract", "--page", "2")
+    assert second.json["metadata"]["page"] == 2 and second.json["content"] != first.json["content"]
+    last = cli("--max-tokens", "400", "fetch", pages.url + "/pages/huge", "--extract", "--page", str(meta["pages"]))
+    assert "next_page" not in last.json["metadata"]
+    beyond = cli("--max-tokens", "400", "fetch", pages.url + "/pages/huge", "--extract", "--page", "9999")
+    assert beyond.code == 2 and beyond.json["error"]["code"] == "USAGE_ERROR"
+
+
+@pytest.mark.parametrize("budget", ["300", "800", "2000"])
+def test_answer_within_budget(cli, pages, budget):
+    r = cli("--max-tokens", budget, "fetch", pages.url + "/pages/huge")
+    assert r.code == 0
+    from tests.test_llm import cl100k
+
+    assert cl100k(r.stdout.strip()) <= int(budget)
+
+
+def test_redirects_followed_with_limit(cli, pages):
+    ok = cli("fetch", pages.url + "/pages/redirect/3", "--extract")
+    assert ok.code == 0 and ok.json["final_url"].endswith("/pages/article")
+    assert ok.json["metadata"]["redirects"] == 4
+    too_many = cli("fetch", pages.url + "/pages/redirect/9")
+    assert too_many.json["error"]["code"] == "EXTRACTION_FAILED"
+    assert "Too many redirects" in too_many.json["error"]["message"]
+
+
+def test_size_cap(cli, pages, home):
+    (home / "config.yaml").write_text((home / "config.yaml").read_text() + "fetch:\n  max_bytes: 100000\n")
+    r = cli("fetch", pages.url + "/pages/huge", "--extract")
+    assert r.code == 0
+    assert r.json["metadata"]["size_capped"] is True
+
+
+def test_pdf_is_converted(cli, pages):
+    r = cli("fetch", pages.url + "/pages/report.pdf", "--extract")
+    assert r.code == 0, r.stdout
+    assert "revenue grew 12 percent" in r.json["content"]
+    assert r.json["metadata"]["content_type"] == "application/pdf"
+
+
+def test_office_document_is_converted_with_docling(cli, pages):
+    r = cli("fetch", pages.url + "/pages/code.docx", "--extract")
+    assert r.code == 0, r.stdout
+    assert "Code-detection fixture" in r.json["content"] and "## " in r.json["content"]
+    assert r.json["metadata"]["extraction"] == "docling-docx"
+
+
+def test_plain_text_is_read(cli, pages):
+    r = cli("fetch", pages.url + "/pages/notes.txt", "--extract")
+    assert "Python 3.10" in r.json["content"]
+
+
+def test_unreadable_content_type(cli, pages):
+    r = cli("fetch", pages.url + "/pages/picture.png")
+    assert r.code == 1 and r.json["error"]["code"] == "EXTRACTION_FAILED"
+    assert "image/png" in r.json["error"]["message"]
+
+
+def test_page_without_content(cli, pages):
+    r = cli("fetch", pages.url + "/pages/empty")
+    assert r.json["error"]["code"] == "EXTRACTION_FAILED"
+
+
+def test_not_found_and_upstream_errors(cli, pages):
+    missing = cli("fetch", pages.url + "/pages/nope")
+    assert missing.code == 4 and missing.json["error"]["code"] == "NOT_FOUND"
+    pages.add_fault("/pages/article", "status", times=10, status=503)
+    down = cli("fetch", pages.url + "/pages/article")
+    assert down.code == 5 and down.json["error"]["code"] == "UPSTREAM_ERROR"
+
+
+def test_timeout(cli, pages, home):
+    (home / "config.yaml").write_text((home / "config.yaml").read_text().replace("read_timeout: 2", "read_timeout: 0.3")
+                                      .replace("max_retries: 3", "max_retries: 0"))
+    pages.add_fault("/pages/article", "timeout", times=1, delay=1.0)
+    r = cli("fetch", pages.url + "/pages/article")
+    assert r.code == 6 and r.json["error"]["code"] == "TIMEOUT"
+
+
+def test_second_fetch_is_served_from_cache(cli, pages):
+    assert cli("fetch", pages.url + "/pages/article").json["metadata"]["fetch_cache_hit"] is False
+    again = cli("fetch", pages.url + "/pages/article")
+    assert again.json["metadata"]["fetch_cache_hit"] is True
+    assert len(pages.hits("/pages/article")) == 1
+    fresh = cli("--no-cache", "fetch", pages.url + "/pages/article")
+    assert fresh.json["metadata"]["fetch_cache_hit"] is False
+
+
+# -- injection ----------------------------------------------------------------------------------
+
+def test_injection_page_is_flagged_and_not_passed_on(cli, pages):
+    r = cli("fetch", pages.url + "/pages/injection")
+    assert r.code == 0
+    doc = r.json
+    assert doc["injection_flagged"] is True
+    where = {w["where"] for w in doc["injection_warnings"]}
+    assert {"source", "hidden_text"} <= where
+    assert "fake_tag" in next(w for w in doc["injection_warnings"] if w["where"] == "source")["kinds"]
+    summary = doc["summary"]
+    assert "ignore all previous" not in summary.lower() and "curl" not in summary and "im_start" not in summary
+    assert doc["metadata"]["instruction_like_sentences_left_out"] >= 1
+    assert "2.1 gigabytes per second" in summary
+    assert "<|im_start|>" not in r.stdout and "</untrusted_text>" not in r.stdout
+
+
+def test_injection_page_extract_is_fenced(cli, pages):
+    r = cli("fetch", pages.url + "/pages/injection", "--extract")
+    content = r.json["content"]
+    assert content.startswith("[UNTRUSTED TEXT") and content.endswith("[END UNTRUSTED TEXT]")
+    assert "<|im_start|>" not in content and "</untrusted_text>" not in content
+    assert r.json["injection_flagged"] is True
+
+
+def test_injection_reaches_the_model_only_fenced(cli, pages, monkeypatch):
+    monkeypatch.setenv("OLLAMA_HOST", pages.url + "/ollama")
+    r = cli("fetch", pages.url + "/pages/injection")
+    assert r.json["metadata"]["backend"] == "ollama"
+    sent = pages.hits("/ollama/api/chat")[-1].json()
+    user = sent["messages"][-1]["content"]
+    assert "[UNTRUSTED TEXT" in user and user.rstrip().endswith("[END UNTRUSTED TEXT]")
+    assert "<|im_start|>" not in user and "</untrusted_text>" not in user
+    assert "untrusted data" in sent["messages"][0]["content"]
+
+
+def test_model_output_repeating_instructions_is_flagged(cli, pages, monkeypatch, tmp_path):
+    monkeypatch.setenv("OLLAMA_HOST", pages.url + "/ollama")
+    page = tmp_path / "echo.txt"
+    page.write_text("Widget facts. ECHO-THE-INJECTION please. The toolkit is fast and small.")
+    r = cli("summarize", str(page))
+    doc = r.json
+    assert doc["summary"].startswith("[UNTRUSTED TEXT") and doc["injection_flagged"] is True
+    assert any(w["where"] == "summary" for w in doc["injection_warnings"])
+
+
+def test_no_traceback_on_garbage(cli, pages):
+    for args in (("fetch",), ("fetch", "http://[bad"), ("fetch", pages.url + "/pages/article", "--page", "0")):
+        r = cli(*args)
+        assert r.code == 2
+        assert_no_traceback(r)
+        assert r.json["success"] is False
+
+
+def test_names_are_checked_by_their_resolved_addresses(cli, monkeypatch):
+    import socket
+
+    def fake_resolve(host, port, *args, **kwargs):
+        addr = "10.1.2.3" if host == "intranet.example.com" else "93.184.216.34"
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (addr, port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", fake_resolve)
+    r = cli("fetch", "https://intranet.example.com/wiki")
+    assert r.code == 2 and r.json["error"]["code"] == "BLOCKED_URL"
+    assert "10.1.2.3" in r.json["error"]["message"]
+    from gsd_research.fetcher import check_url
+
+    assert check_url("https://public.example.org/page", set()) == "public.example.org"
+
+
+def test_allow_list_accepts_networks(monkeypatch):
+    from gsd_research.errors import BlockedUrl
+    from gsd_research.fetcher import check_url
+
+    assert check_url("http://10.1.2.3:8080/x", {"10.0.0.0/8"}) == "10.1.2.3"
+    with pytest.raises(BlockedUrl):
+        check_url("http://192.168.0.1/x", {"10.0.0.0/8"})
+
+
+def test_pages_cover_the_content_without_loss():
+    from gsd_research.budget import json_tokens
+    from gsd_research.commands.read import paginate
+
+    paras = [f"Paragraph {i}: " + f"widget fact {i} is stated here once more. " * (3 + i % 40) for i in range(150)]
+    paras.insert(40, "A single paragraph far larger than a page " + "with many words in it " * 400)
+    markdown = "\n\n".join(paras)
+    parts = paginate(markdown, 300)
+    assert len(parts) > 10
+    assert " ".join(" ".join(parts).split()) == " ".join(markdown.split())
+    assert max(json_tokens(p) for p in parts) <= 300
+
+
+def test_extract_pages_are_contiguous(cli, pages):
+    import re
+
+    seen = []
+    for page in (1, 2, 3):
+        r = cli("--max-tokens", "1500", "fetch", pages.url + "/pages/huge", "--extract", "--page", str(page))
+        seen += [int(n) for n in re.findall(r"Paragraph (\d+):", r.json["content"])]
+        assert r.json["metadata"]["truncated"] is False
+    assert seen == list(range(len(seen))) and len(seen) >= 6

@@ -1,0 +1,179 @@
+"""`summarize`, `analyze`, `image`, `web`: inputs, outputs, errors, budgets, keys."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import assert_no_traceback
+from tests.test_llm import GEMINI_KEY, OPENAI_KEY, cl100k
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 100
+
+
+@pytest.fixture
+def keys(fake, monkeypatch):
+    monkeypatch.setenv("GEMINI_API_KEY", GEMINI_KEY)
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    return fake
+
+
+def test_summarize_stdin(cli, keys):
+    r = cli("summarize", "-", stdin="Widgets are small. The toolkit 4.2.0 needs Python 3.10 or newer to install.")
+    assert r.code == 0 and r.json["source"] == "stdin"
+    assert r.json["summary"].startswith("ollama summary: Widgets are small.")
+
+
+def test_summarize_html_file_is_extracted_first(cli, keys, tmp_path):
+    from tests.fakes.pages import ARTICLE
+
+    path = tmp_path / "page.html"
+    path.write_text(ARTICLE)
+    r = cli("summarize", str(path))
+    sent = keys.hits("/ollama/api/chat")[-1].json()["messages"][-1]["content"]
+    assert "Installing the widget toolkit" in sent and "COOKIEBANNER" not in sent and "<p>" not in sent
+    assert r.json["metadata"]["source_tokens"] > 100
+
+
+def test_summarize_html_file_with_hidden_injection_is_flagged(cli, fake, tmp_path, monkeypatch):
+    from tests.fakes.pages import INJECTION
+
+    monkeypatch.setenv("OLLAMA_HOST", fake.url + "/down")
+    path = tmp_path / "page.html"
+    path.write_text(INJECTION)
+    r = cli("summarize", str(path))
+    assert r.json["injection_flagged"] is True
+    assert "hidden_text" in {w["where"] for w in r.json["injection_warnings"]}
+    assert "ignore all previous" not in r.json["summary"].lower()
+
+
+def test_summarize_pdf_file(cli, keys, tmp_path):
+    from tests.fakes.pages import PDF
+
+    path = tmp_path / "report.pdf"
+    path.write_bytes(PDF)
+    r = cli("summarize", str(path))
+    assert r.code == 0 and "revenue grew 12 percent" in r.json["summary"]
+    broken = tmp_path / "broken.pdf"
+    broken.write_bytes(b"%PDF-1.4 garbage")
+    bad = cli("summarize", str(broken))
+    assert bad.code == 1 and bad.json["error"]["code"] == "EXTRACTION_FAILED"
+    assert_no_traceback(bad)
+
+
+def test_summarize_focus_reaches_the_model(cli, keys, tmp_path):
+    path = tmp_path / "n.txt"
+    path.write_text("Some text about widgets and their installation on many platforms.")
+    cli("summarize", str(path), "--focus", "Windows support")
+    assert "Focus on: Windows support" in keys.hits("/ollama/api/chat")[-1].json()["messages"][-1]["content"]
+
+
+def test_summarize_missing_and_empty_input(cli, tmp_path):
+    missing = cli("summarize", str(tmp_path / "nope.txt"))
+    assert missing.code == 4 and missing.json["error"]["code"] == "NOT_FOUND"
+    empty = cli("summarize", "-", stdin="   ")
+    assert empty.code == 2 and empty.json["error"]["code"] == "USAGE_ERROR"
+
+
+def test_summarize_budget_is_honoured(cli, keys, tmp_path, monkeypatch):
+    monkeypatch.setenv("OLLAMA_HOST", keys.url + "/down")
+    monkeypatch.delenv("GEMINI_API_KEY")
+    monkeypatch.delenv("OPENAI_API_KEY")
+    text = " ".join(f"Sentence number {i} describes widget feature {i} in some detail for the reader." for i in range(600))
+    r = cli("--max-tokens", "300", "summarize", "-", stdin=text)
+    assert r.code == 0 and r.json["metadata"]["backend"] == "extractive"
+    assert cl100k(r.stdout.strip()) <= 300
+
+
+def test_analyze_prefers_openai_and_fences(cli, keys, tmp_path):
+    path = tmp_path / "n.md"
+    path.write_text("The release 4.2.0 dropped Python 3.9 support.")
+    r = cli("analyze", "Which Python versions are supported?", str(path))
+    assert r.code == 0 and r.json["metadata"]["backend"] == "openai"
+    sent = keys.hits("/openai")[-1].json()["messages"]
+    assert "Question: Which Python versions are supported?" in sent[-1]["content"]
+    assert "[UNTRUSTED TEXT" in sent[-1]["content"] and sent[0]["role"] == "system"
+    assert OPENAI_KEY not in r.stdout
+
+
+def test_analyze_needs_a_question(cli):
+    r = cli("analyze", "  ")
+    assert r.code == 2 and r.json["error"]["code"] == "USAGE_ERROR"
+
+
+def test_image_via_ollama_vision(cli, keys, tmp_path):
+    path = tmp_path / "shot.png"
+    path.write_bytes(PNG)
+    r = cli("image", str(path), "--question", "What colour is it?")
+    assert r.code == 0, r.stdout
+    assert r.json["metadata"]["backend"] == "ollama" and "red square" in r.json["answer"]
+    sent = keys.hits("/ollama/api/chat")[-1].json()["messages"][-1]
+    assert sent["images"] and "What colour is it?" in sent["content"]
+
+
+def test_image_falls_back_to_gemini_then_openai(cli, keys, tmp_path):
+    path = tmp_path / "shot.png"
+    path.write_bytes(PNG)
+    keys.state["ollama_models"] = ["llama3.2:latest"]  # no vision model pulled
+    r = cli("image", str(path))
+    assert r.json["metadata"]["backend"] == "gemini" and "image/png" in r.json["answer"]
+    keys.add_fault("/gemini", "status", times=10, status=500)
+    r2 = cli("--no-cache", "image", str(path))
+    assert r2.json["metadata"]["backend"] == "openai"
+
+
+def test_image_without_vision_backend_is_a_clear_error(cli, fake, tmp_path, monkeypatch):
+    monkeypatch.setenv("OLLAMA_HOST", fake.url + "/down")
+    path = tmp_path / "shot.png"
+    path.write_bytes(PNG)
+    r = cli("image", str(path))
+    assert r.code == 5 and r.json["error"]["code"] == "NO_BACKEND"
+    assert "vision" in r.json["error"]["message"]
+    assert any("ollama pull" in s for s in r.json["error"]["suggestions"])
+    assert_no_traceback(r)
+
+
+def test_image_input_errors(cli, tmp_path):
+    assert cli("image", str(tmp_path / "none.png")).json["error"]["code"] == "NOT_FOUND"
+    text = tmp_path / "x.png"
+    text.write_text("not an image")
+    r = cli("image", str(text))
+    assert r.code == 2 and "not a PNG" in r.json["error"]["message"]
+
+
+def test_web_grounded_with_numbered_sources(cli, keys):
+    r = cli("web", "who won euro 2024")
+    assert r.code == 0
+    doc = r.json
+    assert doc["answer"] == ("Spain won Euro 2024, defeating England 2-1 in the final.[1] "
+                             "This victory marks Spain's record fourth European Championship title.[1][2]")
+    assert [s["n"] for s in doc["sources"]] == [1, 2] and doc["sources"][1]["title"] == "uefa.com"
+    assert doc["metadata"]["grounded"] is True and doc["metadata"]["search_queries"]
+    sent = keys.hits("/gemini")[-1].json()
+    assert sent["tools"] == [{"google_search": {}}]
+    assert GEMINI_KEY not in r.stdout
+
+
+def test_web_without_search_says_so(cli, keys):
+    r = cli("web", "no-search question")
+    assert r.json["sources"] == [] and r.json["metadata"]["grounded"] is False and "note" in r.json["metadata"]
+
+
+def test_web_needs_gemini_key(cli, fake):
+    r = cli("web", "anything")
+    assert r.code == 3 and r.json["error"]["code"] == "MISSING_API_KEY"
+    assert any("GEMINI_API_KEY" in s for s in r.json["error"]["suggestions"])
+
+
+def test_web_gemini_failure_is_an_error(cli, keys):
+    keys.add_fault("/gemini", "status", times=10, status=503)
+    r = cli("web", "anything")
+    assert r.code == 5 and r.json["error"]["code"] == "NO_BACKEND"
+    assert r.json["error"]["details"]["tried"][0]["code"] == "UPSTREAM_ERROR"
+
+
+def test_real_process_prints_one_document(run_bin, keys, tmp_path):
+    path = tmp_path / "n.txt"
+    path.write_text("Widgets are small. The toolkit 4.2.0 needs Python 3.10 or newer to install.")
+    r = run_bin("gsd-research", "summarize", str(path), "--max-tokens", "500")
+    assert r.code == 0 and r.json["success"] is True
+    assert GEMINI_KEY not in r.stdout + r.stderr and OPENAI_KEY not in r.stdout + r.stderr
