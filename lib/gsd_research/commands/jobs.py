@@ -1,0 +1,187 @@
+"""`gsd-research jobs list|status|result|wait|cancel|worker`: the deep research job queue."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from gsd_research.deep.settings import load
+from gsd_research.deep.store import STATUSES, TERMINAL, JobStore, read_json
+from gsd_research.errors import GsdError, TimeoutError_
+from gsd_research.runtime import Runtime, agent_command
+
+STATUS_KEYS = ("status", "attempts", "priority", "effort", "model", "query", "createdAt", "startedAt", "completedAt",
+               "failedAt", "cancelledAt", "retryAt", "error", "errors", "interruptions", "cost", "usage")
+SUBCOMMANDS = "list, status ID, result ID, wait ID, cancel ID, worker"
+
+
+class JobsGroup(click.Group):
+    """`jobs` names itself in the envelope and answers a missing subcommand with a usage error."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.ensure_object(Runtime).command = "jobs"
+        if not args:
+            raise click.UsageError(f"jobs needs a subcommand: {SUBCOMMANDS}", ctx)
+        return super().parse_args(ctx, args)
+
+
+@click.group("jobs", cls=JobsGroup)
+def jobs():
+    """List, inspect, wait for and cancel deep research jobs; run the worker."""
+
+
+def _revive(rt, store: JobStore) -> dict | None:
+    """Start a worker when jobs are queued and none is alive (a killed worker's jobs resume)."""
+    from gsd_research.deep.queue import ensure_worker
+
+    if not store.queued():
+        return None
+    return ensure_worker(load(rt.config).autostart)
+
+
+def _status_view(job_id: str, status: dict) -> dict:
+    view = {"conversation_id": job_id}
+    view.update({k: status[k] for k in STATUS_KEYS if status.get(k) not in (None, "", [], {})})
+    return view
+
+
+@agent_command("list")
+@click.option("--status", "only", type=click.Choice(STATUSES), default=None, help="Only jobs in this state.")
+@click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
+def list_jobs(rt, only: str | None, limit: int):
+    """Jobs newest first, with counts per status and the worker's state."""
+    from gsd_research.output import document_tokens
+
+    store = JobStore()
+    rows, counts = [], dict.fromkeys(STATUSES, 0)
+    for job_id in store.ids():
+        status = read_json(store.logs / job_id / "status.json")
+        if status is None:
+            continue
+        state = str(status.get("status"))
+        counts[state] = counts.get(state, 0) + 1
+        if (only is None or state == only) and len(rows) < limit:
+            row = {k: status.get(k) for k in ("status", "priority", "effort", "attempts", "createdAt") if k in status}
+            row["query"] = str(status.get("query") or "")[:120]
+            rows.append({"conversation_id": job_id, **row})
+    rows.sort(key=lambda r: (str(r.get("createdAt") or ""), r["conversation_id"]), reverse=True)
+    worker = _revive(rt, store)
+    doc = {"jobs": rows, "counts": counts, "worker": worker or {"running": False, "needed": False},
+           "metadata": {"returned": len(rows), "total_available": sum(counts.values()) if only is None
+                        else counts.get(only, 0), "max_tokens": rt.max_tokens, "truncated": False}}
+    while document_tokens(doc) > rt.max_tokens and doc["jobs"]:
+        doc["jobs"].pop()
+        doc["metadata"].update(returned=len(doc["jobs"]), truncated=True)
+    doc["metadata"]["tokens_used"] = document_tokens(doc)
+    return doc
+
+
+@agent_command("status")
+@click.argument("job_id")
+def job_status(rt, job_id: str):
+    """The state of one job: attempts, errors, timestamps, queue position."""
+    store = JobStore()
+    status = store.status(job_id)
+    doc = _status_view(job_id, status)
+    if status.get("status") not in TERMINAL:
+        queued = [job["id"] for job, _ in store.queued()]
+        if job_id in queued:
+            doc["position"] = queued.index(job_id) + 1
+        doc["worker"] = _revive(rt, store)
+        doc["next"] = f"gsd-research jobs wait {job_id} --timeout 100"
+    elif status.get("status") == "completed":
+        doc["next"] = f"gsd-research jobs result {job_id}"
+    return doc
+
+
+def _result(rt, store: JobStore, job_id: str, status: dict) -> dict:
+    from gsd_research.deep.render import answer_payload
+
+    state = status.get("status")
+    if state == "completed":
+        message = store.has_answer(job_id) or {}
+        messages = store.conversation(job_id).get("messages") or [{}]
+        query = str(messages[0].get("content") or status.get("query") or "")
+        return answer_payload(query, job_id, message, rt.max_tokens,
+                              extra_meta={"effort": status.get("effort"), "attempts": status.get("attempts")})
+    if state == "failed":
+        err = status.get("error") or {}
+        raise GsdError(f"Job {job_id} failed after {status.get('attempts', 0)} attempt(s): {err.get('message', '')}",
+                       code=str(err.get("code") or "UPSTREAM_ERROR"),
+                       suggestions=["gsd-research jobs status " + job_id, "Enqueue it again with gsd-research deep --async"],
+                       details={"conversation_id": job_id, "attempts": status.get("attempts"),
+                                "errors": status.get("errors") or []})
+    if state == "cancelled":
+        raise GsdError(f"Job {job_id} was cancelled", code="JOB_CANCELLED", details={"conversation_id": job_id})
+    doc = _status_view(job_id, status)
+    doc.update(ready=False, next=f"gsd-research jobs wait {job_id} --timeout 100")
+    return doc
+
+
+@agent_command("result")
+@click.argument("job_id")
+def job_result(rt, job_id: str):
+    """The report of a completed job (or its state while it runs; its error when it failed)."""
+    store = JobStore()
+    return _result(rt, store, job_id, store.status(job_id))
+
+
+@agent_command("wait")
+@click.argument("job_id")
+@click.option("--timeout", type=click.FloatRange(min=0), default=100.0, show_default=True,
+              help="Seconds to wait (keep it under the Bash tool's timeout; run wait again after).")
+def job_wait(rt, job_id: str, timeout: float):
+    """Wait for a job to finish and return its report."""
+    store = JobStore()
+    interval = max(0.02, min(0.5, load(rt.config).poll_interval))
+    deadline = time.monotonic() + timeout
+    next_revive = 0.0
+    while True:
+        status = store.status(job_id)
+        if status.get("status") in TERMINAL:
+            return _result(rt, store, job_id, status)
+        if time.monotonic() >= next_revive:
+            _revive(rt, store)
+            next_revive = time.monotonic() + 5.0
+        if time.monotonic() >= deadline:
+            raise TimeoutError_(f"Job {job_id} is still {status.get('status')} after {timeout:g} s",
+                                suggestions=[f"gsd-research jobs wait {job_id} --timeout 100"],
+                                details={"conversation_id": job_id, "status": status.get("status"),
+                                         "attempts": status.get("attempts", 0)})
+        time.sleep(interval)
+
+
+@agent_command("cancel")
+@click.argument("job_id")
+def job_cancel(rt, job_id: str):
+    """Cancel a pending or running job (a running request's answer is discarded)."""
+    store = JobStore()
+    store.status(job_id)
+    with store.lock(job_id):
+        status = read_json(store.dir(job_id) / "status.json") or {}
+        before = status.get("status")
+        if before in TERMINAL:
+            return {"conversation_id": job_id, "cancelled": False, "status": before,
+                    "note": f"The job is already {before}"}
+        store.finish(job_id, "cancelled")
+    return {"conversation_id": job_id, "cancelled": True, "status": "cancelled", "was": before}
+
+
+@agent_command("worker")
+@click.option("--once", is_flag=True, help="Exit as soon as the queue is empty instead of idling.")
+def job_worker(rt, once: bool):
+    """Run the queue's worker in the foreground (normally started in the background by deep --async)."""
+    from gsd_research.deep.queue import worker_alive
+    from gsd_research.deep.worker import Worker
+
+    settings = load(rt.config)
+    summary = Worker(rt, settings, once=once).serve()
+    if not summary.pop("ran"):
+        alive = worker_alive() or {}
+        return {"worker": "already running", "pid": alive.get("pid"), "processed": 0}
+    return {"worker": "finished", **summary}
+
+
+for _cmd in (list_jobs, job_status, job_result, job_wait, job_cancel, job_worker):
+    jobs.add_command(_cmd)

@@ -1,0 +1,1 @@
+"""Deep research through Perplexity: the job store, the queue, the worker and cost accounting."""

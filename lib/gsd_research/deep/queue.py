@@ -1,0 +1,74 @@
+"""The queue's front door: enqueue a job and make sure one background worker is alive to run it.
+
+Kept free of the HTTP stack so `deep --async` returns in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from gsd_research.config import home
+from gsd_research.deep.store import JobStore, file_lock, read_json
+
+LOG_MAX_BYTES = 5_000_000
+_SPAWNED: list = []  # keep Popen objects alive for the life of this process
+
+
+def lock_path() -> Path:
+    return home() / "jobs" / "worker.lock"
+
+
+def info_path() -> Path:
+    return home() / "jobs" / "worker.json"
+
+
+def log_path() -> Path:
+    return home() / "logs" / "worker.log"
+
+
+def worker_alive() -> dict | None:
+    """The live worker's record, or None. The worker holds an flock the kernel drops when it dies."""
+    with file_lock(lock_path(), blocking=False) as free:
+        if free:
+            return None
+    return read_json(info_path()) or {"pid": None}
+
+
+def spawn_worker() -> int:
+    """Start `jobs worker` detached: own session, stdio to the log under the home, outliving the caller."""
+    import subprocess
+
+    path = log_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        if path.stat().st_size > LOG_MAX_BYTES:
+            os.replace(path, path.with_suffix(".log.1"))  # keep one old log
+    except OSError:
+        pass
+    with open(path, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gsd_research", "jobs", "worker"],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True, start_new_session=True,
+            cwd=str(home()), env=dict(os.environ),
+        )
+    _SPAWNED.append(proc)
+    return proc.pid
+
+
+def ensure_worker(autostart: bool = True) -> dict:
+    """{"running": bool, "pid": …, "started": bool}: start a worker when none is alive."""
+    alive = worker_alive()
+    if alive is not None:
+        return {"running": True, "pid": alive.get("pid"), "started": False}
+    if not autostart:
+        return {"running": False, "pid": None, "started": False}
+    return {"running": True, "pid": spawn_worker(), "started": True}
+
+
+def enqueue(query: str, params: dict, priority: int, *, autostart: bool = True) -> tuple[str, dict, dict]:
+    """Queue a job (job.json written last) and then check for a worker; returns (id, status, worker)."""
+    store = JobStore()
+    job_id, status = store.create(query, params, priority=priority, enqueue=True)
+    return job_id, status, ensure_worker(autostart)

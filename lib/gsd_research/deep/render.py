@@ -1,0 +1,82 @@
+"""The agent's view of a deep research answer: report, numbered citations, usage and cost, in budget."""
+
+from __future__ import annotations
+
+from gsd_research.budget import fit_text, json_tokens
+from gsd_research.output import document_tokens
+
+CITATION_SHARE = 0.35  # at most this part of --max-tokens goes to the citation list
+USAGE_KEYS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "citation_tokens", "num_search_queries",
+              "total_tokens")
+
+
+def compact_usage(usage: dict) -> dict:
+    return {k: int(usage[k]) for k in USAGE_KEYS if isinstance(usage.get(k), (int, float))}
+
+
+def _fit_citations(citations: list[dict], max_tokens: int) -> list[dict]:
+    room = int(max_tokens * CITATION_SHARE)
+    kept, used = [], 0
+    for cite in citations:
+        item = {k: v for k, v in cite.items() if v not in ("", None)}
+        cost = json_tokens(item) + 1
+        if used + cost > room:
+            break
+        kept.append(item)
+        used += cost
+    return kept
+
+
+def answer_payload(query: str, job_id: str, message: dict, max_tokens: int, *, extra_meta: dict | None = None,
+                   warnings: list[str] | None = None) -> dict:
+    """The envelope body for a finished job or blocking call, with the report cut to the budget."""
+    from gsd_research.untrusted import FENCE_CLOSE, FENCE_OPEN, NOTICE, neutralize, scan
+
+    citations = [dict(c, title=neutralize(str(c.get("title") or ""))) for c in message.get("citations") or []]
+    shown = _fit_citations(citations, max_tokens)
+    notes = list(dict.fromkeys([*(warnings or []), *(message.get("warnings") or [])]))
+    report = str(message.get("content") or "")
+    findings = scan(report)
+    doc = {
+        "query": query,
+        "conversation_id": job_id,
+        "status": "completed",
+        "report": neutralize(report),
+        "citations": shown,
+        "usage": compact_usage(message.get("usage") or {}),
+        "cost": message.get("cost") or {"usd": 0.0, "source": "unknown"},
+    }
+    if notes:
+        doc["warnings"] = notes
+    doc["untrusted"] = NOTICE
+    if findings:
+        doc["injection_flagged"] = True
+        doc["injection_warnings"] = findings[:2]
+    meta = {"backend": "perplexity", "api": message.get("api"), "model": message.get("model"),
+            "confidence": "MEDIUM-HIGH", "cache_hit": bool(message.get("cacheHit")),
+            "fallback": bool(message.get("fallback")), "citations_total": len(citations),
+            "citations_returned": len(shown)}
+    meta.update(extra_meta or {})
+    if findings:  # room for the fence markers that will wrap the cut report
+        doc["_fence"] = f"{FENCE_OPEN}\n\n{FENCE_CLOSE}"
+    doc["metadata"] = meta
+    doc = fit_text(doc, ("report",), max_tokens)
+    if meta.get("truncated"):
+        meta["more"] = f"gsd-research jobs result {job_id} --max-tokens {max(4000, 2 * max_tokens)}"
+        doc = fit_text(doc, ("report",), max_tokens)
+    if doc.pop("_fence", None):
+        doc["report"] = f"{FENCE_OPEN}\n{doc['report']}\n{FENCE_CLOSE}"
+        meta["tokens_used"] = document_tokens(doc)
+    return doc
+
+
+def message_from(result: dict) -> dict:
+    """The assistant message stored in conversation.json for a finished call."""
+    from gsd_research.deep.store import now_iso
+
+    cached = bool(result.get("cache_hit"))
+    return {"role": "assistant", "content": result.get("report") or "", "timestamp": now_iso(),
+            "citations": result.get("citations") or [], "usage": result.get("usage") or {},
+            "cost": {"usd": 0.0, "source": "cache"} if cached else result.get("cost"),
+            "model": result.get("model"), "api": result.get("api"), "cacheHit": cached,
+            "fallback": bool(result.get("fallback")), "warnings": result.get("warnings") or []}

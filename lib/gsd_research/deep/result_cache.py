@@ -1,0 +1,36 @@
+"""Finished deep research results kept for the `deep` TTL (identical query, effort and model)."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+
+from gsd_research.config import home
+from gsd_research.deep.store import read_json, write_json
+
+
+def cache_dir() -> Path:
+    return home() / "cache" / "deep"
+
+
+def key(query: str, effort: str, model: str) -> str:
+    norm = " ".join(query.split()).lower()
+    return hashlib.sha256(f"{model}\x00{effort}\x00{norm}".encode()).hexdigest()[:32]
+
+
+def get(query: str, effort: str, model: str, ttl: float) -> dict | None:
+    """The stored result (with its cost) when younger than `ttl` seconds."""
+    doc = read_json(cache_dir() / f"{key(query, effort, model)}.json")
+    if not doc or not isinstance(doc.get("result"), dict):
+        return None
+    if time.time() - float(doc.get("stored_at") or 0) > ttl:
+        return None
+    return doc["result"]
+
+
+def put(query: str, effort: str, model: str, result: dict) -> None:
+    path = cache_dir() / f"{key(query, effort, model)}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json(path, {"stored_at": time.time(), "query": query, "effort": effort, "model": model, "result": result},
+               durable=False)

@@ -1,0 +1,264 @@
+"""The on-disk job store: conversation-logs/<id>/{conversation,status,job}.json, written atomically.
+
+Every file is replaced in one rename (readers see the old or the new document, never half of one);
+status transitions of one job happen under that job's lock; the enqueue sequence number that gives
+FIFO order within a priority comes from a counter under a lock shared by every process of the home.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from gsd_research.config import home
+from gsd_research.errors import JobNotFound, UsageError
+
+ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{2,80}$")
+TERMINAL = frozenset({"completed", "failed", "cancelled"})
+STATUSES = ("pending", "running", "completed", "failed", "cancelled")
+TMP_SUFFIX = ".tmp"
+SEQ_WIDTH = 20
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_iso(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def new_id() -> str:
+    """A unique, time-sortable conversation id such as dr-20261122-042614123-9f3c2a1b (UTC, milliseconds)."""
+    now = time.time()
+    return f"dr-{time.strftime('%Y%m%d-%H%M%S', time.gmtime(now))}{int(now % 1 * 1000):03d}-{os.urandom(4).hex()}"
+
+
+def write_json(path: Path, doc: Any, durable: bool = True) -> None:
+    """Replace `path` with `doc` as JSON in one rename; known keys scrubbed out first.
+
+    The rename makes it atomic for readers and against a killed writer; `durable` adds an fsync so
+    the new content also survives a power loss (skipped for transient states that can be redone).
+    """
+    from gsd_research.secrets import scrub
+
+    text = scrub(json.dumps(doc, ensure_ascii=False, indent=1, default=str))
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(3).hex()}{TMP_SUFFIX}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            if durable:
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def read_json(path: Path) -> dict | None:
+    """A JSON document, or None when it is missing or unreadable."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+@contextlib.contextmanager
+def file_lock(path: Path, blocking: bool = True):
+    """An exclusive flock on `path`; yields False (without waiting) when not blocking and it is held."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+class JobStore:
+    """Conversation directories of one GSD_RESEARCH_HOME."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        base = root or home()
+        self.logs = base / "conversation-logs"
+        self.control = base / "jobs"
+
+    # -- paths and reading ---------------------------------------------------------------------
+    def dir(self, job_id: str) -> Path:
+        if not ID_PATTERN.match(job_id or ""):
+            raise UsageError(f"'{job_id}' is not a job id", suggestions=["gsd-research jobs list"])
+        return self.logs / job_id
+
+    def existing_dir(self, job_id: str) -> Path:
+        path = self.dir(job_id)
+        if not (path / "status.json").is_file():
+            raise JobNotFound(f"No deep research job '{job_id}'", suggestions=["gsd-research jobs list"])
+        return path
+
+    def status(self, job_id: str) -> dict:
+        doc = read_json(self.existing_dir(job_id) / "status.json")
+        if doc is None:
+            raise JobNotFound(f"The status of job '{job_id}' is unreadable", suggestions=["gsd-research jobs list"])
+        return doc
+
+    def conversation(self, job_id: str) -> dict:
+        return read_json(self.existing_dir(job_id) / "conversation.json") or {"id": job_id, "messages": []}
+
+    def job(self, job_id: str) -> dict | None:
+        return read_json(self.dir(job_id) / "job.json")
+
+    def ids(self) -> list[str]:
+        """Every job id, newest first."""
+        try:
+            names = [p.name for p in self.logs.iterdir() if ID_PATTERN.match(p.name)]
+        except FileNotFoundError:
+            return []
+        return sorted(names, reverse=True)
+
+    def lock(self, job_id: str):
+        return file_lock(self.dir(job_id) / ".lock")
+
+    # -- enqueue -------------------------------------------------------------------------------
+    def next_seq(self) -> int:
+        """The next enqueue number of this home, strictly increasing across processes."""
+        path = self.control / "seq"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            raw = os.pread(fd, SEQ_WIDTH, 0).strip()
+            current = int(raw) if raw.isdigit() else self._max_seq()
+            value = current + 1
+            os.pwrite(fd, str(value).rjust(SEQ_WIDTH).encode(), 0)
+            return value
+        finally:
+            os.close(fd)
+
+    def _max_seq(self) -> int:
+        """The highest sequence number on disk (when the counter file is lost)."""
+        best = 0
+        for job_id in self.ids():
+            st = read_json(self.logs / job_id / "status.json") or {}
+            best = max(best, int(st.get("seq") or 0))
+        return best
+
+    def create(self, query: str, params: dict, *, priority: int = 0, enqueue: bool = True,
+               answer: dict | None = None) -> tuple[str, dict]:
+        """A new conversation directory: conversation.json, status.json, then job.json (which queues it).
+
+        With `answer` (a finished blocking call) the conversation is written complete, never queued.
+        """
+        enqueue = enqueue and answer is None
+        self.logs.mkdir(parents=True, exist_ok=True)
+        seq = self.next_seq() if enqueue else 0
+        for _ in range(10):
+            job_id = new_id()
+            try:
+                (self.logs / job_id).mkdir()
+                break
+            except FileExistsError:
+                continue
+        else:  # pragma: no cover - 32 random bits colliding ten times
+            raise UsageError("Could not allocate a job id")
+        created = now_iso()
+        path = self.logs / job_id
+        conversation = {"id": job_id, "createdAt": created, "model": params.get("model"),
+                        "effort": params.get("effort"),
+                        "messages": [{"role": "user", "content": query, "timestamp": created}]}
+        status = {"id": job_id, "status": "pending", "attempts": 0, "interruptions": 0, "priority": priority,
+                  "seq": seq, "createdAt": created, "updatedAt": created, "model": params.get("model"),
+                  "effort": params.get("effort"), "query": query[:200], "error": None,
+                  "mode": "async" if enqueue else "blocking"}
+        if answer is not None:
+            conversation["messages"].append(answer)
+            conversation["completedAt"] = answer.get("timestamp")
+            status.update(status="completed", attempts=1, startedAt=created, completedAt=answer.get("timestamp"),
+                          usage=answer.get("usage"), cost=answer.get("cost"))
+        write_json(path / "conversation.json", conversation)
+        write_json(path / "status.json", status)
+        if enqueue:
+            write_json(path / "job.json", dict(params, id=job_id, query=query, priority=priority, seq=seq,
+                                               createdAt=created))
+        return job_id, status
+
+    # -- transitions ---------------------------------------------------------------------------
+    def update_status(self, job_id: str, durable: bool = True, **changes: Any) -> dict:
+        """Merge `changes` into status.json (caller holds the job lock)."""
+        path = self.dir(job_id) / "status.json"
+        status = read_json(path) or {"id": job_id}
+        status.update(changes)
+        status["updatedAt"] = now_iso()
+        write_json(path, status, durable)
+        return status
+
+    def has_answer(self, job_id: str) -> dict | None:
+        """The assistant message already committed to conversation.json, if any."""
+        conv = read_json(self.dir(job_id) / "conversation.json") or {}
+        for msg in reversed(conv.get("messages") or []):
+            if isinstance(msg, dict) and msg.get("role") == "assistant":
+                return msg
+        return None
+
+    def commit_answer(self, job_id: str, message: dict) -> None:
+        """Append the assistant message to conversation.json: the commit point of a job."""
+        path = self.dir(job_id) / "conversation.json"
+        conv = read_json(path) or {"id": job_id, "messages": []}
+        conv.setdefault("messages", []).append(message)
+        conv["completedAt"] = message.get("timestamp")
+        write_json(path, conv)
+
+    def finish(self, job_id: str, status: str, **changes: Any) -> dict:
+        """Write a terminal status, then remove job.json (caller holds the job lock)."""
+        stamp = now_iso()
+        key = {"completed": "completedAt", "failed": "failedAt", "cancelled": "cancelledAt"}[status]
+        result = self.update_status(job_id, status=status, **{key: stamp}, **changes)
+        with contextlib.suppress(FileNotFoundError):
+            (self.dir(job_id) / "job.json").unlink()
+        return result
+
+    def queued(self) -> list[tuple[dict, dict]]:
+        """(job, status) of every queued job, best first: higher priority, then lower seq (FIFO)."""
+        out = []
+        for job_id in self.ids():
+            job = read_json(self.logs / job_id / "job.json")
+            if job is None:
+                continue
+            status = read_json(self.logs / job_id / "status.json") or {"id": job_id, "status": "pending"}
+            if status.get("status") in TERMINAL:  # a transition cut short: finish removing job.json
+                with contextlib.suppress(FileNotFoundError):
+                    (self.logs / job_id / "job.json").unlink()
+                continue
+            out.append((job, status))
+        out.sort(key=lambda js: (-int(js[0].get("priority") or 0), int(js[0].get("seq") or 0), js[0]["id"]))
+        return out
+
+    def sweep_temp_files(self, job_id: str, older_than: float = 60.0) -> int:
+        """Remove half-written temporary files a killed writer left behind."""
+        removed = 0
+        cutoff = time.time() - older_than
+        for tmp in self.dir(job_id).glob(f".*{TMP_SUFFIX}"):
+            with contextlib.suppress(OSError):
+                if tmp.stat().st_mtime < cutoff:
+                    tmp.unlink()
+                    removed += 1
+        return removed

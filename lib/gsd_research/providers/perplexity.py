@@ -1,0 +1,252 @@
+"""Perplexity: Sonar chat completions, the Sonar async API and the Agent API, as one normalized result.
+
+A result is {"report", "citations", "usage", "model", "api", "remote_id"} with `<think>` blocks
+stripped and `usage` in chat-completions field names (the Agent API's are mapped onto them).
+When Sonar answers that the model or endpoint is gone, `EndpointGone` tells the caller to switch.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+
+from gsd_research.errors import MissingApiKey, ProviderError, TimeoutError_
+from gsd_research.http import HttpClient, error_message, parse_json, raise_for_status
+
+PROVIDER = "perplexity"
+KEY_HINT = "PERPLEXITY_API_KEY"
+THINK = re.compile(r"<think>[\s\S]*?</think>", re.IGNORECASE)
+GONE_WORDS = ("deprecat", "retired", "no longer", "not supported", "unsupported", "invalid model",
+              "unknown model", "does not exist", "decommission", "sunset", "removed")
+AGENT_RUNNING = frozenset({"queued", "in_progress", "created"})
+AGENT_FAILED = frozenset({"failed", "cancelled", "incomplete"})
+
+
+class EndpointGone(ProviderError):
+    """Sonar says its model or endpoint no longer exists: use the Agent API."""
+
+
+def strip_think(text: str) -> str:
+    """The answer without chain-of-thought: closed <think> blocks and an unclosed one at the end."""
+    text = THINK.sub("", text or "")
+    opened = text.lower().find("<think>")
+    if opened >= 0:
+        text = text[:opened]
+    return text.replace("</think>", "").strip()
+
+
+def _is_gone(response) -> bool:
+    if response.status_code == 410:
+        return True
+    message = error_message(response).lower()
+    if response.status_code == 404:
+        return True
+    try:
+        body = response.json()
+    except ValueError:
+        body = {}
+    err = body.get("error") if isinstance(body, dict) else None
+    kind = str(err.get("type") or "") if isinstance(err, dict) else ""
+    return kind in ("invalid_model", "model_not_found", "model_deprecated") or (
+        "model" in message and any(word in message for word in GONE_WORDS))
+
+
+def _text_of(content) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text") or "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def _int(value) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _malformed(what: str) -> ProviderError:
+    return ProviderError(f"Perplexity sent a malformed answer ({what})",
+                         suggestions=["Retry later; if it persists the API may have changed"],
+                         details={"provider": PROVIDER})
+
+
+def from_chat_completion(body: dict, api: str = "sonar", remote_id: str | None = None) -> dict:
+    """A normalized result from a chat.completion object."""
+    try:
+        content = body["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        raise _malformed("no choices[0].message.content") from None
+    titles = {}
+    for item in body.get("search_results") or []:
+        if isinstance(item, dict) and item.get("url"):
+            titles.setdefault(str(item["url"]), str(item.get("title") or ""))
+    urls = [str(u) for u in body.get("citations") or [] if isinstance(u, str) and u]
+    if not urls:
+        urls = list(titles)
+    usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+    return {
+        "report": strip_think(_text_of(content)),
+        "citations": [{"n": i + 1, "url": u, "title": titles.get(u, "")} for i, u in enumerate(urls)],
+        "usage": usage,
+        "model": str(body.get("model") or ""),
+        "api": api,
+        "remote_id": remote_id or body.get("id"),
+    }
+
+
+def _agent_items(output: list) -> tuple[list[str], list[tuple[str, str]], int]:
+    """Texts, (url, title) sources and the number of search queries of an Agent API output list."""
+    texts, sources, queries = [], [], 0
+    for item in (i for i in output if isinstance(i, dict)):
+        if item.get("type") == "search_results":
+            queries += len(item.get("queries") or [])
+            sources += [(str(r.get("url")), str(r.get("title") or "")) for r in item.get("results") or []
+                        if isinstance(r, dict) and r.get("url")]
+            continue
+        if item.get("type") != "message":
+            continue
+        for part in (p for p in item.get("content") or [] if isinstance(p, dict)):
+            if part.get("type") in ("output_text", "text"):
+                texts.append(str(part.get("text") or ""))
+                sources += [(str(a.get("url")), str(a.get("title") or "")) for a in part.get("annotations") or []
+                            if isinstance(a, dict) and a.get("url")]
+    return texts, sources, queries
+
+
+def from_agent_response(body: dict) -> dict:
+    """A normalized result from an Agent API response object (status completed)."""
+    output = body.get("output")
+    if not isinstance(output, list):
+        raise _malformed("no output list")
+    texts, sources, queries = _agent_items(output)
+    seen: dict[str, str] = {}
+    for url, title in sources:
+        if url not in seen or (title and not seen[url]):
+            seen[url] = title
+    raw = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+    usage = {"prompt_tokens": _int(raw.get("input_tokens")), "completion_tokens": _int(raw.get("output_tokens")),
+             "total_tokens": _int(raw.get("total_tokens")), "num_search_queries": queries}
+    if "cost" in raw:
+        usage["cost"] = raw["cost"]
+    return {
+        "report": strip_think("\n\n".join(texts)),
+        "citations": [{"n": i + 1, "url": u, "title": t} for i, (u, t) in enumerate(seen.items())],
+        "usage": usage, "model": str(body.get("model") or "agent"), "api": "agent", "remote_id": body.get("id"),
+    }
+
+
+class Perplexity:
+    """A Perplexity client over the shared HTTP layer (requests are never served from the cache)."""
+
+    def __init__(self, http: HttpClient, base_url: str, api_key: str | None) -> None:
+        if not api_key:
+            raise MissingApiKey("Deep research needs a Perplexity API key",
+                                suggestions=["export PERPLEXITY_API_KEY=pplx-...",
+                                             "or gsd-research config set providers.perplexity.api_key pplx-..."])
+        self.http = http
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+
+    def _send(self, method: str, path: str, *, body: dict | None = None, timeout=None, deadline=None,
+              sonar: bool = False):
+        headers = {"Authorization": f"Bearer {self.api_key}", "Accept": "application/json"}
+        expected = (200, 201, 400, 404, 410) if sonar else (200, 201)
+        resp = self.http.request(PROVIDER, method, self.base_url + path, json=body, headers=headers, cache=False,
+                                 expected=expected, key_hint=KEY_HINT, timeout=timeout, deadline=deadline)
+        if resp.status_code in (400, 404, 410):
+            if _is_gone(resp):
+                raise EndpointGone(f"Perplexity Sonar is not available at {path} (HTTP {resp.status_code}): "
+                                   f"{error_message(resp)}", details={"status": resp.status_code, "provider": PROVIDER},
+                                   suggestions=["gsd-research config set deep.api agent"])
+            raise_for_status(PROVIDER, resp, KEY_HINT)
+        body = parse_json(PROVIDER, resp)
+        if not isinstance(body, dict):
+            raise _malformed("not a JSON object")
+        return body
+
+    # -- Sonar ---------------------------------------------------------------------------------
+    @staticmethod
+    def chat_request(query: str, model: str, effort: str) -> dict:
+        return {"model": model, "messages": [{"role": "user", "content": query}], "reasoning_effort": effort,
+                "stream": False}
+
+    def chat(self, query: str, model: str, effort: str, timeout: float) -> dict:
+        """One blocking chat completion (the answer may take minutes: read timeout = `timeout`)."""
+        connect = self.http.timeout[0] if isinstance(self.http.timeout, tuple) else 10.0
+        body = self._send("POST", "/chat/completions", body=self.chat_request(query, model, effort),
+                          timeout=(connect, timeout), deadline=timeout, sonar=True)
+        return from_chat_completion(body)
+
+    def submit_async(self, query: str, model: str, effort: str, idempotency_key: str) -> tuple[str, dict | None]:
+        """(remote id, the result when the answer is already complete, e.g. a repeated idempotency key)."""
+        body = self._send("POST", "/async/chat/completions", sonar=True, body={
+            "request": self.chat_request(query, model, effort), "idempotency_key": idempotency_key})
+        if not body.get("id"):
+            raise _malformed("async request without id")
+        return str(body["id"]), self.async_result(body)
+
+    def poll_async(self, remote_id: str) -> dict | None:
+        """The result when the async request is done, None while it runs; failures raise."""
+        return self.async_result(self._send("GET", f"/async/chat/completions/{remote_id}"))
+
+    @staticmethod
+    def async_result(body: dict) -> dict | None:
+        remote_id = str(body.get("id") or "")
+        state = str(body.get("status") or "").upper()
+        if state == "COMPLETED":
+            if not isinstance(body.get("response"), dict):
+                raise _malformed("COMPLETED without response")
+            return from_chat_completion(body["response"], "sonar-async", remote_id)
+        if state == "FAILED":
+            raise ProviderError(f"Perplexity deep research failed: {str(body.get('error_message') or 'no reason')[:300]}",
+                                details={"provider": PROVIDER, "remote_id": remote_id})
+        if state in ("CREATED", "IN_PROGRESS", "PENDING"):
+            return None
+        raise _malformed(f"unknown async status '{state[:40]}'")
+
+    # -- Agent API -----------------------------------------------------------------------------
+    def agent_create(self, query: str, preset: str, background: bool, timeout: float | None = None) -> dict:
+        body = {"preset": preset, "input": [{"type": "message", "role": "user", "content": query}], "stream": False}
+        if background:
+            body["background"] = True
+        connect = self.http.timeout[0] if isinstance(self.http.timeout, tuple) else 10.0
+        return self._send("POST", "/v1/agent", body=body,
+                          timeout=(connect, timeout) if timeout else None, deadline=timeout)
+
+    def agent_get(self, remote_id: str) -> dict:
+        return self._send("GET", f"/v1/responses/{remote_id}")
+
+    @staticmethod
+    def agent_result(body: dict) -> dict | None:
+        """The result of a finished response, None while it runs; failed runs (HTTP 200) raise."""
+        state = str(body.get("status") or "").lower()
+        if state == "completed":
+            return from_agent_response(body)
+        if state in AGENT_RUNNING:
+            return None
+        if state in AGENT_FAILED:
+            err = body.get("error") if isinstance(body.get("error"), dict) else {}
+            raise ProviderError(f"Perplexity Agent API run {state}: {str(err.get('message') or 'no reason')[:300]}",
+                                details={"provider": PROVIDER, "remote_id": body.get("id")})
+        raise _malformed(f"unknown agent status '{state[:40]}'")
+
+
+def poll(fetch: Callable[[], dict | None], *, deadline: float, interval: float,
+         check: Callable[[], None] | None = None) -> dict:
+    """Call `fetch` until it returns a result or the monotonic `deadline` passes (TIMEOUT)."""
+    while True:
+        result = fetch()
+        if result is not None:
+            return result
+        if check is not None:
+            check()
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError_("Perplexity deep research did not finish within the polling timeout",
+                                suggestions=["Raise it with --timeout or PERPLEXITY_POLLING_TIMEOUT_MS",
+                                             "Use --async and poll with gsd-research jobs wait"],
+                                details={"provider": PROVIDER})
+        time.sleep(min(interval, left))

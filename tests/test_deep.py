@@ -1,0 +1,389 @@
+"""gsd-research deep against the fake Perplexity server: blocking, async enqueue, fallback, cost, cache."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import TEST_CONFIG, assert_no_traceback
+
+CANARY = "pplx-canary-7c1d9e2f4b8a"
+FAST_DEEP = {"poll_interval": 0.02, "retry_backoff": 0.02, "retry_backoff_max": 0.05, "idle_exit": 0.3,
+             "autostart": False, "concurrency": 1}
+
+
+def configure(home: Path, deep: dict | None = None, http: dict | None = None, extra: dict | None = None) -> None:
+    """Write the test home's config.yaml: the fast HTTP settings plus fast deep research settings."""
+    import yaml
+
+    cfg = yaml.safe_load(TEST_CONFIG)
+    cfg["http"].update(http or {})
+    cfg["deep"] = {**FAST_DEEP, **(deep or {})}
+    cfg.update(extra or {})
+    (home / "config.yaml").write_text(yaml.safe_dump(cfg))
+
+
+def job_dirs(home: Path) -> list[Path]:
+    logs = home / "conversation-logs"
+    return sorted(p for p in logs.iterdir() if p.is_dir()) if logs.is_dir() else []
+
+
+def read(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def all_state_text(home: Path) -> str:
+    """Every file the product wrote under the home (logs, status, ledger, caches), as text."""
+    chunks = []
+    for path in home.rglob("*"):
+        if path.is_file() and path.name != "config.yaml":
+            chunks.append(path.read_bytes().decode("utf-8", errors="replace"))
+    return "\n".join(chunks)
+
+
+@pytest.fixture
+def pplx(fake, home, monkeypatch):
+    """The fake server with a canary Perplexity key and fast deep research settings."""
+    monkeypatch.setenv("PERPLEXITY_API_KEY", CANARY)
+    configure(home)
+    return fake
+
+
+# -- blocking ------------------------------------------------------------------------------------
+
+def test_blocking_returns_report_citations_usage_and_cost_without_think(cli, pplx, home):
+    result = cli("deep", "WebGPU", "browser", "support")
+
+    doc = result.json
+    assert result.code == 0, doc
+    assert doc["command"] == "deep" and doc["status"] == "completed"
+    assert "<think>" not in result.stdout and "Planning searches" not in result.stdout
+    assert doc["report"].startswith("## Executive summary") and "[1]" in doc["report"]
+    assert [c["n"] for c in doc["citations"]] == [1, 2, 3]
+    assert doc["citations"][0]["url"] == "https://example.org/source-1"
+    assert doc["usage"]["completion_tokens"] == 3000 and doc["usage"]["reasoning_tokens"] == 80000
+    assert doc["cost"] == {"usd": 0.464038, "source": "api"}
+    assert doc["metadata"]["confidence"] == "MEDIUM-HIGH" and doc["metadata"]["api"] == "sonar"
+    assert doc["metadata"]["tokens_used"] <= 2000
+    sent = pplx.hits("/perplexity/chat/completions")[0].json()
+    assert sent["model"] == "sonar-deep-research" and sent["reasoning_effort"] == "medium"
+    assert pplx.hits("/perplexity/chat/completions")[0].headers["authorization"] == f"Bearer {CANARY}"
+
+
+def test_blocking_stores_a_completed_conversation(cli, pplx, home):
+    doc = cli("deep", "--effort", "low", "rust async runtimes").json
+
+    folder = home / "conversation-logs" / doc["conversation_id"]
+    conv, status = read(folder / "conversation.json"), read(folder / "status.json")
+    assert [m["role"] for m in conv["messages"]] == ["user", "assistant"]
+    assert conv["messages"][0]["content"] == "rust async runtimes"
+    assert "<think>" not in conv["messages"][1]["content"]
+    assert status["status"] == "completed" and status["completedAt"] and status["effort"] == "low"
+    assert not (folder / "job.json").exists()
+    assert pplx.hits("/perplexity/chat/completions")[0].json()["reasoning_effort"] == "low"
+
+
+@pytest.mark.parametrize("kind, opts, code, exit_code", [
+    ("status", {"status": 429, "times": 10}, "RATE_LIMITED", 5),
+    ("status", {"status": 503, "times": 10}, "UPSTREAM_ERROR", 5),
+    ("malformed", {"times": 10}, "UPSTREAM_ERROR", 5),
+    ("html", {"times": 10}, "INVALID_API_KEY", 3),
+])
+def test_blocking_api_errors_return_json_error_and_write_nothing(cli, pplx, home, kind, opts, code, exit_code):
+    pplx.add_fault("/perplexity/chat/completions", kind, **opts)
+
+    result = cli("deep", "anything at all")
+
+    assert result.code == exit_code
+    assert result.json["success"] is False and result.json["error"]["code"] == code
+    assert job_dirs(home) == []
+    assert not (home / "usage" / "ledger.jsonl").exists()
+    assert CANARY not in result.stdout + result.stderr
+    assert_no_traceback(result)
+
+
+def test_blocking_timeout_is_exit_6_and_writes_nothing(cli, pplx, home):
+    pplx.state["pplx_delay"] = 1.5
+
+    result = cli("deep", "slow question", "--timeout", "1")
+
+    assert result.code == 6 and result.json["error"]["code"] == "TIMEOUT"
+    assert job_dirs(home) == []
+
+
+def test_rate_limit_then_success_is_retried_transparently(cli, pplx):
+    pplx.add_fault("/perplexity/chat/completions", "status", status=429, times=1, retry_after="0")
+
+    result = cli("deep", "retry me")
+
+    assert result.code == 0 and result.json["status"] == "completed"
+    assert len(pplx.hits("/perplexity/chat/completions")) == 2
+
+
+def test_missing_key_is_exit_3_and_no_request(cli, pplx, monkeypatch):
+    monkeypatch.delenv("PERPLEXITY_API_KEY")
+
+    result = cli("deep", "no key")
+
+    assert result.code == 3 and result.json["error"]["code"] == "MISSING_API_KEY"
+    assert pplx.hits("/perplexity") == []
+
+
+@pytest.mark.parametrize("args", [("deep",), ("deep", "  "), ("deep", "q", "--effort", "extreme"),
+                                  ("deep", "q", "--timeout", "0")])
+def test_usage_errors(cli, pplx, args):
+    result = cli(*args)
+
+    assert result.code == 2 and result.json["error"]["code"] == "USAGE_ERROR"
+    assert pplx.hits("/perplexity") == []
+
+
+# -- fallback to the Agent API -------------------------------------------------------------------
+
+@pytest.mark.parametrize("gone", ["404", "410", "400"])
+def test_falls_back_to_agent_api_when_sonar_is_gone(cli, pplx, gone):
+    pplx.state["pplx_sonar_gone"] = gone
+
+    result = cli("deep", "post-sonar world")
+
+    doc = result.json
+    assert result.code == 0, doc
+    assert doc["metadata"]["api"] == "agent" and doc["metadata"]["fallback"] is True
+    assert doc["citations"][0]["url"] == "https://example.org/agent-1"
+    assert "<think>" not in doc["report"] and doc["cost"] == {"usd": 0.03005, "source": "api"}
+    body = pplx.hits("/perplexity/v1/agent")[0].json()
+    assert body["preset"] == "high" and body["input"][0]["content"] == "post-sonar world"
+
+    again = cli("--no-cache", "deep", "post-sonar world")  # remembered: straight to the Agent API
+
+    assert again.json["metadata"]["api"] == "agent"
+    assert len(pplx.hits("/perplexity/chat/completions")) == 1
+
+
+def test_an_ordinary_bad_request_does_not_fall_back(cli, pplx):
+    pplx.add_fault("/perplexity/chat/completions", "status", status=400)
+
+    result = cli("deep", "bad request")
+
+    assert result.code == 5 and result.json["error"]["code"] == "UPSTREAM_ERROR"
+    assert pplx.hits("/perplexity/v1/agent") == []
+
+
+def test_api_sonar_only_reports_gone_without_fallback(cli, pplx, home):
+    configure(home, deep={"api": "sonar"})
+    pplx.state["pplx_sonar_gone"] = "410"
+
+    result = cli("deep", "strict sonar")
+
+    assert result.code == 5 and "deep.api agent" in json.dumps(result.json["error"])
+    assert pplx.hits("/perplexity/v1/agent") == []
+
+
+def test_api_agent_by_config_and_preset_per_effort(cli, pplx, home):
+    configure(home, deep={"api": "agent"})
+
+    doc = cli("deep", "--effort", "low", "agent only").json
+
+    assert doc["metadata"]["api"] == "agent" and doc["metadata"]["fallback"] is False
+    assert pplx.hits("/perplexity/chat/completions") == []
+    assert pplx.hits("/perplexity/v1/agent")[0].json() == {
+        "preset": "medium", "input": [{"type": "message", "role": "user", "content": "agent only"}], "stream": False}
+
+
+# -- cost, budget, cache -------------------------------------------------------------------------
+
+def test_cost_is_estimated_from_the_price_table_when_the_api_gives_none(cli, pplx):
+    pplx.state["pplx_no_cost"] = True
+
+    doc = cli("deep", "estimate me").json
+
+    # 19 in @2 + 3000 out @8 + 50000 citation @2 + 80000 reasoning @3 per 1M + 20 searches @5 per 1K
+    assert doc["cost"] == {"usd": round(19 * 2e-6 + 3000 * 8e-6 + 50000 * 2e-6 + 80000 * 3e-6 + 20 * 5e-3, 6),
+                           "source": "estimated"}
+
+
+def test_price_table_is_overridable_from_config(cli, pplx, home):
+    configure(home, extra={"pricing": {"perplexity": {"sonar-deep-research": {"search_per_k": 0,
+                                                                              "reasoning_per_m": 0}}}})
+    pplx.state["pplx_no_cost"] = True
+
+    doc = cli("deep", "cheaper searches").json
+
+    assert doc["cost"]["usd"] == round(19 * 2e-6 + 3000 * 8e-6 + 50000 * 2e-6, 6)
+
+
+def test_high_effort_warns_that_it_likely_exceeds_one_dollar(cli, pplx):
+    high = cli("deep", "--effort", "high", "expensive").json
+    medium = cli("deep", "--effort", "medium", "cheap").json
+
+    assert any("$1.00" in w for w in high["warnings"])
+    assert "warnings" not in medium
+
+
+def test_every_call_is_recorded_in_the_ledger(cli, pplx, home):
+    cli("deep", "first")
+    cli("deep", "second")
+
+    lines = (home / "usage" / "ledger.jsonl").read_text().splitlines()
+    entries = [json.loads(line) for line in lines]
+    assert [e["provider"] for e in entries] == ["perplexity", "perplexity"]
+    assert entries[0]["cost_usd"] == 0.464038 and entries[0]["command"] == "deep"
+    assert entries[0]["tokens_in"] == 19 + 50000 and entries[0]["tokens_out"] == 3000 + 80000
+
+
+def test_daily_budget_refuses_once_spent(cli, pplx, home):
+    configure(home, deep={"daily_budget_usd": 0.4})
+
+    first = cli("deep", "within budget")
+    second = cli("deep", "over budget")
+
+    assert first.code == 0
+    assert second.code == 1 and second.json["error"]["code"] == "BUDGET_EXCEEDED"
+    assert len(pplx.hits("/perplexity/chat/completions")) == 1
+    queued = cli("deep", "--async", "over budget too")
+    assert queued.json["error"]["code"] == "BUDGET_EXCEEDED" and len(job_dirs(home)) == 1
+
+
+def test_identical_query_and_effort_is_served_from_cache(cli, pplx, home):
+    first = cli("deep", "cache", "me").json
+    second = cli("deep", "cache  me").json
+    other_effort = cli("deep", "--effort", "low", "cache me").json
+    fresh = cli("--no-cache", "deep", "cache me").json
+
+    assert first["metadata"]["cache_hit"] is False
+    assert second["metadata"]["cache_hit"] is True and second["report"] == first["report"]
+    assert second["cost"]["source"] == "cache"
+    assert other_effort["metadata"]["cache_hit"] is False and fresh["metadata"]["cache_hit"] is False
+    assert len(pplx.hits("/perplexity/chat/completions")) == 3
+    assert len((home / "usage" / "ledger.jsonl").read_text().splitlines()) == 3
+
+
+def test_cache_expires_after_the_deep_ttl(cli, pplx, home):
+    configure(home, extra={"cache": {"ttl": {"deep": 0}}})
+
+    cli("deep", "short lived")
+    again = cli("deep", "short lived").json
+
+    assert again["metadata"]["cache_hit"] is False
+    assert len(pplx.hits("/perplexity/chat/completions")) == 2
+
+
+def test_report_is_cut_to_max_tokens_with_a_pointer_to_the_rest(cli, pplx):
+    doc = cli("deep", "--effort", "high", "budgeted", "--max-tokens", "500").json
+
+    assert doc["metadata"]["tokens_used"] <= 500 and doc["metadata"]["truncated"] is True
+    assert doc["metadata"]["more"].startswith("gsd-research jobs result ")
+
+
+# -- async enqueue -------------------------------------------------------------------------------
+
+def test_async_enqueue_writes_pending_job_files_and_tells_how_to_poll(cli, pplx, home):
+    result = cli("deep", "--async", "--priority", "3", "--effort", "high", "queued question")
+
+    doc = result.json
+    assert result.code == 0 and doc["status"] == "pending"
+    folder = home / "conversation-logs" / doc["conversation_id"]
+    assert read(folder / "status.json")["status"] == "pending"
+    job = read(folder / "job.json")
+    assert job["priority"] == 3 and job["effort"] == "high" and job["query"] == "queued question"
+    assert read(folder / "conversation.json")["messages"] == [
+        {"role": "user", "content": "queued question", "timestamp": job["createdAt"]}]
+    assert doc["next"]["wait"] == f"gsd-research jobs wait {doc['conversation_id']} --timeout 100"
+    assert doc["worker"]["running"] is False and any("jobs worker" in w for w in doc["warnings"])
+    assert pplx.hits("/perplexity") == []
+
+
+def test_env_switch_makes_async_the_default(cli, pplx, monkeypatch):
+    monkeypatch.setenv("PERPLEXITY_ENABLE_ASYNC_DEEP_RESEARCH", "true")
+
+    queued = cli("deep", "async by default").json
+    blocking = cli("deep", "--blocking", "explicitly blocking").json
+
+    assert queued["status"] == "pending"
+    assert blocking["status"] == "completed"
+
+
+def test_polling_timeout_env_sets_the_job_timeout(cli, pplx, home, monkeypatch):
+    monkeypatch.setenv("PERPLEXITY_POLLING_TIMEOUT_MS", "90000")
+
+    doc = cli("deep", "--async", "timeout from env").json
+
+    assert read(home / "conversation-logs" / doc["conversation_id"] / "job.json")["timeout"] == 90.0
+
+
+def test_async_then_worker_then_result(cli, pplx, home):
+    job_id = cli("deep", "--async", "background question").json["conversation_id"]
+
+    worker = cli("jobs", "worker", "--once")
+    result = cli("jobs", "result", job_id)
+
+    assert worker.json["completed"] == 1
+    doc = result.json
+    assert result.code == 0 and doc["command"] == "jobs result"
+    assert doc["status"] == "completed" and "<think>" not in result.stdout
+    assert doc["report"].startswith("## Executive summary") and len(doc["citations"]) == 3
+    assert doc["cost"] == {"usd": 0.464038, "source": "api"} and doc["usage"]["total_tokens"] == 3019
+    folder = home / "conversation-logs" / job_id
+    assert not (folder / "job.json").exists()
+    assert read(folder / "status.json")["completedAt"]
+    assert len(pplx.hits("/perplexity/async/chat/completions", method="POST")) == 1
+
+
+# -- keys ----------------------------------------------------------------------------------------
+
+def test_canary_key_never_reaches_logs_status_ledger_or_cache(cli, pplx, home):
+    pplx.state["pplx_echo_auth"] = True  # the provider leaks the Authorization header into its answer
+    blocking = cli("deep", "leaky blocking")
+    queued = cli("deep", "--async", "leaky async")
+    cli("jobs", "worker", "--once")
+    result = cli("jobs", "result", queued.json["conversation_id"])
+    pplx.add_fault("/perplexity/chat/completions", "html", times=10)
+    failed = cli("--no-cache", "deep", "leaky failure")
+
+    assert "Debug: request authorized with" in result.json["report"]
+    for res in (blocking, queued, result, failed):
+        assert CANARY not in res.stdout + res.stderr
+    state = all_state_text(home)
+    assert "request authorized with" in state  # the files were really read
+    assert CANARY not in state
+    assert (home / "usage" / "ledger.jsonl").exists() and list((home / "cache" / "deep").glob("*.json"))
+
+
+def test_async_with_a_cached_answer_completes_at_once(cli, pplx, home):
+    first = cli("deep", "asked twice").json
+
+    again = cli("deep", "--async", "asked twice").json
+
+    assert again["status"] == "completed" and again["metadata"]["cache_hit"] is True
+    assert again["report"] == first["report"] and again["conversation_id"] != first["conversation_id"]
+    assert not (home / "conversation-logs" / again["conversation_id"] / "job.json").exists()
+    assert len(pplx.hits("/perplexity")) == 1
+
+
+@pytest.mark.parametrize("raw, clean", [
+    ("<think>plan</think>\n\n## Report [1]", "## Report [1]"),
+    ("<think>a</think>Intro <think>b\nc</think> end", "Intro  end"),
+    ("## Report\n<think>cut off mid-thought", "## Report"),
+    ("<THINK>upper</THINK>ok</think>", "ok"),
+    ("no thinking at all", "no thinking at all"),
+])
+def test_strip_think(raw, clean):
+    from gsd_research.providers.perplexity import strip_think
+
+    assert strip_think(raw) == clean
+
+
+def test_reports_are_untrusted_evidence_and_injections_are_fenced(cli, pplx):
+    clean = cli("deep", "clean report").json
+    pplx.state["pplx_inject"] = True
+
+    result = cli("deep", "poisoned report")
+
+    doc = result.json
+    assert "untrusted" in clean and "injection_flagged" not in clean
+    assert doc["injection_flagged"] is True and {w["kind"] for w in doc["injection_warnings"]} >= {"override"}
+    assert doc["report"].startswith("[UNTRUSTED TEXT") and doc["report"].endswith("[END UNTRUSTED TEXT]")
+    assert "</search_results>" not in result.stdout  # tags that could close a fence are defanged
+    assert doc["metadata"]["tokens_used"] <= 2000

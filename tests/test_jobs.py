@@ -1,0 +1,354 @@
+"""gsd-research jobs: the queue's order, retries, failures, cancellation, recovery and the detached worker."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.conftest import assert_no_traceback
+from tests.test_deep import CANARY, all_state_text, configure, read
+
+# (fault, options, error code, exit status of `jobs result`, HTTP requests per try: the HTTP layer
+# itself retries 408/429/5xx/timeouts once more with http.max_retries 1)
+FAULTS = [
+    ("status", {"status": 429}, "RATE_LIMITED", 5, 2),
+    ("status", {"status": 500}, "UPSTREAM_ERROR", 5, 2),
+    ("status", {"status": 503}, "UPSTREAM_ERROR", 5, 2),
+    ("timeout", {"delay": 0.6}, "TIMEOUT", 6, 2),
+    ("malformed", {}, "UPSTREAM_ERROR", 5, 1),
+    ("html", {}, "INVALID_API_KEY", 3, 1),
+]
+
+
+@pytest.fixture
+def pplx(fake, home, monkeypatch):
+    monkeypatch.setenv("PERPLEXITY_API_KEY", CANARY)
+    configure(home)
+    return fake
+
+
+@pytest.fixture
+def reap(home):
+    """Stop any background worker a test left running in its home (by the pid it recorded)."""
+    yield
+    info = home / "jobs" / "worker.json"
+    if info.exists() and _is_worker(read(info).get("pid")):
+        os.kill(read(info)["pid"], signal.SIGKILL)
+
+
+def _is_worker(pid) -> bool:
+    try:
+        return b"jobs\x00worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def enqueue(cli, query: str, *extra: str) -> str:
+    result = cli("deep", "--async", query, *extra)
+    assert result.code == 0, result.stdout
+    return result.json["conversation_id"]
+
+
+def status_of(home: Path, job_id: str) -> dict:
+    return read(home / "conversation-logs" / job_id / "status.json")
+
+
+def submitted_queries(fake) -> list[str]:
+    return [r.json()["request"]["messages"][0]["content"]
+            for r in fake.hits("/perplexity/async/chat/completions", method="POST")]
+
+
+# -- order ---------------------------------------------------------------------------------------
+
+def test_higher_priority_first_then_fifo(cli, pplx):
+    for name, priority in [("a", 0), ("b", 5), ("c", 0), ("d", 5), ("e", 1), ("f", -1), ("g", 1)]:
+        enqueue(cli, name, "--priority", str(priority))
+
+    cli("jobs", "worker", "--once")
+
+    assert submitted_queries(pplx) == ["b", "d", "e", "g", "a", "c", "f"]
+
+
+def test_status_shows_queue_position_and_result_is_not_ready(cli, pplx):
+    first = enqueue(cli, "first")
+    second = enqueue(cli, "second")
+
+    status = cli("jobs", "status", second).json
+    pending = cli("jobs", "result", second)
+
+    assert status["status"] == "pending" and status["position"] == 2
+    assert status["next"] == f"gsd-research jobs wait {second} --timeout 100"
+    assert pending.code == 0 and pending.json["ready"] is False and pending.json["status"] == "pending"
+    assert cli("jobs", "status", first).json["position"] == 1
+
+
+def test_list_counts_and_filters(cli, pplx):
+    done = enqueue(cli, "done one")
+    cli("jobs", "worker", "--once")
+    waiting = enqueue(cli, "waiting one")
+
+    everything = cli("jobs", "list").json
+    pending = cli("jobs", "list", "--status", "pending").json
+
+    assert everything["counts"]["completed"] == 1 and everything["counts"]["pending"] == 1
+    assert [j["conversation_id"] for j in everything["jobs"]] == [waiting, done]
+    assert [j["conversation_id"] for j in pending["jobs"]] == [waiting]
+    assert everything["metadata"]["tokens_used"] <= 2000
+
+
+def test_list_respects_max_tokens(cli, pplx):
+    for i in range(30):
+        enqueue(cli, f"question number {i} about a fairly long research topic with many words in it")
+
+    doc = cli("jobs", "list", "--limit", "30", "--max-tokens", "600").json
+
+    assert doc["metadata"]["tokens_used"] <= 600 and doc["metadata"]["truncated"] is True
+    assert 0 < doc["metadata"]["returned"] < 30 and doc["metadata"]["total_available"] == 30
+
+
+# -- retries and failures ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind, opts, code, exit_code, per_try", FAULTS, ids=[f"{f[0]}-{f[2]}" for f in FAULTS])
+def test_faults_are_retried_then_the_job_fails_with_the_error_code(cli, pplx, home, kind, opts, code, exit_code,
+                                                                    per_try):
+    configure(home, http={"max_retries": 1, "read_timeout": 0.3})
+    pplx.add_fault("/perplexity/async/chat/completions", kind, times=100, method="POST", **opts)
+    job_id = enqueue(cli, "doomed")
+
+    cli("jobs", "worker", "--once")
+    result = cli("jobs", "result", job_id)
+
+    status = status_of(home, job_id)
+    assert status["status"] == "failed" and status["attempts"] == 3 and status["failedAt"]
+    assert status["error"]["code"] == code and [e["code"] for e in status["errors"]] == [code] * 3
+    assert not (home / "conversation-logs" / job_id / "job.json").exists()
+    assert len(pplx.hits("/perplexity/async/chat/completions", method="POST")) == 3 * per_try
+    assert result.code == exit_code and result.json["error"]["code"] == code
+    assert CANARY not in result.stdout and CANARY not in all_state_text(home)
+    assert_no_traceback(result)
+
+
+def test_a_failed_attempt_is_recorded_then_retried_to_success(cli, pplx, home):
+    configure(home, http={"max_retries": 0})
+    pplx.add_fault("/perplexity/async/chat/completions", "status", status=502, times=1, method="POST")
+    pplx.state["pplx_async_fail"] = 1  # and the second try's remote run fails
+    job_id = enqueue(cli, "flaky")
+
+    worker = cli("jobs", "worker", "--once").json
+
+    status = status_of(home, job_id)
+    assert status["status"] == "completed" and status["attempts"] == 3
+    assert [e["code"] for e in status["errors"]] == ["UPSTREAM_ERROR", "UPSTREAM_ERROR"]
+    assert "failed upstream" in status["errors"][1]["message"]
+    assert worker["retried"] == 2 and worker["completed"] == 1
+
+
+def test_polling_timeout_fails_the_attempt(cli, pplx, home):
+    configure(home, deep={"max_attempts": 2})
+    pplx.state["pplx_async_delay"] = 30
+    job_id = enqueue(cli, "never finishes", "--timeout", "1")
+
+    started = time.monotonic()
+    cli("jobs", "worker", "--once")
+
+    status = status_of(home, job_id)
+    assert status["status"] == "failed" and status["error"]["code"] == "TIMEOUT" and status["attempts"] == 2
+    assert 2 <= time.monotonic() - started < 6
+    assert len(pplx.hits("/perplexity/async/chat/completions", method="POST")) == 2  # resubmitted after a timeout
+
+
+def test_budget_spent_fails_a_queued_job_without_retry(cli, pplx, home):
+    job_id = enqueue(cli, "queued before the budget ran out")
+    cli("deep", "spend it")
+    configure(home, deep={"daily_budget_usd": 0.1})
+
+    cli("jobs", "worker", "--once")
+
+    status = status_of(home, job_id)
+    assert status["status"] == "failed" and status["attempts"] == 1
+    assert status["error"]["code"] == "BUDGET_EXCEEDED"
+
+
+# -- cancel, wait, errors ------------------------------------------------------------------------
+
+def test_cancel_a_pending_job(cli, pplx, home):
+    job_id = enqueue(cli, "cancel me")
+
+    result = cli("jobs", "cancel", job_id)
+    cli("jobs", "worker", "--once")
+
+    assert result.json == {"success": True, "command": "jobs cancel", "conversation_id": job_id,
+                           "cancelled": True, "status": "cancelled", "was": "pending"}
+    assert status_of(home, job_id)["status"] == "cancelled"
+    assert pplx.hits("/perplexity") == []
+    again = cli("jobs", "cancel", job_id).json
+    assert again["cancelled"] is False and again["status"] == "cancelled"
+    gone = cli("jobs", "result", job_id)
+    assert gone.code == 1 and gone.json["error"]["code"] == "JOB_CANCELLED"
+
+
+def test_wait_returns_the_report_of_a_completed_job(cli, pplx):
+    job_id = enqueue(cli, "wait for me")
+    cli("jobs", "worker", "--once")
+
+    result = cli("jobs", "wait", job_id, "--timeout", "5")
+
+    assert result.code == 0 and result.json["command"] == "jobs wait"
+    assert result.json["status"] == "completed" and result.json["citations"]
+
+
+def test_wait_times_out_with_exit_6_while_pending(cli, pplx):
+    job_id = enqueue(cli, "nobody runs me")
+
+    started = time.monotonic()
+    result = cli("jobs", "wait", job_id, "--timeout", "0.3")
+
+    assert result.code == 6 and result.json["error"]["code"] == "TIMEOUT"
+    assert result.json["error"]["details"]["status"] == "pending"
+    assert 0.3 <= time.monotonic() - started < 2
+
+
+@pytest.mark.parametrize("sub", ["status", "result", "wait", "cancel"])
+def test_unknown_and_invalid_ids(cli, pplx, sub):
+    missing = cli("jobs", sub, "dr-20990101-000000000-deadbeef")
+    invalid = cli("jobs", sub, "../../etc")
+
+    assert missing.code == 4 and missing.json["error"]["code"] == "JOB_NOT_FOUND"
+    assert missing.json["command"] == f"jobs {sub}"
+    assert invalid.code == 2 and invalid.json["error"]["code"] == "USAGE_ERROR"
+
+
+def test_jobs_without_subcommand_is_a_usage_error(cli):
+    result = cli("jobs")
+
+    assert result.code == 2 and result.json["command"] == "jobs"
+    assert "status ID" in result.json["error"]["message"]
+
+
+def test_second_worker_exits_at_once_while_one_holds_the_lock(cli, pplx, home):
+    from gsd_research.deep.queue import lock_path
+    from gsd_research.deep.store import file_lock
+
+    with file_lock(lock_path()) as held:
+        assert held
+        doc = cli("jobs", "worker", "--once").json
+
+    assert doc["worker"] == "already running" and doc["processed"] == 0
+
+
+# -- recovery ------------------------------------------------------------------------------------
+
+def test_a_job_left_running_resumes_its_remote_request(cli, pplx, home):
+    job_id = enqueue(cli, "resume me")
+    body = {"request": {"model": "sonar-deep-research", "messages": [{"role": "user", "content": "resume me"}]}}
+    remote = requests.post(pplx.url + "/perplexity/async/chat/completions", json=body,
+                           headers={"Authorization": f"Bearer {CANARY}"}, timeout=5).json()["id"]
+    path = home / "conversation-logs" / job_id / "status.json"
+    path.write_text(json.dumps(dict(read(path), status="running", remoteId=remote, remoteApi="sonar")))
+
+    worker = cli("jobs", "worker", "--once").json
+
+    status = status_of(home, job_id)
+    assert worker["recovered"] == 1 and status["status"] == "completed" and status["interruptions"] == 1
+    assert len(pplx.hits("/perplexity/async/chat/completions", method="POST")) == 1  # only ours: no resubmission
+
+
+def test_an_answer_committed_before_a_crash_completes_exactly_once(cli, pplx, home):
+    job_id = enqueue(cli, "committed")
+    folder = home / "conversation-logs" / job_id
+    conv = read(folder / "conversation.json")
+    conv["messages"].append({"role": "assistant", "content": "the answer", "usage": {"total_tokens": 5},
+                             "cost": {"usd": 0.1, "source": "api"}})
+    (folder / "conversation.json").write_text(json.dumps(conv))
+    (folder / "status.json").write_text(json.dumps(dict(read(folder / "status.json"), status="running")))
+    (folder / ".status.json.999.abc.tmp").write_text('{"half": ')
+    os.utime(folder / ".status.json.999.abc.tmp", (time.time() - 3600, time.time() - 3600))
+
+    cli("jobs", "worker", "--once")
+
+    assert pplx.hits("/perplexity") == []
+    assert [m["role"] for m in read(folder / "conversation.json")["messages"]] == ["user", "assistant"]
+    assert read(folder / "status.json")["status"] == "completed" and not (folder / "job.json").exists()
+    assert not list(folder.glob("*.tmp")) and not list(folder.glob(".*.tmp"))
+
+
+# -- the detached worker (real processes) --------------------------------------------------------
+
+def test_enqueue_starts_a_detached_worker_that_outlives_the_caller(run_bin, pplx, home, reap):
+    configure(home, deep={"autostart": True, "idle_exit": 3})
+
+    started = time.monotonic()
+    queued = run_bin("gsd-research", "deep", "--async", "detached")
+    elapsed = time.monotonic() - started
+
+    assert queued.code == 0 and queued.json["worker"]["started"] is True
+    assert elapsed < 2.5  # the caller's pipes are not held open by the worker (it idles 3 s)
+    pid = queued.json["worker"]["pid"]
+    done = run_bin("gsd-research", "jobs", "wait", queued.json["conversation_id"], "--timeout", "20")
+    assert done.code == 0 and done.json["status"] == "completed"
+    assert _is_worker(pid) and os.getsid(pid) != os.getsid(0)  # still alive, in its own session
+    assert "completed " + queued.json["conversation_id"] in (home / "logs" / "worker.log").read_text()
+    assert run_bin("gsd-research", "jobs", "list").json["worker"]["needed"] is False
+
+
+def test_cancel_while_running_discards_the_answer(run_bin, pplx, home, reap):
+    configure(home, deep={"autostart": True, "idle_exit": 0.5})
+    pplx.state["pplx_async_delay"] = 1.5
+    job_id = run_bin("gsd-research", "deep", "--async", "cancel mid-run").json["conversation_id"]
+    deadline = time.monotonic() + 10
+    while status_of(home, job_id)["status"] != "running" and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+    cancelled = run_bin("gsd-research", "jobs", "cancel", job_id).json
+    time.sleep(2.0)
+
+    assert cancelled["was"] == "running" and cancelled["cancelled"] is True
+    assert status_of(home, job_id)["status"] == "cancelled"
+    messages = read(home / "conversation-logs" / job_id / "conversation.json")["messages"]
+    assert [m["role"] for m in messages] == ["user"]
+
+
+def test_status_restarts_a_dead_worker(run_bin, pplx, home, reap):
+    configure(home, deep={"autostart": False, "idle_exit": 0.5})
+    job_id = run_bin("gsd-research", "deep", "--async", "orphaned").json["conversation_id"]
+    configure(home, deep={"autostart": True, "idle_exit": 0.5})
+
+    status = run_bin("gsd-research", "jobs", "status", job_id).json
+    done = run_bin("gsd-research", "jobs", "wait", job_id, "--timeout", "20").json
+
+    assert status["worker"]["started"] is True
+    assert done["status"] == "completed"
+
+
+def test_retry_waits_at_least_the_servers_retry_after(cli, pplx, home):
+    configure(home, http={"max_retries": 0}, deep={"retry_backoff": 0.01})
+    pplx.add_fault("/perplexity/async/chat/completions", "status", status=429, times=1, method="POST",
+                   retry_after="1")
+    job_id = enqueue(cli, "slow down")
+
+    started = time.monotonic()
+    cli("jobs", "worker", "--once")
+
+    assert status_of(home, job_id)["status"] == "completed"
+    assert time.monotonic() - started >= 1.0
+
+
+def test_the_worker_runs_up_to_concurrency_jobs_at_once_in_priority_order(cli, pplx, home):
+    configure(home, deep={"concurrency": 3})
+    pplx.state["pplx_async_delay"] = 0.6
+    ids = [enqueue(cli, f"parallel {i}", "--priority", str(i)) for i in range(4)]
+
+    worker = cli("jobs", "worker", "--once").json
+
+    statuses = [status_of(home, i) for i in ids]
+    assert worker["completed"] == 4 and all(s["status"] == "completed" for s in statuses)
+    assert set(submitted_queries(pplx)[:3]) == {"parallel 3", "parallel 2", "parallel 1"}  # threads race
+    assert submitted_queries(pplx)[3] == "parallel 0"  # started when a slot freed
+    first_done = min(s["completedAt"] for s in statuses)
+    assert sum(s["startedAt"] < first_done for s in statuses) == 3  # three ran at the same time
