@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -159,6 +160,9 @@ def forget(response: requests.Response) -> None:
         evict()
 
 
+_IMPORT_LOCK = threading.Lock()
+
+
 def _import_requests_cache(need_redis: bool):
     """requests_cache without importing the client libraries of backends this call does not use.
 
@@ -166,18 +170,19 @@ def _import_requests_cache(need_redis: bool):
     of a ~450 ms start); with the module name mapped to None the import fails fast and requests_cache
     leaves a placeholder. The Redis backend is imported for real when it is configured.
     """
-    if "requests_cache" in sys.modules:
-        return sys.modules["requests_cache"]
-    blocked = [] if need_redis else [m for m in _OPTIONAL_BACKEND_MODULES if m not in sys.modules]
-    for name in blocked:
-        sys.modules[name] = None  # type: ignore[assignment]
-    try:
-        import requests_cache
-    finally:
+    with _IMPORT_LOCK:  # sys.modules is shared by every thread of a worker
+        if "requests_cache" in sys.modules:
+            return sys.modules["requests_cache"]
+        blocked = [] if need_redis else [m for m in _OPTIONAL_BACKEND_MODULES if m not in sys.modules]
         for name in blocked:
-            if sys.modules.get(name, 0) is None:
-                del sys.modules[name]
-    return requests_cache
+            sys.modules[name] = None  # type: ignore[assignment]
+        try:
+            import requests_cache
+        finally:
+            for name in blocked:
+                if sys.modules.get(name, 0) is None:
+                    del sys.modules[name]
+        return requests_cache
 
 
 def cache_backend_name(config: Config) -> str:

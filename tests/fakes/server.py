@@ -118,6 +118,8 @@ class FakeServer:
 
         class _Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body leave at once (no 40 ms delayed-ACK stall)
+            wbufsize = 1 << 16
 
             def log_message(self, *args):  # quiet
                 pass

@@ -243,10 +243,13 @@ def clear(rt, expired: bool):
         else:
             cache_obj.clear()
         removed = before - _entries(cache_obj)
+    from gsd_research.deep import result_cache
+
+    deep_removed = result_cache.clear(expired, rt.config.ttl("deep"))
     if not expired:
         record_cache_event("", reset=True)
-    return _with_budget(rt, {"backend": backend, "removed": removed, "expired_only": expired,
-                             "counters_reset": not expired})
+    return _with_budget(rt, {"backend": backend, "removed": removed, "deep_results_removed": deep_removed,
+                             "expired_only": expired, "counters_reset": not expired})
 
 
 cache.add_command(stats)

@@ -34,3 +34,19 @@ def put(query: str, effort: str, model: str, result: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json(path, {"stored_at": time.time(), "query": query, "effort": effort, "model": model, "result": result},
                durable=False)
+
+
+def clear(expired_only: bool = False, ttl: float = 0) -> int:
+    """Remove stored results (only those older than `ttl` with `expired_only`); returns how many."""
+    removed = 0
+    for path in cache_dir().glob("*.json"):
+        if expired_only:
+            doc = read_json(path) or {}
+            if time.time() - float(doc.get("stored_at") or 0) <= ttl:
+                continue
+        try:
+            path.unlink()
+            removed += 1
+        except OSError:
+            pass
+    return removed
