@@ -1,0 +1,339 @@
+"""Hook scripts as Claude Code runs them: real stdin shapes per event (claude-code NOTES §3.4), malformed
+input, config modes, job announcements; every call a real process that must answer within 1 s."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+RUN = ROOT / "hooks" / "run"
+SID = "4f1c2a9e-0d1b-4c55-9a43-7c0e3b1f2d11"
+COMMON = {"session_id": SID, "transcript_path": f"/root/.claude/projects/-tmp-proj/{SID}.jsonl",
+          "cwd": "/tmp/proj"}
+SESSION_START = {**COMMON, "hook_event_name": "SessionStart", "source": "startup", "model": "claude-opus-5-5"}
+PROMPT = {**COMMON, "prompt_id": "p-1", "permission_mode": "default", "hook_event_name": "UserPromptSubmit",
+          "prompt": "plan phase 3"}
+
+
+def pre_tool(tool_name: str, tool_input: dict, **extra) -> dict:
+    return {**COMMON, "permission_mode": "default", "effort": {"level": "high"}, "hook_event_name": "PreToolUse",
+            "tool_name": tool_name, "tool_input": tool_input, "tool_use_id": "toolu_01ABC", **extra}
+
+
+WEBFETCH = pre_tool("WebFetch", {"url": "https://fastapi.tiangolo.com/advanced/events/",
+                                 "prompt": "how do lifespan events work"})
+SUBAGENT = {"agent_id": "a7574d2e93c659aa7", "agent_type": "gsd-phase-researcher"}
+CONTEXT7 = pre_tool("mcp__plugin_context7_context7__query-docs",
+                    {"libraryId": "/vercel/next.js", "query": "middleware matcher"}, **SUBAGENT)
+
+
+class Hook:
+    def __init__(self, code: int, stdout: str, stderr: str, seconds: float):
+        self.code, self.stdout, self.stderr, self.seconds = code, stdout, stderr, seconds
+
+    @property
+    def json(self) -> dict | None:
+        text = self.stdout.strip()
+        if not text:
+            return None
+        assert len(text.splitlines()) == 1, self.stdout
+        return json.loads(text)
+
+
+def hook(event: str, payload, env: dict | None = None, runner: Path = RUN) -> Hook:
+    data = payload if isinstance(payload, (str, bytes)) else json.dumps(payload)
+    full = dict(os.environ)
+    full.update(env or {})
+    t0 = time.perf_counter()
+    proc = subprocess.run([str(runner), event], input=data.encode() if isinstance(data, str) else data,
+                          capture_output=True, env=full, timeout=10)
+    seconds = time.perf_counter() - t0
+    result = Hook(proc.returncode, proc.stdout.decode(), proc.stderr.decode(), seconds)
+    assert result.code == 0, result.stderr
+    assert result.seconds <= 1.0, f"{event} took {result.seconds:.3f} s"
+    assert "Traceback" not in result.stderr
+    return result
+
+
+def context(result: Hook) -> str:
+    assert result.json is not None, "expected a JSON answer"
+    return result.json["hookSpecificOutput"].get("additionalContext", "")
+
+
+def set_config(home: Path, text: str) -> None:
+    (home / "config.yaml").write_text(text)
+
+
+def add_job(home: Path, job_id: str, status: str, age: float = 0) -> None:
+    job = home / "conversation-logs" / job_id
+    job.mkdir(parents=True, exist_ok=True)
+    (job / "status.json").write_text(json.dumps({"status": status, "attempts": 1}))
+    if age:
+        t = time.time() - age
+        os.utime(job / "status.json", (t, t))
+
+
+# -- SessionStart ---------------------------------------------------------------------------------
+def test_session_start_names_configured_providers_never_keys(home):
+    result = hook("session-start", SESSION_START,
+                  env={"PERPLEXITY_API_KEY": "sk-canary-PPLX-1234", "OD_TAVILY_API_KEY": "tvly-canary-5678"})
+
+    out = result.json["hookSpecificOutput"]
+    assert out["hookEventName"] == "SessionStart"
+    text = out["additionalContext"]
+    assert "keys set: perplexity, tavily" in text and "no key: gemini, openai" in text
+    assert "Context7 anonymous" in text and "keyless fallback" not in text
+    assert "canary" not in result.stdout
+    assert len(text) < 400  # one short line
+
+
+def test_session_start_reads_keys_from_the_config_file(home):
+    set_config(home, "providers:\n  context7:\n    api_key: ctx7sk-canary-0001\n  gemini:\n    api_key: 'g-canary'\n")
+
+    text = context(hook("session-start", SESSION_START))
+
+    assert "Context7 key" in text and "keys set: gemini" in text and "canary" not in text
+
+
+def test_session_start_announces_finished_jobs_once(home):
+    add_job(home, "job-old", "completed", age=60)
+    add_job(home, "job-failed", "failed", age=30)
+    add_job(home, "job-running", "running")
+    add_job(home, "job-pending", "pending")
+
+    first = context(hook("session-start", SESSION_START))
+    second = context(hook("session-start", {**SESSION_START, "source": "resume"}))
+
+    assert "job-old (completed), job-failed (failed)" in first
+    assert "gsd-research jobs result job-old" in first
+    assert "running" not in first and "pending" not in first
+    assert "Deep research finished" not in second
+
+
+# -- UserPromptSubmit -----------------------------------------------------------------------------
+def test_user_prompt_submit_announces_only_jobs_finished_since_last_prompt(home):
+    add_job(home, "j1", "running")
+    assert hook("user-prompt-submit", PROMPT).stdout == ""
+
+    add_job(home, "j1", "completed")
+    first = hook("user-prompt-submit", PROMPT)
+    again = hook("user-prompt-submit", PROMPT)
+
+    assert first.json["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
+    assert "j1 (completed)" in context(first)
+    assert again.stdout == ""
+    assert json.loads((home / "hooks-state.json").read_text())["announced"] == ["j1"]
+
+
+def test_many_finished_jobs_are_summarised(home):
+    for i in range(8):
+        add_job(home, f"job{i}", "completed", age=100 - i)
+
+    text = context(hook("user-prompt-submit", PROMPT))
+
+    assert "job0 (completed)" in text and "job4" in text and "job5" not in text
+    assert "and 3 more (gsd-research jobs list)" in text
+
+
+def test_broken_job_files_are_skipped(home):
+    (home / "conversation-logs" / "bad").mkdir(parents=True)
+    (home / "conversation-logs" / "bad" / "status.json").write_text("{not json")
+    (home / "conversation-logs" / "list").mkdir()
+    (home / "conversation-logs" / "list" / "status.json").write_text("[1, 2]")
+    (home / "conversation-logs" / "stray-file").write_text("x")
+    (home / "hooks-state.json").write_text("garbage")
+    add_job(home, "good", "cancelled")
+
+    text = context(hook("user-prompt-submit", PROMPT))
+
+    assert "good (cancelled)" in text and "bad" not in text
+
+
+# -- PreToolUse WebFetch --------------------------------------------------------------------------
+def test_webfetch_default_mode_suggests_fetch_without_deciding(home):
+    out = hook("pre-webfetch", WEBFETCH).json["hookSpecificOutput"]
+
+    assert out["hookEventName"] == "PreToolUse"
+    assert "permissionDecision" not in out  # suggest never approves nor denies
+    assert ("gsd-research fetch https://fastapi.tiangolo.com/advanced/events/ "
+            "--focus 'how do lifespan events work'") in out["additionalContext"]
+
+
+def test_webfetch_enforce_denies_with_the_command(home):
+    set_config(home, "cache:\n  backend: sqlite\nhooks:\n  webfetch_mode: enforce   # keep pages out\n")
+
+    out = hook("pre-webfetch", pre_tool("WebFetch", {"url": "https://example.com/a", "prompt": "x"},
+                                        **SUBAGENT)).json["hookSpecificOutput"]
+
+    assert out["permissionDecision"] == "deny"
+    assert "gsd-research fetch https://example.com/a --focus x" in out["permissionDecisionReason"]
+
+
+def test_webfetch_off_mode_is_silent(home):
+    set_config(home, "hooks:\n  webfetch_mode: 'off'\n")
+
+    assert hook("pre-webfetch", WEBFETCH).stdout == ""
+
+
+def test_webfetch_unknown_mode_falls_back_to_suggest(home):
+    set_config(home, "hooks:\n  webfetch_mode: block-everything\n")
+
+    assert "permissionDecision" not in hook("pre-webfetch", WEBFETCH).json["hookSpecificOutput"]
+
+
+@pytest.mark.parametrize("url", ["http://localhost:8000/x", "http://127.0.0.1/a", "http://10.1.2.3/",
+                                 "http://[::1]:8080/", "http://printer.local/"])
+def test_webfetch_of_local_addresses_is_never_denied(home, url):
+    set_config(home, "hooks:\n  webfetch_mode: enforce\n")
+
+    assert hook("pre-webfetch", pre_tool("WebFetch", {"url": url, "prompt": "x"})).stdout == ""
+
+
+def test_webfetch_suggestion_is_shell_safe(home):
+    nasty = {"url": "https://e.com/a?q=1'; rm -rf ~; echo '", "prompt": "$(touch /tmp/pwned) `id`\nnext"}
+
+    text = context(hook("pre-webfetch", pre_tool("WebFetch", nasty)))
+
+    command = re.search(r"`(gsd-research fetch .*?)` instead", text).group(1)
+    import shlex
+
+    argv = shlex.split(command)
+    assert argv[:3] == ["gsd-research", "fetch", nasty["url"]]
+    assert argv[3:] == ["--focus", "$(touch /tmp/pwned) `id` next"]
+
+
+# -- PreToolUse Context7 MCP ----------------------------------------------------------------------
+def test_context7_in_a_subagent_points_at_docs(home):
+    text = context(hook("pre-context7", CONTEXT7))
+
+    assert "gsd-research docs /vercel/next.js 'middleware matcher'" in text
+
+
+def test_context7_resolve_call_uses_the_library_name(home):
+    payload = pre_tool("mcp__context7__resolve-library-id", {"libraryName": "react"}, **SUBAGENT)
+
+    assert "gsd-research docs react QUESTION" in context(hook("pre-context7", payload))
+
+
+def test_context7_in_the_main_conversation_is_left_alone(home):
+    payload = {k: v for k, v in CONTEXT7.items() if k not in SUBAGENT}
+
+    assert hook("pre-context7", payload).stdout == ""
+
+
+def test_context7_enforce_denies(home):
+    set_config(home, "hooks:\n  context7_mode: enforce\n")
+
+    out = hook("pre-context7", CONTEXT7).json["hookSpecificOutput"]
+
+    assert out["permissionDecision"] == "deny" and "gsd-research docs" in out["permissionDecisionReason"]
+
+
+def test_hooks_json_matchers_select_exactly_the_context7_tools():
+    spec = json.loads((ROOT / "hooks" / "hooks.json").read_text())
+    groups = {h["args"][0]: g.get("matcher") for event in spec["hooks"].values() for g in event
+              for h in g["hooks"]}
+    assert set(groups) == {"session-start", "user-prompt-submit", "pre-webfetch", "pre-context7"}
+    assert groups["pre-webfetch"] == "WebFetch"
+    pattern = re.compile(groups["pre-context7"])
+    assert pattern.search("mcp__context7__query-docs")
+    assert pattern.search("mcp__plugin_context7_context7__resolve-library-id")
+    assert not pattern.search("mcp__exa__web_search_exa") and not pattern.search("WebFetch")
+    for event in spec["hooks"].values():
+        for g in event:
+            for h in g["hooks"]:
+                assert h["command"] == "${CLAUDE_PLUGIN_ROOT}/hooks/run" and h["timeout"] <= 10
+
+
+# -- malformed input and hostile environments -----------------------------------------------------
+MALFORMED = ["", "not json", "{", "[1, 2, 3]", "null", '"a string"', "\x00\xff\xfe", '{"tool_input": "x"}',
+             '{"tool_input": {"url": 5, "prompt": ["x"]}}', '{"prompt": null, "agent_id": {}}',
+             "{" + '"a":' * 5000 + "1" + "}" * 5000]
+
+
+@pytest.mark.parametrize("event", ["session-start", "user-prompt-submit", "pre-webfetch", "pre-context7"])
+@pytest.mark.parametrize("payload", MALFORMED, ids=range(len(MALFORMED)))
+def test_malformed_stdin_never_crashes(home, event, payload):
+    result = hook(event, payload)
+
+    doc = result.json  # nothing, or one JSON object
+    assert doc is None or isinstance(doc, dict)
+
+
+def test_unknown_event_and_broken_config_are_harmless(home):
+    set_config(home, "hooks: [\n  : - {{\n\x00")
+    assert hook("no-such-event", SESSION_START).stdout == ""
+    assert "additionalContext" in hook("pre-webfetch", WEBFETCH).json["hookSpecificOutput"]
+
+
+def test_unwritable_state_file_still_answers(home):
+    """The state file cannot be written (a directory in its place, which fails even for root)."""
+    add_job(home, "j", "completed")
+    (home / "hooks-state.json").mkdir()
+
+    first = hook("session-start", SESSION_START)
+    second = hook("session-start", SESSION_START)
+
+    assert "j (completed)" in context(first) and "j (completed)" in context(second)  # not remembered
+
+
+def test_missing_home_directory(tmp_path):
+    result = hook("user-prompt-submit", PROMPT, env={"GSD_RESEARCH_HOME": str(tmp_path / "does-not-exist")})
+
+    assert result.stdout == ""
+
+
+def test_hooks_run_on_system_python_without_the_environment(tmp_path):
+    """A copy of hooks/ with no venv anywhere falls back to python3 and still works."""
+    copy = tmp_path / "plugin" / "hooks"
+    copy.mkdir(parents=True)
+    for name in ("run", "gsd_research_hook.py"):
+        shutil.copy2(ROOT / "hooks" / name, copy / name)
+    env = {"HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "xdg"), "GSD_RESEARCH_VENV": ""}
+
+    result = hook("pre-webfetch", WEBFETCH, env=env, runner=copy / "run")
+
+    assert "gsd-research fetch" in context(result)
+
+
+# -- the block-YAML reader ------------------------------------------------------------------------
+def _module():
+    spec = importlib.util.spec_from_file_location("gsd_research_hook", ROOT / "hooks" / "gsd_research_hook.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_block_yaml_reader_agrees_with_pyyaml_on_config_files():
+    import yaml
+
+    mod = _module()
+    data = {"cache": {"backend": "sqlite", "ttl": {"docs": 86400}},
+            "hooks": {"context7_mode": "off", "webfetch_mode": "enforce"},
+            "providers": {"tavily": {"api_key": "tvly-x: y", "base_url": "http://127.0.0.1:1/t"}}}
+    text = yaml.safe_dump(data, sort_keys=True)
+    parsed = mod.read_block_yaml("# comment\n" + text)
+    assert parsed["hooks"] == data["hooks"]
+    assert parsed["providers"]["tavily"]["api_key"] == "tvly-x: y"
+    assert mod.mode(parsed, "webfetch_mode") == "enforce"
+    assert mod.mode({}, "webfetch_mode") == "suggest"
+
+
+def test_mode_set_through_gsd_research_config_reaches_the_hook(home, cli):
+    assert cli("config", "set", "hooks.webfetch_mode", "enforce").code == 0
+
+    out = hook("pre-webfetch", WEBFETCH).json["hookSpecificOutput"]
+
+    assert out["permissionDecision"] == "deny"
+    assert cli("config", "set", "hooks.webfetch_mode", "off").code == 0
+    assert hook("pre-webfetch", WEBFETCH).stdout == ""
