@@ -10,6 +10,9 @@
 #          --skip-venv   reuse an existing environment (GSD_RESEARCH_VENV, <repo>/.venv or the default) as is
 #          --editable    install the package editable (tracks this checkout)
 #          --no-demo     skip the closing doctor/docs/knowledge-base run
+#          --models-from DIR  seed Chroma's default embedding model (all-MiniLM-L6-v2 ONNX files) from a local
+#                        copy, for machines without internet (also $GSD_RESEARCH_MODELS_DIR, or a shared/models/chroma
+#                        folder beside this checkout); with internet Chroma downloads it on first use
 #          --no-claude   only the environment and the PATH links (for use as a Claude Code plugin, whose
 #                        own hooks/agents/skills then apply): nothing written into ~/.claude
 # Honours HOME, XDG_DATA_HOME, CLAUDE_CONFIG_DIR (default ~/.claude) and GSD_RESEARCH_BIN_DIR (default ~/.local/bin).
@@ -20,6 +23,7 @@ DATA="${XDG_DATA_HOME:-$HOME/.local/share}/gsd-research"
 DEFAULT_VENV="$DATA/venv"
 VENV="${GSD_RESEARCH_VENV:-}"
 ACTION=install SKIP_VENV=0 EDITABLE=0 DEMO=1 CLAUDE_FILES=1
+MODELS_FROM="${GSD_RESEARCH_MODELS_DIR:-}"
 GSD_PROJECTS=()
 
 say() { printf '[gsd-research] %s\n' "$*" >&2; }
@@ -34,6 +38,8 @@ while [ $# -gt 0 ]; do
     --editable) EDITABLE=1 ;;
     --no-demo) DEMO=0 ;;
     --no-claude) CLAUDE_FILES=0 ;;
+    --models-from) [ $# -ge 2 ] || die "--models-from needs a directory"; MODELS_FROM=$2; shift ;;
+    --models-from=*) MODELS_FROM=${1#--models-from=} ;;
     --gsd-project) [ $# -ge 2 ] || die "--gsd-project needs a directory"; GSD_PROJECTS+=("$2"); shift ;;
     --gsd-project=*) GSD_PROJECTS+=("${1#--gsd-project=}") ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; exit 0 ;;
@@ -449,7 +455,28 @@ def uninstall():
 install() if action == "install" else uninstall()
 PYEOF
 
-[ "$ACTION" = install ] && [ "$DEMO" = 1 ] || exit 0
+[ "$ACTION" = install ] || exit 0
+
+# Chroma's default embedding model, from a local copy when Chroma's cache lacks it (air-gapped machines).
+seed_chroma_model() {
+  local dest="$HOME/.cache/chroma/onnx_models/all-MiniLM-L6-v2/onnx" src="" cand f
+  [ -f "$dest/model.onnx" ] && return 0
+  local cands=("$MODELS_FROM")
+  [ -n "$MODELS_FROM" ] || cands=("$ROOT/../shared/models/chroma")
+  for cand in "${cands[@]}"; do
+    for f in "$cand/all-MiniLM-L6-v2/onnx" "$cand/onnx" "$cand"; do
+      if [ -f "$f/model.onnx" ] && [ -f "$f/tokenizer.json" ]; then src="$f"; break 2; fi
+    done
+  done
+  if [ -z "$src" ]; then
+    [ -n "$MODELS_FROM" ] && say "warning: no all-MiniLM-L6-v2 ONNX files (model.onnx, tokenizer.json) under $MODELS_FROM"
+    return 0
+  fi
+  mkdir -p "$dest" && cp -p "$src"/* "$dest/" && say "seeded Chroma's embedding model from $src"
+}
+seed_chroma_model
+
+[ "$DEMO" = 1 ] || exit 0
 
 # The main job with no key, so you see it work: doctor, a keyless docs lookup (NETWORK_ERROR offline),
 # and, when the knowledge base is available, indexing this plugin's own docs and searching them (offline).
