@@ -13,6 +13,7 @@ from gsd_research.errors import UsageError
 CONFIG_FILE = "config.yaml"
 
 DEFAULTS: dict[str, Any] = {
+    "hooks": {"webfetch_mode": "suggest", "context7_mode": "suggest"},  # off | suggest | enforce
     "cache": {
         "backend": "sqlite",  # sqlite | redis | off
         "redis_url": "redis://127.0.0.1:6379/0",
