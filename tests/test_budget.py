@@ -159,3 +159,23 @@ def test_json_document_is_valid_after_cutting_inside_escapes():
     doc = fit_text({"success": True, "content": text, "metadata": {}}, ("content",), 300)
 
     assert json.loads(dumps(doc))["content"] == doc["content"]
+
+
+LONG = "widget " * 3000
+
+
+@pytest.mark.parametrize("args", [("docs", "react", LONG), ("web", LONG), ("deep", LONG), ("analyze", LONG, "-"),
+                                  ("summarize", "-", "--focus", LONG), ("fetch", "https://example.org/", "--focus", LONG),
+                                  ("image", "x.png", "--question", LONG)])
+def test_a_query_the_answer_cannot_repeat_is_refused_before_any_provider_call(cli, fake, monkeypatch, args):
+    """Regression: a 3,000-token query was sent (and paid for) before the answer, which repeats it, failed
+    with 'its envelope alone needs 12,000: use --max-tokens 12,200' instead of 'shorten the query'."""
+    for var, value in (("PERPLEXITY_API_KEY", "pplx-canary-123456"), ("GEMINI_API_KEY", "gk-canary-123456")):
+        monkeypatch.setenv(var, value)
+    r = cli(*args, stdin="some text to read")
+    assert r.code == 2 and r.json["error"]["code"] == "USAGE_ERROR", r.stdout
+    assert "Shorten the" in r.json["error"]["suggestions"][0]
+    assert fake.hits() == []
+    cli("config", "set", "deep.autostart", "false")  # no background worker from a test
+    ok = cli("deep", LONG, "--async", "--max-tokens", "9000")
+    assert ok.code == 0 and ok.json["status"] == "pending"

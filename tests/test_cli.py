@@ -119,3 +119,30 @@ def test_python_m_entry_point_works(fake):
                           timeout=60)
 
     assert json.loads(proc.stdout)["version"] == __version__
+
+
+def test_unwritable_home_is_a_clear_error_not_internal(cli, tmp_path, monkeypatch):
+    """Regression: GSD_RESEARCH_HOME that cannot hold state gave INTERNAL_ERROR with a 'retry' hint."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("GSD_RESEARCH_HOME", str(blocker / "home"))
+    monkeypatch.setenv("PERPLEXITY_API_KEY", "pplx-canary-1234567890")
+    for args in (("jobs", "list"), ("config", "set", "cache.ttl.docs", "5"), ("deep", "q", "--async")):
+        r = cli(*args)
+        assert r.code == 1 and r.json["error"]["code"] == "STATE_NOT_WRITABLE", r.stdout
+        assert str(blocker) in r.json["error"]["message"]
+        assert any("GSD_RESEARCH_HOME" in s for s in r.json["error"]["suggestions"])
+    doctor = cli("doctor", "--no-probe")
+    assert doctor.code == 0 and any("GSD_RESEARCH_HOME" in p for p in doctor.json["problems"])
+
+
+def test_other_os_errors_stay_internal_errors(cli, fake, monkeypatch):
+    """Only failures inside GSD_RESEARCH_HOME become STATE_NOT_WRITABLE."""
+    from gsd_research.providers import context7
+
+    def boom(*a, **k):
+        raise PermissionError(13, "Permission denied", "/etc/elsewhere")
+
+    monkeypatch.setattr(context7.Context7, "resolve", boom)
+    r = cli("docs", "react", "hooks")
+    assert r.code == 1 and r.json["error"]["code"] == "INTERNAL_ERROR"

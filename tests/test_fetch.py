@@ -279,3 +279,33 @@ def test_extract_pages_are_contiguous(cli, pages):
         seen += [int(n) for n in re.findall(r"Paragraph (\d+):", r.json["content"])]
         assert r.json["metadata"]["truncated"] is False
     assert seen == list(range(len(seen))) and len(seen) >= 6
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_page_refusing_access_is_not_an_api_key_error(cli, pages, status):
+    """Regression: a 403 web page came back as INVALID_API_KEY (exit 3, 'Check the provider's API key')."""
+    pages.add_fault("/pages/article", "status", times=1, status=status)
+    r = cli("fetch", pages.url + "/pages/article")
+    assert r.code == 5 and r.json["error"]["code"] == "ACCESS_DENIED", r.stdout
+    assert "API key" not in r.stdout and r.json["error"]["suggestions"]
+
+
+def test_a_missing_page_says_how_to_go_on(cli, pages):
+    r = cli("fetch", pages.url + "/pages/nope")
+    assert r.code == 4 and r.json["error"]["code"] == "NOT_FOUND"
+    assert "Check the URL" in r.json["error"]["suggestions"]
+
+
+def test_read_commands_report_cache_hit_like_every_other_command(cli, pages, monkeypatch, tmp_path):
+    """Consistency: docs/search/deep had metadata.cache_hit; fetch had only fetch_cache_hit, the rest nothing."""
+    monkeypatch.setenv("GEMINI_API_KEY", "sk-canary-gem-1234567890")
+    url = pages.url + "/pages/article"
+    first, again = cli("fetch", url).json, cli("fetch", url).json
+    assert first["metadata"]["cache_hit"] is False and again["metadata"]["cache_hit"] is True
+    assert cli("fetch", url, "--extract").json["metadata"]["cache_hit"] is True
+    assert cli("fetch", url, "--no-cache").json["metadata"]["cache_hit"] is False
+    note = tmp_path / "n.txt"
+    note.write_text("Widgets are small and the toolkit needs Python 3.10.")
+    for args in (("summarize", str(note)), ("analyze", "what?", str(note)), ("web", "widgets")):
+        doc = cli(*args).json
+        assert isinstance(doc["metadata"]["cache_hit"], bool) and doc["untrusted"], doc

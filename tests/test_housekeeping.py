@@ -175,3 +175,89 @@ def test_config_without_subcommand_is_a_usage_error(cli):
     result = cli("config")
 
     assert result.code == 2 and "path, set, show" in result.json["error"]["message"]
+
+
+def test_cache_clear_repairs_a_damaged_sqlite_file_and_doctor_names_it(cli, fake, home):
+    """Regression: with a damaged cache file, `cache clear` (the natural fix) failed with INTERNAL_ERROR
+    and doctor, which the stderr warning points to, reported no problem."""
+    from gsd_research.http import cache_file
+
+    path = cache_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"this is not a sqlite database " * 100)
+
+    doctor = cli("doctor", "--no-probe").json
+    assert doctor["cache"]["damaged"] is True
+    assert any("cache clear" in p for p in doctor["problems"])
+    stats = cli("cache", "stats")
+    assert stats.code == 1 and "gsd-research cache clear" in stats.json["error"]["suggestions"][0]
+
+    cleared = cli("cache", "clear")
+    assert cleared.code == 0, cleared.stdout
+    assert cleared.json["removed"] is None and "damaged" in cleared.json["note"]
+    assert cli("docs", "react", "hooks").code == 0
+    assert cli("cache", "stats").json["entries"] >= 1
+    assert "damaged" not in cli("doctor", "--no-probe").json["cache"]
+
+
+def test_doctor_uses_the_model_backends_health_checks(cli, fake, monkeypatch):
+    """doctor says which model backend each LLM task would use now, and why a backend cannot serve."""
+    monkeypatch.setenv("GEMINI_API_KEY", "sk-canary-gem-1234567890")
+    doc = cli("doctor").json
+    models = doc["models"]
+    assert models["backends"]["openai"] == {"model": "gpt-4o-mini", "usable": False,
+                                            "reason": "OPENAI_API_KEY is not set"}
+    assert models["backends"]["ollama"]["usable"] is True
+    assert models["tasks"] == {"summarize": "ollama", "analyze": "gemini", "url": "gemini", "image": "ollama",
+                               "web": "gemini"}
+    assert "canary" not in str(doc)
+
+    monkeypatch.setenv("OLLAMA_MODEL", "not-pulled:1b")
+    doc = cli("doctor").json
+    assert doc["models"]["backends"]["ollama"]["usable"] is False
+    assert doc["models"]["tasks"]["summarize"] == "gemini"
+    assert any("ollama pull not-pulled:1b" in p for p in doc["problems"])
+
+    monkeypatch.delenv("GEMINI_API_KEY")
+    monkeypatch.setenv("OLLAMA_HOST", "http://127.0.0.1:9")
+    doc = cli("doctor", "--timeout", "0.5").json
+    assert set(doc["models"]["tasks"].values()) == {None}
+    assert any("No model backend can serve" in p for p in doc["problems"])
+
+
+def test_config_show_lists_every_capabilitys_defaults(cli, home):
+    """config show showed only hooks/cache/http/providers; deep, search, llm and fetch defaults were hidden.
+    The listed defaults must be the ones the code really uses."""
+    from gsd_research.commands import search
+    from gsd_research.deep.settings import DEFAULTS as DEEP
+    from gsd_research.llm.router import DEFAULT_CHAINS, DEFAULT_MODELS
+
+    cli("config", "set", "search.depth", "advanced")
+    doc = cli("config", "show").json
+    shown = doc["config"]
+    assert {"hooks", "cache", "http", "providers", "deep", "search", "llm", "fetch"} <= set(shown)
+    assert shown["deep"] == DEEP
+    assert shown["llm"]["chains"] == DEFAULT_CHAINS and shown["llm"]["models"] == DEFAULT_MODELS
+    assert shown["search"]["max_sources"] == search.DEFAULT_SOURCES
+    assert shown["search"]["providers"] == list(search.PROVIDERS)
+    assert shown["search"]["depth"] == "advanced"  # the user's value wins over the default
+    assert doc["metadata"]["tokens_used"] <= 2000
+
+
+def test_config_set_checks_capability_keys_too(cli):
+    """Regression: `config set deep.max_attempts abc` was stored with 'not a key gsd-research sets'."""
+    bad = cli("config", "set", "deep.max_attempts", "abc")
+    assert bad.code == 2 and bad.json["error"]["suggestions"] == ["gsd-research config set deep.max_attempts 3"]
+    good = cli("config", "set", "llm.max_input_tokens", "12000").json
+    assert good["value"] == 12000 and "note" not in good
+    assert "note" in cli("config", "set", "made.up", "1").json
+
+
+def test_token_budget_settings_are_not_taken_for_secrets(cli, monkeypatch):
+    """Regression: any key containing 'token' was hidden as a secret (llm.max_input_tokens showed '***')."""
+    assert cli("config", "set", "llm.max_input_tokens", "9000").json["value"] == 9000
+    assert cli("config", "show").json["config"]["llm"]["max_input_tokens"] == 9000
+    stored = cli("config", "set", "providers.openai.api_key", "sk-canary-1234567890")
+    assert stored.json["value"] == "***" and "canary" not in stored.stdout
+    shown = cli("config", "show")
+    assert shown.json["config"]["providers"]["openai"]["api_key"] == "***" and "canary" not in shown.stdout

@@ -297,3 +297,28 @@ def test_cache_off_never_stores(echo, fake, home):
 
     assert len(fake.hits("/test/echo")) == 2
     assert not cache_file().exists()
+
+
+@pytest.mark.parametrize("line", ["http:\n  max_retries: abc\n", "http:\n  read_timeout: -5\n",
+                                  "cache:\n  ttl:\n    docs: [1, 2]\n", "http:\n  deadline: .inf\n"])
+def test_bad_numbers_in_a_hand_edited_config_are_usage_errors(cli, fake, home, line):
+    """Regression: `http.max_retries: abc` in config.yaml crashed every call with INTERNAL_ERROR."""
+    (home / "config.yaml").write_text(line)
+    r = cli("docs", "react", "hooks")
+    assert r.code == 2 and r.json["error"]["code"] == "USAGE_ERROR", r.stdout
+    key = r.json["error"]["message"].split()[1]
+    assert key.split(".")[-1] in line and any("config set" in s for s in r.json["error"]["suggestions"])
+
+
+@pytest.mark.parametrize("status", [400, 401, 402, 403, 404, 408, 429, 432, 500, 502, 503])
+def test_every_http_error_says_what_to_do(status):
+    """Regression: 404, 402/432, 408 and 5xx errors carried no suggestions (DESIGN: actionable errors)."""
+    from gsd_research.errors import GsdError
+    from gsd_research.http import raise_for_status
+
+    response = requests.Response()
+    response.status_code = status
+    response._content = b'{"error": {"message": "nope"}}'
+    with pytest.raises(GsdError) as info:
+        raise_for_status("tavily", response, key_hint="TAVILY_API_KEY")
+    assert info.value.suggestions, info.value.to_dict()

@@ -191,6 +191,7 @@ def test_cancel_a_pending_job(cli, pplx, home):
     assert again["cancelled"] is False and again["status"] == "cancelled"
     gone = cli("jobs", "result", job_id)
     assert gone.code == 1 and gone.json["error"]["code"] == "JOB_CANCELLED"
+    assert gone.json["error"]["suggestions"] == ["Enqueue it again: gsd-research deep 'cancel me' --async"]
 
 
 def test_wait_returns_the_report_of_a_completed_job(cli, pplx):
@@ -352,3 +353,18 @@ def test_the_worker_runs_up_to_concurrency_jobs_at_once_in_priority_order(cli, p
     assert submitted_queries(pplx)[3] == "parallel 0"  # started when a slot freed
     first_done = min(s["completedAt"] for s in statuses)
     assert sum(s["startedAt"] < first_done for s in statuses) == 3  # three ran at the same time
+
+
+def test_a_completed_job_whose_report_is_damaged_is_an_error_not_an_empty_report(cli, pplx, home):
+    """Regression: a damaged conversation.json gave success with report '' and cost 0."""
+    job_id = enqueue(cli, "damaged report")
+    cli("jobs", "worker", "--once")
+    assert cli("jobs", "result", job_id).json["report"]
+    (home / "conversation-logs" / job_id / "conversation.json").write_text("{not json")
+
+    for sub in ("result", "wait"):
+        r = cli("jobs", sub, job_id)
+        assert r.code == 4 and r.json["error"]["code"] == "JOB_NOT_FOUND", r.stdout
+        assert "unreadable" in r.json["error"]["message"]
+        assert r.json["error"]["suggestions"] == ["Run the research again: gsd-research deep 'damaged report' --async"]
+    assert cli("jobs", "status", job_id).json["status"] == "completed"

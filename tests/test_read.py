@@ -167,8 +167,26 @@ def test_web_needs_gemini_key(cli, fake):
 def test_web_gemini_failure_is_an_error(cli, keys):
     keys.add_fault("/gemini", "status", times=10, status=503)
     r = cli("web", "anything")
-    assert r.code == 5 and r.json["error"]["code"] == "NO_BACKEND"
+    assert r.code == 5 and r.json["error"]["code"] == "UPSTREAM_ERROR"  # the one backend's own error
     assert r.json["error"]["details"]["tried"][0]["code"] == "UPSTREAM_ERROR"
+
+
+def test_a_rejected_key_of_the_only_backend_says_so(cli, fake, monkeypatch, tmp_path):
+    """Regression: a bad GEMINI_API_KEY made `web` answer NO_BACKEND (exit 5, 'check the backends')
+    instead of INVALID_API_KEY (exit 3, 'Check GEMINI_API_KEY'); text commands still fall back."""
+    monkeypatch.setenv("GEMINI_API_KEY", "bad-canary-key-123456")
+    r = cli("web", "anything")
+    assert r.code == 3 and r.json["error"]["code"] == "INVALID_API_KEY", r.stdout
+    assert any("GEMINI_API_KEY" in s for s in r.json["error"]["suggestions"]) and "canary" not in r.stdout
+    monkeypatch.setenv("OLLAMA_HOST", fake.url + "/down")
+    note = tmp_path / "n.txt"
+    note.write_text("Widgets are small. The toolkit needs Python 3.10 or newer to install on Linux.")
+    summary = cli("summarize", str(note))
+    assert summary.code == 0 and summary.json["metadata"]["summary_type"] == "extractive"
+    cli("config", "set", "llm.chains.summarize", "[gemini]")  # the one backend fails: still extractive
+    summary = cli("summarize", str(note))
+    assert summary.code == 0 and summary.json["metadata"]["summary_type"] == "extractive"
+    assert summary.json["metadata"]["backends_tried"][0]["code"] == "INVALID_API_KEY"
 
 
 def test_real_process_prints_one_document(run_bin, keys, tmp_path):
@@ -177,3 +195,30 @@ def test_real_process_prints_one_document(run_bin, keys, tmp_path):
     r = run_bin("gsd-research", "summarize", str(path), "--max-tokens", "500")
     assert r.code == 0 and r.json["success"] is True
     assert GEMINI_KEY not in r.stdout + r.stderr and OPENAI_KEY not in r.stdout + r.stderr
+
+
+def test_closed_stdin_is_a_usage_error_not_a_crash(run_bin, tmp_path):
+    """Regression: `summarize <&-` (sys.stdin is None) crashed with INTERNAL_ERROR."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exe = str(Path(sys.executable).parent / "gsd-research")
+    for args in (["summarize"], ["analyze", "what is it?"]):
+        proc = subprocess.run([exe, *args], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=60, preexec_fn=lambda: __import__("os").close(0))
+        assert proc.returncode == 2, proc.stdout
+        assert '"USAGE_ERROR"' in proc.stdout and "Nothing to read in stdin" in proc.stdout
+        assert "Traceback" not in proc.stderr
+
+
+def test_directory_and_binary_inputs_are_usage_errors(cli, tmp_path):
+    """Regression: a directory was reported as 'No such file' (exit 4); a binary file was sent to the model."""
+    blob = tmp_path / "blob.dat"
+    blob.write_bytes(b"ELF\0\1\2binary\xff\xfe")
+    for args, words in ((("summarize", str(tmp_path)), "is a directory"), (("analyze", "q", str(tmp_path)), "is a directory"),
+                        (("image", str(tmp_path)), "is a directory"), (("summarize", str(blob)), "looks binary")):
+        r = cli(*args)
+        assert r.code == 2 and r.json["error"]["code"] == "USAGE_ERROR", r.stdout
+        assert words in r.json["error"]["message"] and r.json["error"]["suggestions"]
+    assert cli("summarize", "-", stdin="\0\0binary").json["error"]["message"] == "stdin looks binary, not text"

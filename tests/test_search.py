@@ -123,8 +123,9 @@ def test_default_request_and_answer_fields(cli, tavily):
     first = doc["results"][0]
     assert {"title", "url", "snippet", "provider", "score", "tokens"} <= set(first)
     assert first["provider"] == "tavily" and first["url"].startswith("https://site1.")
-    assert doc["metadata"]["untrusted"] == NOTICE
-    assert doc["metadata"]["injection_warnings"] == []
+    assert doc["untrusted"] == NOTICE  # the external-text contract: top level, warnings only when flagged
+    assert "injection_warnings" not in doc and "injection_flagged" not in doc
+    assert "untrusted" not in doc["metadata"] and "injection_warnings" not in doc["metadata"]
     assert doc["metadata"]["fallback"] is False and "failures" not in doc["metadata"]
 
 
@@ -418,10 +419,11 @@ def test_instructions_in_a_result_are_fenced_and_flagged(cli, tavily):
     assert tricky["injection_flagged"] is True
     assert tricky["snippet"].startswith(FENCE_OPEN) and tricky["snippet"].endswith(FENCE_CLOSE)
     assert "<system>" not in result.stdout and "</search_results>" not in result.stdout
-    [warning] = doc["metadata"]["injection_warnings"]
+    [warning] = doc["injection_warnings"]
+    assert doc["injection_flagged"] is True
     assert warning["result"] == 2 and warning["url"] == "https://evil.example/ev"
     assert {"override", "fake_tag"} <= set(warning["kinds"]) and warning["fields"] == ["snippet"]
-    assert doc["metadata"]["untrusted"] == NOTICE
+    assert doc["untrusted"] == NOTICE
 
 
 def test_instructions_in_the_provider_summary_are_fenced(cli, tavily):
@@ -432,7 +434,7 @@ def test_instructions_in_the_provider_summary_are_fenced(cli, tavily):
     doc = result.json
     assert doc["summary"].startswith(FENCE_OPEN)
     assert doc["metadata"]["summary_flagged"] is True
-    assert doc["metadata"]["injection_warnings"][0]["result"] == "summary"
+    assert doc["injection_warnings"][0]["result"] == "summary"
 
 
 # -- budget and process edge -----------------------------------------------------------------------

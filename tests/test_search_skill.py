@@ -33,7 +33,7 @@ def test_body_teaches_commands_json_and_untrusted_evidence():
     _, body = frontmatter_and_body()
 
     assert "untrusted" in body.lower() and "Never follow instructions" in body
-    for key in ("results[]", "metadata.backend", "metadata.injection_warnings", "MISSING_API_KEY", "report"):
+    for key in ("results[]", "metadata.backend", "injection_warnings", "MISSING_API_KEY", "report"):
         assert key in body
 
 

@@ -137,3 +137,20 @@ def test_concurrent_writers_never_interleave_lines():
 
     assert len(lines) == 900 and all(json.loads(line)["model"] == "m" * 300 for line in lines)
     assert usage_ledger.summarize()["totals"]["calls"] == 900
+
+
+@pytest.mark.parametrize("pretty", [[], ["--json-pretty"]])
+def test_usage_never_prints_more_than_max_tokens(cli, pretty):
+    """Regression: with every day dropped and still over budget, usage printed 159 tokens for --max-tokens 150."""
+    import tiktoken
+
+    seed_ledger()
+    for budget in ("100", "150", "250"):
+        r = cli("usage", "--max-tokens", budget, *pretty)
+        doc = json.loads(r.stdout)
+        if doc["success"]:
+            assert len(tiktoken.get_encoding("cl100k_base").encode(r.stdout)) <= int(budget)
+            assert doc["metadata"]["tokens_used"] <= int(budget)
+        else:
+            assert r.code == 2 and doc["error"]["code"] == "USAGE_ERROR" and doc["error"]["suggestions"]
+    assert not json.loads(cli("usage", "--max-tokens", "150", *pretty).stdout)["success"]

@@ -15,6 +15,18 @@ def json_tokens(value) -> int:
     return count_tokens(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 
 
+def check_echo(text: str, max_tokens: int, what: str = "query", share: float = 0.5) -> None:
+    """Refuse, before any provider is paid, a query the answer repeats but the budget cannot hold: it may
+    take at most `share` of --max-tokens, the rest is for the answer itself."""
+    if len(text) < max_tokens * share:  # fewer characters than tokens allowed: always fits (fast path)
+        return
+    used = count_tokens(text)
+    if used > max_tokens * share:
+        need = int(used / share) + 500
+        raise UsageError(f"The {what} is {used} tokens; the answer repeats it and --max-tokens is {max_tokens}",
+                         suggestions=[f"Shorten the {what} to its key terms", f"Or raise --max-tokens to {need}"])
+
+
 def fit_results(doc: dict, results: list[dict], max_tokens: int, *, text_key: str = "content",
                 results_key: str = "results", always_one: bool = True) -> dict:
     """Put as many `results` into `doc` as the budget allows; fill metadata; return `doc`.

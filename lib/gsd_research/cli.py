@@ -23,7 +23,7 @@ COMMANDS: dict[str, str] = {
     "analyze": "gsd_research.commands.read:analyze",
     "image": "gsd_research.commands.read:image",
     "web": "gsd_research.commands.read:web",
-    "doctor": "gsd_research.commands.housekeeping:doctor",
+    "doctor": "gsd_research.commands.doctor:doctor",
     "cache": "gsd_research.commands.housekeeping:cache",
     "config": "gsd_research.commands.housekeeping:config",
 }
@@ -130,14 +130,41 @@ def run(group: click.Group, argv: list[str] | None, prog_name: str, known: dict)
         emit(failure(rt.command, {"code": "INTERRUPTED", "message": "Interrupted"}), rt.pretty)
         return 130
     except Exception as exc:  # the last line of defence: never a traceback
-        _log_internal_error(exc)
-        emit(failure(rt.command or _guess_command(argv), {
-            "code": "INTERNAL_ERROR",
-            "message": f"Unexpected {exc.__class__.__name__}: {str(exc)[:300]}",
-            "suggestions": ["Retry; if it persists, report it with the log under GSD_RESEARCH_HOME/logs"],
-        }), rt.pretty)
-        return 1
+        return _unexpected(exc, rt, argv)
     return _render(rv, rt)
+
+
+def _unexpected(exc: Exception, rt: Runtime, argv: list[str]) -> int:
+    """An exception no command turned into a GsdError: state we cannot write, else an internal error."""
+    from gsd_research.output import emit, failure
+
+    state = _state_error(exc) if isinstance(exc, OSError) else None
+    if state is not None:
+        emit(failure(rt.command or _guess_command(argv), state.to_dict()), rt.pretty)
+        return state.exit_code
+    _log_internal_error(exc)
+    emit(failure(rt.command or _guess_command(argv), {
+        "code": "INTERNAL_ERROR",
+        "message": f"Unexpected {exc.__class__.__name__}: {str(exc)[:300]}",
+        "suggestions": ["Retry; if it persists, report it with the log under GSD_RESEARCH_HOME/logs"],
+    }), rt.pretty)
+    return 1
+
+
+def _state_error(exc: OSError) -> GsdError | None:
+    """A file-system failure inside GSD_RESEARCH_HOME (unwritable, not a directory, disk full) as a clear error."""
+    from pathlib import Path
+
+    from gsd_research.config import home
+
+    root = home()
+    name = exc.filename
+    if not name or not (Path(str(name)) == root or root in Path(str(name)).parents):
+        return None
+    return GsdError(f"Cannot write gsd-research state at {name}: {exc.strerror or exc.__class__.__name__}",
+                    code="STATE_NOT_WRITABLE",
+                    suggestions=[f"Make {root} a writable directory (GSD_RESEARCH_HOME)",
+                                 "Or point GSD_RESEARCH_HOME at a writable directory", "gsd-research doctor"])
 
 
 def _render(rv, rt: Runtime) -> int:

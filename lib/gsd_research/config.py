@@ -134,8 +134,28 @@ class Config:
                 return name
         return "config" if self.get(f"providers.{provider}.api_key") else None
 
+    def number(self, dotted: str, default: float) -> float:
+        """A numeric setting >= 0; a hand-edited value that is not one is a clear usage error."""
+        raw = self.get(dotted, default)
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            value = -1.0
+        if isinstance(raw, bool) or not value >= 0 or value == float("inf"):
+            raise UsageError(f"config {dotted} must be a number >= 0, not {raw!r}",
+                             suggestions=[f"gsd-research config set {dotted} {default:g}",
+                                          f"Or fix {dotted} in {config_path()}"])
+        return value
+
     def ttl(self, kind: str) -> int:
-        return int(self.get(f"cache.ttl.{kind}", 3600))
+        return int(self.number(f"cache.ttl.{kind}", 3600))
+
+
+def is_secret_key(name: str) -> bool:
+    """Whether a config key's last part names a secret (api_key, token, …; not max_input_tokens)."""
+    last = str(name).lower().rsplit(".", 1)[-1].replace("-", "_")
+    return any(last == m or last.endswith("_" + m) or last.startswith(m + "_") for m in SECRET_MARKERS) \
+        or last.endswith(("key", "keys"))
 
 
 def redact(node: Any, parent_key: str = "") -> Any:
@@ -144,7 +164,7 @@ def redact(node: Any, parent_key: str = "") -> Any:
         return {k: redact(v, k) for k, v in node.items()}
     if isinstance(node, list):
         return [redact(v, parent_key) for v in node]
-    if node and any(m in parent_key.lower() for m in SECRET_MARKERS):
+    if node and is_secret_key(parent_key):
         return "***"
     return node
 

@@ -27,6 +27,8 @@ EXIT_CODES: dict[str, int] = {
     "REPORT_FAILED": 1,
     "BUDGET_EXCEEDED": 1,
     "INTERNAL_ERROR": 1,
+    "STATE_NOT_WRITABLE": 1,
+    "ACCESS_DENIED": 5,
 }
 
 

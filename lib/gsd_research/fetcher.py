@@ -24,6 +24,21 @@ DOC_SUFFIXES = {".pdf": "pdf", ".docx": "docx", ".pptx": "pptx", ".xlsx": "xlsx"
 ACCEPT = "text/html,application/xhtml+xml,text/plain,text/markdown,application/pdf,*/*;q=0.5"
 
 
+def page_error(exc: GsdError, url: str) -> GsdError:
+    """A web page's HTTP error in a page's terms: a 403 is the site refusing, not a bad API key of ours."""
+    status = exc.details.get("status") if isinstance(exc.details, dict) else None
+    if status in (401, 403):
+        return GsdError(f"The site refused the request (HTTP {status}) for {url}", code="ACCESS_DENIED",
+                        suggestions=["The page needs a login or blocks automated readers; try another source",
+                                     "gsd-research search for another page on the topic"], details=exc.details)
+    if status in (404, 410):
+        return GsdError(f"No page at {url} (HTTP {status})", code="NOT_FOUND", details=exc.details,
+                        suggestions=["Check the URL", "gsd-research search for the page's current address"])
+    if status and not exc.suggestions:
+        exc.suggestions = ["Retry later, or read another source on the topic"]
+    return exc
+
+
 @dataclass
 class Page:
     """What a fetch brought back (raw bytes stay inside the process; callers never print them)."""
@@ -164,8 +179,11 @@ class Fetcher:
                 raise
             except Exception:  # noqa: BLE001 - a cache problem means a fresh request
                 pass
-        resp = self.rt.http.request("fetch", "GET", url, cache=False, stream=True, allow_redirects=False,
-                                    expected=(200, *REDIRECTS), headers={"Accept": ACCEPT})
+        try:
+            resp = self.rt.http.request("fetch", "GET", url, cache=False, stream=True, allow_redirects=False,
+                                        expected=(200, *REDIRECTS), headers={"Accept": ACCEPT})
+        except GsdError as exc:
+            raise page_error(exc, url) from None
         return resp, False
 
     def _read_capped(self, resp) -> tuple[bytes, bool]:

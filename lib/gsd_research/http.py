@@ -124,7 +124,8 @@ def raise_for_status(provider: str, response: requests.Response, key_hint: str |
         hint = f"Check {key_hint}" if key_hint else "Check the provider's API key"
         raise InvalidApiKey(f"{name} rejected the credentials (HTTP {status}): {msg}", suggestions=[hint], details=details)
     if status == 404:
-        raise NotFound(f"{name}: not found (HTTP 404): {msg}", details=details)
+        raise NotFound(f"{name}: not found (HTTP 404): {msg}", details=details,
+                       suggestions=[f"Check the {name} base URL (gsd-research doctor)"])
     if status == 429:
         raise RateLimited(
             f"{name} rate limit reached (HTTP 429): {msg}",
@@ -133,10 +134,13 @@ def raise_for_status(provider: str, response: requests.Response, key_hint: str |
             details=details,
         )
     if status == 402 or status in (432, 433):
-        raise ProviderError(f"{name} plan or spending limit reached (HTTP {status}): {msg}", code="QUOTA_EXCEEDED", details=details)
+        raise ProviderError(f"{name} plan or spending limit reached (HTTP {status}): {msg}", code="QUOTA_EXCEEDED",
+                            details=details, suggestions=[f"Check the {name} plan and credits", "gsd-research usage"])
     if status == 408:
-        raise TimeoutError_(f"{name} timed out (HTTP 408)", details=details)
-    raise ProviderError(f"{name} answered HTTP {status}: {msg}", details=details)
+        raise TimeoutError_(f"{name} timed out (HTTP 408)", details=details,
+                            suggestions=["Retry later", "Raise http.read_timeout with gsd-research config set"])
+    raise ProviderError(f"{name} answered HTTP {status}: {msg}", details=details,
+                        suggestions=[f"Retry later: {name} had a problem", "gsd-research doctor"])
 
 
 def parse_json(provider: str, response: requests.Response) -> Any:
@@ -239,13 +243,13 @@ class HttpClient:
         self.no_cache = no_cache
         self._session = session
         self.policy = RetryPolicy(
-            max_retries=int(config.get("http.max_retries", 3)),
-            backoff_base=float(config.get("http.backoff_base", 0.5)),
-            backoff_max=float(config.get("http.backoff_max", 8.0)),
-            retry_after_max=float(config.get("http.retry_after_max", 30.0)),
+            max_retries=int(config.number("http.max_retries", 3)),
+            backoff_base=config.number("http.backoff_base", 0.5),
+            backoff_max=config.number("http.backoff_max", 8.0),
+            retry_after_max=config.number("http.retry_after_max", 30.0),
         )
-        self.timeout = (float(config.get("http.connect_timeout", 10)), float(config.get("http.read_timeout", 60)))
-        self.deadline = float(config.get("http.deadline", 120))
+        self.timeout = (config.number("http.connect_timeout", 10), config.number("http.read_timeout", 60))
+        self.deadline = config.number("http.deadline", 120)
         self.upstream_requests = 0
         self.cache_hits = 0
         self.cache_broken: str | None = None  # why the cache is bypassed for the rest of this call

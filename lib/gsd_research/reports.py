@@ -197,6 +197,6 @@ def search_report_context(answer: dict) -> dict:
     return {"query": answer.get("query", ""), "fetched_at": answer.get("fetchedAt", ""),
             "backend": meta.get("backend") or answer.get("provider"), "depth": answer.get("depth"),
             "note": meta.get("note"), "failures": meta.get("failures") or [],
-            "notice": meta.get("untrusted", ""), "warnings": meta.get("injection_warnings") or [],
+            "notice": answer.get("untrusted", ""), "warnings": answer.get("injection_warnings") or [],
             "summary": summary, "summary_kind": summary_kind, "summary_flagged": bool(answer.get("summary_flagged")),
             "extract": extract, "findings": findings, "sources": sources}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from gsd_research.budget import check_echo
 from gsd_research.deep import result_cache
 from gsd_research.deep.cost import price_table
 from gsd_research.deep.guard import check_budget, cost_warnings
@@ -41,7 +42,9 @@ def deep(rt, query: tuple[str, ...], effort: str, run_async: bool | None, priori
     if cached is not None:
         return _finished(rt, ctx, dict(cached, cache_hit=True))
     if settings.async_default if run_async is None else run_async:
+        check_echo(text, rt.max_tokens, share=0.7)  # the job id answer repeats the query too
         return _enqueue(rt, ctx, priority)
+    check_echo(text, rt.max_tokens)
     return _blocking(rt, ctx)
 
 

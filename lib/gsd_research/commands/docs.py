@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from gsd_research.budget import fit_results
+from gsd_research.budget import check_echo, fit_results
 from gsd_research.errors import UsageError
 from gsd_research.output import document_tokens
 from gsd_research.providers.context7 import Context7, snippets_to_results
@@ -19,6 +19,7 @@ def docs(rt, library: str, query: tuple[str, ...]):
     text = " ".join(query).strip()
     if not library.strip() or not text:
         raise UsageError("docs needs a library and a query", suggestions=['gsd-research docs react "useEffect cleanup"'])
+    check_echo(library + " " + text, rt.max_tokens)
     cfg = rt.config
     client = Context7(rt.http, cfg.base_url("context7"), cfg.api_key("context7"), cfg.ttl("docs"))
     library_id, match = client.resolve(library.strip(), text)

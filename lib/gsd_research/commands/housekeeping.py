@@ -1,24 +1,22 @@
-"""Housekeeping: `doctor`, `cache stats|clear`, `config show|set|path`."""
+"""Housekeeping: `cache stats|clear`, `config show|set|path` (and the helpers `doctor` shares)."""
 
 from __future__ import annotations
 
 import os
-import sys
-import time
 
 import click
 
-from gsd_research import __version__
-from gsd_research.config import PROVIDER_ENV, Config, config_path, default_at, home, load_user_config, redact
+from gsd_research.config import (
+    PROVIDER_ENV,
+    config_path,
+    default_at,
+    home,
+    is_secret_key,
+    load_user_config,
+    redact,
+)
 from gsd_research.errors import GsdError, UsageError
 from gsd_research.runtime import agent_command
-
-PROBE_TIMEOUT = 2.0
-# Where a provider answers a cheap GET (any HTTP answer, even 401/404, means reachable).
-PROBE_PATHS = {"ollama": "/api/tags"}
-KEY_OPTIONAL = {"context7": "works anonymously (rate-limited)", "ollama": "local, no key needed"}
-STATE_DIRS = {"config": "config.yaml", "cache": "cache", "logs": "logs", "jobs": "conversation-logs",
-              "knowledge_base": "repositories"}
 
 
 def _with_budget(rt, doc: dict) -> dict:
@@ -32,67 +30,6 @@ def _with_budget(rt, doc: dict) -> dict:
         raise UsageError(f"--max-tokens {rt.max_tokens} is too small for this answer ({meta['tokens_used']} needed)",
                          suggestions=[f"Use --max-tokens {meta['tokens_used'] + 100}"])
     return doc
-
-
-# -- doctor -----------------------------------------------------------------------------------------
-
-
-def _load_config(problems: list[str]) -> Config:
-    try:
-        return Config()
-    except GsdError as exc:
-        problems.append(exc.message)
-        return Config({})
-
-
-def _probe(url: str, timeout: float) -> dict:
-    """One short GET without credentials and without the cache: reachable or why not."""
-    import requests
-
-    started = time.monotonic()
-    try:
-        resp = requests.get(url, timeout=(timeout, timeout), allow_redirects=False,
-                            headers={"User-Agent": f"gsd-research/{__version__} (doctor)"})
-    except requests.Timeout:
-        return {"reachable": False, "error": "timeout"}
-    except requests.RequestException as exc:
-        return {"reachable": False, "error": exc.__class__.__name__}
-    return {"reachable": True, "status": resp.status_code, "ms": round((time.monotonic() - started) * 1000)}
-
-
-def _providers(cfg: Config, probe: bool, timeout: float) -> list[dict]:
-    rows = []
-    for name in PROVIDER_ENV:
-        source = cfg.key_source(name)
-        row = {"name": name, "configured": bool(source) or name in KEY_OPTIONAL, "key": bool(source),
-               "key_source": source, "base_url": _redact_url(cfg.base_url(name))}
-        if not source and name in KEY_OPTIONAL:
-            row["note"] = KEY_OPTIONAL[name]
-        elif not source:
-            row["note"] = f"set {PROVIDER_ENV[name][1][0]}"
-        rows.append(row)
-    if probe:
-        _probe_all(rows, [cfg.base_url(r["name"]) + PROBE_PATHS.get(r["name"], "") for r in rows], timeout)
-    return rows
-
-
-def _probe_all(rows: list[dict], urls: list[str], timeout: float) -> None:
-    """Probe in parallel daemon threads, bounded overall (a hanging DNS lookup cannot hold doctor up)."""
-    import threading
-
-    results: dict[int, dict] = {}
-
-    def work(i: int, url: str) -> None:
-        results[i] = _probe(url, timeout)
-
-    threads = [threading.Thread(target=work, args=(i, u), daemon=True) for i, u in enumerate(urls)]
-    for t in threads:
-        t.start()
-    deadline = time.monotonic() + 2 * timeout + 0.5
-    for t in threads:
-        t.join(max(0.0, deadline - time.monotonic()))
-    for i, row in enumerate(rows):
-        row.update(results.get(i) or {"reachable": False, "error": "timeout"})
 
 
 def _redact_url(url: str) -> str:
@@ -109,57 +46,16 @@ def _redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
-def _cache_summary(cfg: Config, problems: list[str]) -> dict:
-    from gsd_research.http import cache_backend_name, cache_file
+def _sqlite_damage(path) -> str | None:
+    """Why the SQLite cache file cannot be read, or None when it opens as a database."""
+    import sqlite3
 
-    backend = cache_backend_name(cfg)
-    info: dict = {"backend": backend}
-    if backend == "sqlite":
-        path = cache_file()
-        info.update({"path": str(path), "exists": path.exists()})
-    elif backend == "redis":
-        info["url"] = _redact_url(str(cfg.get("cache.redis_url")))
-        try:
-            import redis
-
-            redis.Redis.from_url(str(cfg.get("cache.redis_url")), socket_connect_timeout=1, socket_timeout=1).ping()
-            info["reachable"] = True
-        except Exception as exc:  # noqa: BLE001 - any failure is reported, never raised
-            info["reachable"] = False
-            problems.append(f"Redis cache unreachable ({exc.__class__.__name__}); calls run uncached")
-    elif backend != "off":
-        problems.append(f"Unknown cache backend '{backend}'; set cache.backend to sqlite, redis or off")
-    return info
-
-
-def _state() -> dict:
-    root = home()
-    out = {"home": str(root), "home_exists": root.is_dir()}
-    for label, rel in STATE_DIRS.items():
-        path = root / rel
-        out[label] = {"path": str(path), "exists": path.exists()}
-    return out
-
-
-@agent_command("doctor")
-@click.option("--no-probe", is_flag=True, help="Skip the network reachability probes (instant, offline).")
-@click.option("--timeout", type=click.FloatRange(min=0.1, max=30), default=PROBE_TIMEOUT, show_default=True,
-              help="Seconds per reachability probe (probes run in parallel).")
-def doctor(rt, no_probe: bool, timeout: float):
-    """Which providers are configured and reachable, where state lives, which cache backend is used."""
-    problems: list[str] = []
-    cfg = _load_config(problems)
-    providers = _providers(cfg, not no_probe, timeout)
-    doc = {
-        "version": __version__,
-        "python": sys.version.split()[0],
-        "state": _state(),
-        "cache": _cache_summary(cfg, problems),
-        "providers": providers,
-        "ready": [p["name"] for p in providers if p["configured"] and p.get("reachable", True)],
-        "problems": problems,
-    }
-    return _with_budget(rt, doc)
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=2) as conn:
+            conn.execute("PRAGMA schema_version").fetchone()
+    except sqlite3.Error as exc:
+        return f"{exc.__class__.__name__}: {exc}"
+    return None
 
 
 # -- cache ------------------------------------------------------------------------------------------
@@ -175,7 +71,8 @@ def _open_cache(rt):
     session = rt.http.session
     if rt.http.cache_broken:
         raise GsdError(f"The HTTP cache cannot be opened: {rt.http.cache_broken}", code="INTERNAL_ERROR",
-                       suggestions=["gsd-research doctor", "gsd-research config set cache.backend sqlite"])
+                       suggestions=["gsd-research cache clear (removes a damaged SQLite cache file)",
+                                    "gsd-research doctor", "gsd-research config set cache.backend sqlite"])
     return session.cache
 
 
@@ -235,6 +132,8 @@ def clear(rt, expired: bool):
     backend = cache_backend_name(rt.config)
     if backend == "off" or (backend == "sqlite" and not cache_file().exists()):
         removed = 0
+    elif backend == "sqlite" and not expired and _sqlite_damage(cache_file()):
+        removed = _remove_damaged(cache_file())  # None: how many entries it held is unknown
     else:
         cache_obj = _open_cache(rt)
         before = _entries(cache_obj)
@@ -248,8 +147,17 @@ def clear(rt, expired: bool):
     deep_removed = result_cache.clear(expired, rt.config.ttl("deep"))
     if not expired:
         record_cache_event("", reset=True)
-    return _with_budget(rt, {"backend": backend, "removed": removed, "deep_results_removed": deep_removed,
-                             "expired_only": expired, "counters_reset": not expired})
+    doc = {"backend": backend, "removed": removed, "deep_results_removed": deep_removed,
+           "expired_only": expired, "counters_reset": not expired}
+    if removed is None:
+        doc["note"] = "The cache file was damaged (not a SQLite database) and was deleted; a new one starts now"
+    return _with_budget(rt, doc)
+
+
+def _remove_damaged(base) -> None:
+    """Delete a SQLite cache file that is not a database, with its WAL files; the next call starts a new one."""
+    for p in (base, base.with_name(base.name + "-wal"), base.with_name(base.name + "-shm")):
+        p.unlink(missing_ok=True)
 
 
 cache.add_command(stats)
@@ -273,17 +181,53 @@ def _environment() -> dict:
         for var in key_vars:
             if os.environ.get(var, "").strip():
                 out[var] = "set"
-    if os.environ.get("GSD_RESEARCH_HOME"):
-        out["GSD_RESEARCH_HOME"] = os.environ["GSD_RESEARCH_HOME"]
+    for var in ("GSD_RESEARCH_HOME", "OLLAMA_MODEL", "PERPLEXITY_ENABLE_ASYNC_DEEP_RESEARCH",
+                "PERPLEXITY_POLLING_TIMEOUT_MS", "GSD_RESEARCH_ALLOW_HOSTS"):
+        if os.environ.get(var):
+            out[var] = os.environ[var]
     return out
+
+
+def capability_defaults() -> dict:
+    """Built-in defaults of the settings that live beside their capability's code (deep, search, llm, fetch)."""
+    from gsd_research.deep.settings import DEFAULTS as DEEP
+    from gsd_research.llm.router import DEFAULT_CHAINS, DEFAULT_MODELS
+
+    return {
+        "deep": dict(DEEP),
+        "search": {"providers": ["tavily", "ddgs"], "fallback": True, "max_sources": 5, "depth": "basic",
+                   "ddgs": {"timeout": 10, "region": "us-en", "safesearch": "moderate", "engines": "auto"}},
+        "llm": {"chains": {k: list(v) for k, v in DEFAULT_CHAINS.items()}, "models": dict(DEFAULT_MODELS),
+                "max_input_tokens": 24000},
+        "fetch": {"max_bytes": 10_000_000, "max_redirects": 5},
+    }
+
+
+def all_defaults() -> dict:
+    from gsd_research.config import DEFAULTS, _merge
+
+    return _merge(DEFAULTS, capability_defaults())
+
+
+def _known_default(dotted: str) -> tuple[bool, object]:
+    """(whether gsd-research knows the dotted key, its built-in default)."""
+    node: object = all_defaults()
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
 
 
 @agent_command("show")
 def show(rt):
-    """The effective configuration (defaults + config.yaml), keys redacted, and the variables that override it."""
+    """The effective configuration (every capability's defaults + config.yaml), keys redacted, and the
+    environment variables that override it."""
+    from gsd_research.config import _merge
+
     cfg = rt.config
     return _with_budget(rt, {"path": str(config_path()), "exists": config_path().is_file(),
-                             "config": redact(cfg.data), "environment": _environment()})
+                             "config": redact(_merge(all_defaults(), cfg.user)), "environment": _environment()})
 
 
 @agent_command("path")
@@ -294,18 +238,19 @@ def path(rt):
 
 def validate(dotted: str, value) -> str | None:
     """Reject values that would break calls; return a note for keys gsd-research does not know."""
-    default = default_at(dotted)
+    known, default = _known_default(dotted)
     if dotted == "cache.backend" and value not in ("sqlite", "redis", "off"):
         raise UsageError(f"cache.backend must be sqlite, redis or off, not {value!r}")
     if isinstance(default, dict):
         raise UsageError(f"'{dotted}' is a section; set one of its keys: {', '.join(sorted(default))}")
     if isinstance(default, (int, float)) and not isinstance(default, bool):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise UsageError(f"'{dotted}' takes a number >= 0, not {value!r}")
+            raise UsageError(f"'{dotted}' takes a number >= 0, not {value!r}",
+                             suggestions=[f"gsd-research config set {dotted} {default}"])
     if dotted.endswith(".base_url") or dotted == "cache.redis_url":
         if not isinstance(value, str) or "://" not in value:
             raise UsageError(f"'{dotted}' takes a URL such as https://host/path, not {value!r}")
-    if default is None and not dotted.startswith("providers."):
+    if not known and not dotted.startswith("providers."):
         return "not a key gsd-research sets by default; stored as given"
     return None
 
@@ -322,7 +267,7 @@ def set_(rt, key: str, value: str):
     note = validate(key, parsed)
     load_user_config()  # a broken file is reported before anything is written
     stored = set_value(key, value)
-    secret = any(m in key.lower().rsplit(".", 1)[-1] for m in ("key", "token", "secret", "password"))
+    secret = is_secret_key(key)
     if secret:
         register(stored)
     doc = {"key": key, "value": "***" if secret else stored, "path": str(config_path())}

@@ -100,7 +100,11 @@ def _result(rt, store: JobStore, job_id: str, status: dict) -> dict:
 
     state = status.get("status")
     if state == "completed":
-        message = store.has_answer(job_id) or {}
+        message = store.has_answer(job_id)
+        if message is None:  # completed, but the report in conversation.json is gone or damaged
+            raise GsdError(f"The report of job {job_id} is unreadable (its conversation.json is missing or damaged)",
+                           code="JOB_NOT_FOUND", details={"conversation_id": job_id},
+                           suggestions=[f"Run the research again: gsd-research deep {_quoted(status)} --async"])
         messages = store.conversation(job_id).get("messages") or [{}]
         query = str(messages[0].get("content") or status.get("query") or "")
         return answer_payload(query, job_id, message, rt.max_tokens,
@@ -113,10 +117,17 @@ def _result(rt, store: JobStore, job_id: str, status: dict) -> dict:
                        details={"conversation_id": job_id, "attempts": status.get("attempts"),
                                 "errors": status.get("errors") or []})
     if state == "cancelled":
-        raise GsdError(f"Job {job_id} was cancelled", code="JOB_CANCELLED", details={"conversation_id": job_id})
+        raise GsdError(f"Job {job_id} was cancelled", code="JOB_CANCELLED", details={"conversation_id": job_id},
+                       suggestions=[f"Enqueue it again: gsd-research deep {_quoted(status)} --async"])
     doc = _status_view(job_id, status)
     doc.update(ready=False, next=f"gsd-research jobs wait {job_id} --timeout 100")
     return doc
+
+
+def _quoted(status: dict) -> str:
+    import shlex
+
+    return shlex.quote(str(status.get("query") or "QUERY"))
 
 
 @agent_command("result")

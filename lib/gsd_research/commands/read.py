@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from gsd_research.budget import fit_text, json_tokens
+from gsd_research.budget import check_echo, fit_text, json_tokens
 from gsd_research.errors import ExtractionFailed, GsdError, NotFound, UsageError
 from gsd_research.runtime import agent_command
 
@@ -57,16 +57,21 @@ def _convert(body: bytes, kind: str) -> str:
 def read_input(source: str | None) -> tuple[str, str, list[str]]:
     """(label, markdown, hidden texts) of FILE, or of stdin when FILE is '-' or absent."""
     if source in (None, "-"):
-        data = sys.stdin.buffer.read(MAX_INPUT_BYTES) if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
-        label, suffix = "stdin", ""
+        data, label, suffix = _read_stdin(), "stdin", ""
     else:
         path = Path(source).expanduser()
+        if path.is_dir():
+            raise UsageError(f"{source} is a directory, not a file", suggestions=["Pass one file, or pipe text in"])
         if not path.is_file():
             raise NotFound(f"No such file: {source}", suggestions=["Check the path", "Pipe text in with '-'"])
         data, label, suffix = path.read_bytes()[:MAX_INPUT_BYTES], str(path), path.suffix.lower()
     hidden: list[str] = []
     if suffix in DOC_SUFFIXES:
         return label, _convert(data, DOC_SUFFIXES[suffix]), hidden
+    if b"\0" in data[:8192]:
+        raise UsageError(f"{label} looks binary, not text",
+                         suggestions=["Pass text, Markdown, HTML, PDF, DOCX, PPTX or XLSX",
+                                      "For an image use gsd-research image PATH"])
     text = data.decode("utf-8", "replace")
     if suffix in (".html", ".htm") or text.lstrip()[:200].lower().startswith(("<!doctype html", "<html")):
         from gsd_research.extract import extract
@@ -76,6 +81,17 @@ def read_input(source: str | None) -> tuple[str, str, list[str]]:
     if not text.strip():
         raise UsageError(f"Nothing to read in {label}", suggestions=["Pass a non-empty file or pipe text in"])
     return label, text, hidden
+
+
+def _read_stdin() -> bytes:
+    """stdin's bytes; a closed stdin (`<&-`) reads as nothing."""
+    stream = sys.stdin
+    if stream is None:
+        return b""
+    try:
+        return stream.buffer.read(MAX_INPUT_BYTES) if hasattr(stream, "buffer") else stream.read().encode()
+    except (OSError, ValueError):  # a closed or unreadable descriptor
+        return b""
 
 
 # -- the model step, with the extractive fallback --------------------------------------------------
@@ -90,8 +106,8 @@ def _model_text(rt, task: str, prompt: str, system: str, markdown: str, focus: s
         gen = router.run(task, lambda b: b.generate(prompt, system=system,
                                                     max_output_tokens=output_tokens_for(rt.max_tokens)))
     except GsdError as exc:
-        if exc.code not in ("NO_BACKEND", "MISSING_API_KEY"):
-            raise
+        if exc.code not in ("NO_BACKEND", "MISSING_API_KEY") and "tried" not in exc.details:
+            raise  # the chain's own verdict (details.tried) always falls back to the extractive summary
         text, dropped = extractive.summarize(markdown[:EXTRACTIVE_CHARS], focus, max(50, rt.max_tokens - 500))
         meta = {"backend": "extractive", "summary_type": "extractive", "label": extractive.LABEL,
                 "backends_tried": router.tried}
@@ -109,11 +125,18 @@ def _prepare(rt, markdown: str) -> str:
     return clip_input(markdown[: limit * 8], limit)[0]  # pre-cut by characters: huge pages stay fast
 
 
-def _finish(doc: dict, field: str, text: str, warnings: list[dict], max_tokens: int) -> dict:
+def _cache_hit(rt) -> bool:
+    """Whether this call was answered from the cache alone (as `metadata.cache_hit` of every command)."""
+    return rt.http.cache_hits > 0 and rt.http.upstream_requests == 0
+
+
+def _finish(doc: dict, field: str, text: str, warnings: list[dict], rt) -> dict:
     """Check the model's text, attach warnings and the notice, fit the budget."""
     from gsd_research.llm.tasks import guard_output
     from gsd_research.untrusted import NOTICE
 
+    max_tokens = rt.max_tokens
+    doc["metadata"]["cache_hit"] = _cache_hit(rt)
     guarded, out_warnings = guard_output(text, field)
     doc[field] = guarded
     all_warnings = warnings + out_warnings
@@ -138,6 +161,7 @@ def fetch(rt, url: str, focus: str | None, extract_: bool, page: int):
     from gsd_research.llm.tasks import source_warnings
     from gsd_research.untrusted import neutralize
 
+    check_echo(url + " " + (focus or ""), rt.max_tokens, "URL and --focus text")
     fetched = Fetcher(rt).fetch(url)
     markdown, title, hidden, method = page_markdown(fetched)
     if not markdown.strip() or (fetched.kind == "html" and len(markdown.split()) < 5):
@@ -158,7 +182,7 @@ def fetch(rt, url: str, focus: str | None, extract_: bool, page: int):
     if focus:
         doc["focus"] = focus
     doc["metadata"].update(meta)
-    return _finish(doc, "summary", text, warnings, rt.max_tokens)
+    return _finish(doc, "summary", text, warnings, rt)
 
 
 def chars_per_token(markdown: str) -> float:
@@ -199,8 +223,8 @@ def _extract_page(rt, doc: dict, markdown: str, page: int, warnings: list[dict])
     from gsd_research.untrusted import NOTICE, fence, neutralize, scan
 
     probe = dict(doc, content="", untrusted=NOTICE, injection_warnings=warnings, injection_flagged=True)
-    probe["metadata"] = dict(doc["metadata"], page=9999, pages=9999, next_page="--page 9999", tokens_used=99999,
-                             max_tokens=99999, truncated=False)
+    probe["metadata"] = dict(doc["metadata"], page=9999, pages=9999, cache_hit=False, next_page="--page 9999",
+                             tokens_used=99999, max_tokens=99999, truncated=False)
     room = rt.max_tokens - document_tokens(probe) - 60  # 60: the fence markers a flagged part gets
     if room < 50:
         raise UsageError(f"--max-tokens {rt.max_tokens} is too small to page through this content",
@@ -212,7 +236,7 @@ def _extract_page(rt, doc: dict, markdown: str, page: int, warnings: list[dict])
     part = parts[page - 1]
     flagged = bool(scan(part))
     doc["content"] = fence(part) if flagged else neutralize(part)
-    doc["metadata"].update({"page": page, "pages": len(parts)})
+    doc["metadata"].update({"page": page, "pages": len(parts), "cache_hit": _cache_hit(rt)})
     if page < len(parts):
         doc["metadata"]["next_page"] = f"--extract --page {page + 1} --max-tokens {rt.max_tokens}"
     if warnings:
@@ -232,13 +256,14 @@ def summarize(rt, source: str | None, focus: str | None):
     """Summarize FILE (text, Markdown, HTML, PDF, Office) or stdin ('-' or nothing)."""
     from gsd_research.llm.tasks import SYSTEM_SUMMARY, source_warnings, summary_prompt
 
+    check_echo(focus or "", rt.max_tokens, "--focus text")
     label, markdown, hidden = read_input(source)
     prompt = summary_prompt(_prepare(rt, markdown), focus, rt.max_tokens)
     text, meta = _model_text(rt, "summarize", prompt, SYSTEM_SUMMARY, markdown, focus)
     doc = {"source": label, "metadata": dict(meta, source_tokens=source_tokens(markdown))}
     if focus:
         doc["focus"] = focus
-    return _finish(doc, "summary", text, source_warnings(markdown, hidden), rt.max_tokens)
+    return _finish(doc, "summary", text, source_warnings(markdown, hidden), rt)
 
 
 @agent_command("analyze")
@@ -250,11 +275,12 @@ def analyze(rt, question: str, source: str | None):
 
     if not question.strip():
         raise UsageError("analyze needs a question", suggestions=['gsd-research analyze "What changed?" notes.md'])
+    check_echo(question, rt.max_tokens, "question")
     label, markdown, hidden = read_input(source)
     prompt = analyze_prompt(_prepare(rt, markdown), question, rt.max_tokens)
     text, meta = _model_text(rt, "analyze", prompt, SYSTEM_ANALYZE, markdown, question)
     doc = {"question": question, "source": label, "metadata": dict(meta, source_tokens=source_tokens(markdown))}
-    return _finish(doc, "answer", text, source_warnings(markdown, hidden), rt.max_tokens)
+    return _finish(doc, "answer", text, source_warnings(markdown, hidden), rt)
 
 
 # -- image ----------------------------------------------------------------------------------------
@@ -276,7 +302,10 @@ def image(rt, path: str, question: str | None):
     from gsd_research.llm import Router
     from gsd_research.llm.tasks import SYSTEM_IMAGE, output_tokens_for, words_for
 
+    check_echo(question or "", rt.max_tokens, "question")
     file = Path(path).expanduser()
+    if file.is_dir():
+        raise UsageError(f"{path} is a directory, not an image file", suggestions=["Pass one image file"])
     if not file.is_file():
         raise NotFound(f"No such image file: {path}", suggestions=["Check the path"])
     data = file.read_bytes()
@@ -302,7 +331,7 @@ def image(rt, path: str, question: str | None):
     doc = {"path": str(file), "question": question,
            "metadata": {"backend": gen.backend, "model": gen.model, "backends_tried": router.tried,
                         "mime_type": mime, "bytes": len(data)}}
-    return _finish(doc, "answer", gen.text, [], rt.max_tokens)
+    return _finish(doc, "answer", gen.text, [], rt)
 
 
 # -- web ------------------------------------------------------------------------------------------
@@ -339,6 +368,7 @@ def web(rt, query: tuple[str, ...]):
     text = " ".join(query).strip()
     if not text:
         raise UsageError("web needs a query", suggestions=['gsd-research web "latest stable Django release"'])
+    check_echo(text, rt.max_tokens)
     router = Router(rt)
     prompt = f"{text}\n\nAnswer in at most {words_for(rt.max_tokens)} words."
     gen = router.run("web", lambda b: b.generate(prompt, system=SYSTEM_WEB, search=True,
@@ -351,4 +381,4 @@ def web(rt, query: tuple[str, ...]):
                         "grounded": bool(sources), "search_queries": queries[:5], "usage": gen.usage}}
     if not sources:
         doc["metadata"]["note"] = "The model answered without searching: no sources to cite"
-    return _finish(doc, "answer", answer, [], rt.max_tokens)
+    return _finish(doc, "answer", answer, [], rt)

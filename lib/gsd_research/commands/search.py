@@ -206,20 +206,16 @@ def build_answer(rt, query: str, params: dict, answer: dict, failures: list[dict
         "max_results_sent": answer["max_results_sent"],
         "clamped": answer["max_results_sent"] != requested,
         "cache_hit": rt.http.upstream_requests == 0,
-        "untrusted": NOTICE,
-        "injection_warnings": warnings[:MAX_WARNINGS],
     }
     if summary_cut:
         meta["summary_truncated"] = True
-    if len(warnings) > MAX_WARNINGS:
-        meta["injection_warnings_more"] = len(warnings) - MAX_WARNINGS
     note = fallback_note(answer, failures)
     if note:
         meta["note"] = note
         meta["failures"] = failures
     if not results:
         meta["note"] = " ".join(filter(None, [note, "No results: rephrase the query or widen the filters."]))
-    return {
+    doc = {
         "query": query,
         "summary": summary,
         "summary_flagged": summary is not None and summary != answer.get("summary"),
@@ -227,8 +223,15 @@ def build_answer(rt, query: str, params: dict, answer: dict, failures: list[dict
         "depth": params["depth"] if answer["provider"] == "tavily" else None,
         "fetchedAt": answer["fetched_at"].astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "results": results,
-        "metadata": meta,
     }
+    if warnings:  # the contract of every command that returns external text (see untrusted.py)
+        doc["injection_flagged"] = True
+        doc["injection_warnings"] = warnings[:MAX_WARNINGS]
+        if len(warnings) > MAX_WARNINGS:
+            doc["injection_warnings_more"] = len(warnings) - MAX_WARNINGS
+    doc["untrusted"] = NOTICE
+    doc["metadata"] = meta
+    return doc
 
 
 def write_report(rt, env, plan, doc: dict) -> str:

@@ -48,9 +48,14 @@ def usage(rt, since: str | None):
                     "budget_usd": budget, "remaining_usd": None if budget is None else round(max(0.0, budget - spent), 6)}
     total_days = len(doc["days"])
     doc["metadata"] = {"ledger": str(usage_ledger.ledger_path()), "days_total": total_days,
-                       "days_returned": total_days, "max_tokens": rt.max_tokens, "truncated": False}
+                       "days_returned": total_days, "max_tokens": rt.max_tokens, "truncated": False,
+                       "tokens_used": rt.max_tokens}  # a placeholder as wide as the real figure
     while document_tokens(doc) > rt.max_tokens and doc["days"]:
         doc["days"].pop()  # oldest day first; totals still cover every day
         doc["metadata"].update(days_returned=len(doc["days"]), truncated=True)
-    doc["metadata"]["tokens_used"] = document_tokens(doc)
+    used = document_tokens(doc)
+    if used > rt.max_tokens:
+        raise UsageError(f"--max-tokens {rt.max_tokens} is too small for this answer ({used} needed)",
+                         suggestions=[f"Use --max-tokens {used + 100}"])
+    doc["metadata"]["tokens_used"] = used
     return doc

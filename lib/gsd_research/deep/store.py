@@ -118,7 +118,9 @@ class JobStore:
     def status(self, job_id: str) -> dict:
         doc = read_json(self.existing_dir(job_id) / "status.json")
         if doc is None:
-            raise JobNotFound(f"The status of job '{job_id}' is unreadable", suggestions=["gsd-research jobs list"])
+            raise JobNotFound(f"The status of job '{job_id}' is unreadable (damaged status.json)",
+                              suggestions=[f"Remove {self.dir(job_id)} and run the research again",
+                                           "gsd-research jobs list"])
         return doc
 
     def conversation(self, job_id: str) -> dict:

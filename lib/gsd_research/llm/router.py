@@ -58,9 +58,10 @@ class Router:
     def __init__(self, rt) -> None:
         self.rt = rt
         self.tried: list[dict] = []
+        self.errors: list[GsdError] = []
 
     def run(self, task: str, call: Callable[[Backend], Generation], *, need: str | None = None) -> Generation:
-        self.tried = []
+        self.tried, self.errors = [], []
         for name in chain_for(self.rt.config, task):
             backend = make_backend(self.rt, name)
             ok, why = backend.configured()
@@ -78,6 +79,7 @@ class Router:
             except GsdError as exc:
                 self.tried.append({"backend": name, "model": backend.model, "status": "failed",
                                    "code": exc.code, "reason": exc.message[:200]})
+                self.errors.append(exc)
                 continue
             self.tried.append({"backend": name, "model": generation.model, "status": "served"})
             return generation
@@ -85,6 +87,12 @@ class Router:
 
     def no_backend(self, task: str) -> GsdError:
         chain = chain_for(self.rt.config, task)
+        errors = getattr(self, "errors", [])
+        if len(errors) == 1 and all(t["status"] != "unhealthy" for t in self.tried):
+            only = errors[0]  # the one backend that could be tried failed: its error is the answer
+            return GsdError(f"{only.message} (no other backend of the {task} chain is configured)", code=only.code,
+                            suggestions=[*only.suggestions, "gsd-research doctor"], retry_after=only.retry_after,
+                            details={"tried": self.tried})
         if self.tried and all(t["status"] == "skipped" and "not set" in t.get("reason", "") for t in self.tried):
             hint = {"gemini": "GEMINI_API_KEY", "openai": "OPENAI_API_KEY", "ollama": "OLLAMA_HOST"}
             return GsdError(f"No model backend is configured for {task} (chain: {' -> '.join(chain)})",
