@@ -1,0 +1,205 @@
+"""Knowledge-base indexing benchmark: throughput cold/warm, incremental edits, embedding speed, peak RSS.
+
+Usage: python bench/kb_indexing.py [--part fastapi|mixed|embed|memory|all]
+Work files go to $KB_BENCH_DIR (default /tmp/gsd-kb-bench); nothing is written into the repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("GSD_SHARED_DIR", ROOT.parent / "shared"))
+WORK = Path(os.environ.get("KB_BENCH_DIR", "/tmp/gsd-kb-bench"))
+BIN = Path(sys.executable).parent
+SCIFACT = SHARED / "bench" / "scifact"
+
+
+def bench_env(name: str) -> dict:
+    """A private GSD_RESEARCH_HOME per scenario and a HOME with Chroma's model seeded (offline)."""
+    user_home = WORK / "userhome"
+    user_home.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, HOME=str(user_home), GSD_RESEARCH_HOME=str(WORK / f"home-{name}"))
+    subprocess.run(["bash", str(SHARED / "tools" / "seed-offline-models.sh")], env=env, check=True,
+                   capture_output=True)
+    return env
+
+
+def researcher(env: dict, *args: str) -> tuple[dict, float, int]:
+    """Run `researcher ARGS --json` as a fresh process: (answer, wall seconds, its own peak RSS in KiB)."""
+    started = time.perf_counter()
+    proc = subprocess.Popen([str(BIN / "researcher"), *args, "--json"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - started
+    try:
+        doc = json.loads(out.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise SystemExit(f"researcher {' '.join(args)} failed with status {proc.returncode}") from None
+    return doc, wall, usage.ru_maxrss
+
+
+def prepare_scifact(limit: int | None = None) -> Path:
+    """SciFact abstracts as Markdown files (title heading + abstract) under the work dir, never the repo."""
+    name = f"scifact-{limit or 'all'}"
+    folder = WORK / name
+    marker = folder / ".complete"
+    if marker.exists():
+        return folder
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    with gzip.open(SCIFACT / "corpus.jsonl.gz", "rt", encoding="utf-8") as fh:
+        for n, line in enumerate(fh):
+            if limit and n >= limit:
+                break
+            doc = json.loads(line)
+            (folder / f"{doc['_id']}.md").write_text(f"# {doc['title']}\n\n{doc['text']}\n", encoding="utf-8")
+    marker.write_text("ok")
+    return folder
+
+
+def index_figures(doc: dict, wall: float) -> dict:
+    r = doc["results"][0]
+    secs = r["elapsed_seconds"]
+    return {"documents": r["documents_indexed"], "fragments": r["fragments_created"], "failed": r["documents_failed"],
+            "skipped": r["documents_skipped"], "removed": r["documents_removed"], "pipeline_s": secs,
+            "process_s": round(wall, 2), "docs_per_s": round(r["documents_indexed"] / secs, 2) if secs else None,
+            "fragments_per_s": round(r["fragments_created"] / secs, 2) if secs else None}
+
+
+def snapshot(env: dict, repo: str) -> dict[str, tuple]:
+    db = Path(env["GSD_RESEARCH_HOME"]) / "repositories" / repo / "lexical.sqlite"
+    conn = sqlite3.connect(db)
+    rows = conn.execute("SELECT document_path, fragment_index, text FROM fragments ORDER BY 1, 2").fetchall()
+    conn.close()
+    out: dict[str, list] = {}
+    for path, _, text in rows:
+        out.setdefault(path, []).append(text)
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def corpus_run(name: str, source: Path, incremental: bool) -> dict:
+    env = bench_env(name)
+    shutil.rmtree(env["GSD_RESEARCH_HOME"], ignore_errors=True)
+    folder = WORK / f"{name}-copy"
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.copytree(source, folder)
+    researcher(env, "repo", "add", name, str(folder))
+    cold_doc, cold_wall, _ = researcher(env, "index", name)
+    warm_doc, warm_wall, _ = researcher(env, "index", name)
+    out = {"cold": index_figures(cold_doc, cold_wall), "warm": index_figures(warm_doc, warm_wall)}
+    out["warm_over_cold_pipeline"] = round(out["warm"]["pipeline_s"] / out["cold"]["pipeline_s"], 4)
+    out["warm_over_cold_process"] = round(warm_wall / cold_wall, 4)
+    if incremental:
+        out["incremental"] = incremental_run(env, name, folder)
+    return out
+
+
+def incremental_run(env: dict, name: str, folder: Path) -> dict:
+    before = snapshot(env, name)
+    files = sorted(p for p in folder.rglob("*.md"))
+    edited, deleted = files[10:15], files[20:25]
+    for p in edited:
+        p.write_text(p.read_text(encoding="utf-8") + "\n\nEdited paragraph for the incremental benchmark.\n")
+    for p in deleted:
+        p.unlink()
+    added = []
+    for i, src in enumerate(files[30:35]):
+        dst = folder / f"added-{i}.md"
+        dst.write_text("# Added page\n\n" + src.read_text(encoding="utf-8"), encoding="utf-8")
+        added.append(dst)
+    doc, wall, _ = researcher(env, "index", name)
+    after = snapshot(env, name)
+    rel = {p.relative_to(folder).as_posix() for p in edited + deleted + added}
+    changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
+    figures = index_figures(doc, wall)
+    return {**figures, "expected_changed": len(rel), "changed_in_index": len(changed),
+            "exactly_those": changed == rel}
+
+
+def _compare(ours, chroma, texts: list[str], rounds: int = 3) -> dict:
+    """Interleaved rounds (Chroma, ours, Chroma, ours, ...) on the same texts; median seconds of each."""
+    import statistics
+
+    import numpy as np
+
+    chroma(texts[:4])
+    ours.embed(texts[:4])
+    t_chroma, t_ours = [], []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        a = np.array(chroma(texts))
+        t_chroma.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        b = np.array(ours.embed(texts))
+        t_ours.append(time.perf_counter() - t0)
+    tc, to = statistics.median(t_chroma), statistics.median(t_ours)
+    return {"texts": len(texts), "mean_tokens": round(float(np.mean(ours.count_tokens(texts))), 1),
+            "rounds": rounds, "chroma_texts_per_s": round(len(texts) / tc, 2),
+            "ours_texts_per_s": round(len(texts) / to, 2), "speedup": round(tc / to, 2),
+            "max_abs_diff": float(np.abs(a - b).max())}
+
+
+def embed_run(n: int = 128) -> dict:
+    """Our batched dynamic-padding embedder vs Chroma's ONNXMiniLM_L6_V2 on the same texts: fastapi-docs
+    fragments (long, near the 256-token cap) and SciFact queries (short, where padding to 256 hurts most)."""
+    env = bench_env("embed")
+    os.environ["HOME"] = env["HOME"]
+    from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
+
+    from gsd_research.researcher.chunking import chunk_text
+    from gsd_research.researcher.gateways.embedding_gateway import DefaultEmbedder
+
+    ours, chroma = DefaultEmbedder(), ONNXMiniLM_L6_V2()
+    texts: list[str] = []
+    for p in sorted((SHARED / "bench" / "corpora" / "fastapi-docs").rglob("*.md")):
+        texts += [f.text for f in chunk_text(p.read_text(encoding="utf-8"), p.name, ours.count_tokens)]
+    fragments = texts[:: max(1, len(texts) // n)][:n]
+    queries = [json.loads(line)["text"] for line in
+               (SCIFACT / "queries-train.jsonl").read_text(encoding="utf-8").splitlines()][:n]
+    return {"fastapi_fragments": _compare(ours, chroma, fragments), "scifact_queries": _compare(ours, chroma, queries)}
+
+
+def memory_run() -> dict:
+    out = {}
+    for limit in (1000, None):
+        folder = prepare_scifact(limit)
+        name = f"scifact-{limit or 'all'}"
+        env = bench_env(name)
+        shutil.rmtree(env["GSD_RESEARCH_HOME"], ignore_errors=True)
+        researcher(env, "repo", "add", "scifact", str(folder), "--file-types", "md")
+        doc, wall, rss = researcher(env, "index", "scifact")
+        out[name] = {**index_figures(doc, wall), "peak_rss_mib": round(rss / 1024, 1)}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--part", default="all", choices=["fastapi", "mixed", "embed", "memory", "all"])
+    args = parser.parse_args()
+    WORK.mkdir(parents=True, exist_ok=True)
+    figures = {}
+    if args.part in ("embed", "all"):
+        figures["embedding"] = embed_run()
+    if args.part in ("fastapi", "all"):
+        figures["fastapi-docs"] = corpus_run("fastapi", SHARED / "bench" / "corpora" / "fastapi-docs", True)
+    if args.part in ("mixed", "all"):
+        figures["mixed-formats"] = corpus_run("mixed", SHARED / "bench" / "corpora" / "mixed-formats", False)
+    if args.part in ("memory", "all"):
+        figures["memory"] = memory_run()
+    print(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()

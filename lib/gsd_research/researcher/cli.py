@@ -1,0 +1,247 @@
+"""`researcher`: the knowledge-base command line, a thin shell over the service factory."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+import click
+
+from gsd_research.errors import GsdError, UsageError
+
+
+@dataclass
+class KbContext:
+    """Options of one call and the lazily built composition root."""
+
+    json: bool = False
+    pretty: bool = False
+    chroma_url: str | None = None
+    command: str | None = None
+    _factory: object = field(default=None, repr=False)
+
+    @property
+    def factory(self):
+        if self._factory is None:
+            from gsd_research.researcher.service_factory import ServiceFactory
+
+            self._factory = ServiceFactory(chroma_url=self.chroma_url)
+        return self._factory
+
+
+def _set(name: str):
+    def callback(ctx: click.Context, _param, value):
+        if value:
+            setattr(ctx.ensure_object(KbContext), name, value)
+        return value
+
+    return callback
+
+
+def kb_options(f):
+    f = click.option("--chroma-url", default=None, expose_value=False, callback=_set("chroma_url"),
+                     help="Use a Chroma server (http://host:port) instead of the embedded store.")(f)
+    f = click.option("--json-pretty", "pretty", is_flag=True, expose_value=False, callback=_set("pretty"),
+                     help="Indented JSON (implies --json).")(f)
+    f = click.option("--json", "json_", is_flag=True, expose_value=False, callback=_set("json"),
+                     help="One JSON document on stdout (for agents).")(f)
+    return f
+
+
+class KbCommand(click.Command):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        kb = ctx.ensure_object(KbContext)
+        kb.command = ctx.command_path.split(" ", 1)[1] if " " in ctx.command_path else self.name
+        return super().parse_args(ctx, args)
+
+
+def kb_command(group: click.Group, name: str, **kwargs):
+    def decorator(f):
+        f = click.pass_obj(f)
+        f = kb_options(f)
+        return group.command(name, cls=KbCommand, **kwargs)(f)
+
+    return decorator
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@kb_options
+def cli():
+    """Local knowledge base: index document folders (Markdown, text, PDF, DOCX, PPTX, XLSX, HTML) and
+    search them with hybrid (BM25 + vector) ranking. Human output by default, --json for agents."""
+
+
+@cli.group()
+def repo():
+    """Add, remove and list document repositories."""
+
+
+@cli.group("config")
+def config_group():
+    """Show, set and locate the configuration (GSD_RESEARCH_HOME/researcher.yaml)."""
+
+
+def _types(values: tuple[str, ...]) -> list[str] | None:
+    return list(values) or None
+
+
+@kb_command(repo, "add")
+@click.argument("name")
+@click.argument("path")
+@click.option("--file-types", multiple=True, help="Comma-separated types, e.g. md,pdf (default: all supported).")
+@click.option("--embedding-provider", type=click.Choice(["chromadb", "ollama", "openai"]), default=None)
+@click.option("--embedding-model", default=None)
+def repo_add(kb, name, path, file_types, embedding_provider, embedding_model):
+    """Add a repository NAME for the folder PATH."""
+    repo_cfg = kb.factory.repository_service.add_repository(name, path, _types(file_types), embedding_provider,
+                                                            embedding_model)
+    return {"repository": repo_cfg.model_dump()}
+
+
+@kb_command(repo, "remove")
+@click.argument("name")
+@click.option("--keep-index", is_flag=True, help="Keep the stored index data.")
+def repo_remove(kb, name, keep_index):
+    """Remove repository NAME (and its index data unless --keep-index)."""
+    factory = kb.factory
+    repo_cfg = factory.repository_service.get_repository(name)
+    if not keep_index:
+        factory.delete_index(repo_cfg)
+    factory.repository_service.remove_repository(name)
+    return {"removed": name, "index_deleted": not keep_index}
+
+
+@kb_command(repo, "list")
+def repo_list(kb):
+    """List the configured repositories."""
+    factory = kb.factory
+    repos = [{**r.model_dump(), "indexed": factory.is_indexed(r)} for r in factory.repository_service.list_repositories()]
+    return {"repositories": repos, "total": len(repos)}
+
+
+def _targets(kb, name: str | None):
+    service = kb.factory.repository_service
+    if name:
+        return [service.get_repository(name)]
+    repos = service.list_repositories()
+    if not repos:
+        raise GsdError("No repositories configured", code="NOT_FOUND",
+                       suggestions=["researcher repo add NAME PATH"])
+    return repos
+
+
+@kb_command(cli, "index")
+@click.argument("name", required=False)
+def index(kb, name):
+    """Index repository NAME (all repositories when omitted); only new or changed files are processed."""
+    from gsd_research.researcher.progress import index_with_progress
+
+    targets = _targets(kb, name)
+    dumped, failed = [], []
+    for repo_cfg in targets:
+        try:
+            dumped.append(index_with_progress(kb.factory.index_service(repo_cfg), repo_cfg.name).model_dump())
+        except GsdError as exc:
+            if name or len(targets) == 1:
+                raise
+            failed.append({"repository_name": repo_cfg.name, "error": exc.to_dict()})
+    if failed and not dumped:
+        raise GsdError("No repository could be indexed", code=failed[0]["error"]["code"],
+                       details={"failed": failed})
+    keys = ("documents_indexed", "documents_skipped", "documents_failed", "documents_removed", "fragments_created")
+    totals = {k: sum(d[k] for d in dumped) for k in keys}
+    out = {"results": dumped, "totals": totals}
+    if failed:
+        out["failed_repositories"] = failed
+    return out
+
+
+@kb_command(cli, "remove")
+@click.argument("name")
+@click.argument("document")
+def remove(kb, name, document):
+    """Remove DOCUMENT (a path inside the repository) from repository NAME's index."""
+    repo_cfg = kb.factory.repository_service.get_repository(name)
+    rel = kb.factory.index_service(repo_cfg).remove_document(document)
+    return {"repository": name, "removed": rel}
+
+
+@kb_command(cli, "search")
+@click.argument("query", nargs=-1)
+@click.option("--repo", "repo_name", default=None, help="Search only this repository.")
+@click.option("--fragments", "n_fragments", type=click.IntRange(0, 200), default=10, show_default=True)
+@click.option("--documents", "n_documents", type=click.IntRange(0, 100), default=5, show_default=True)
+@click.option("--mode", type=click.Choice(["hybrid", "vector", "lexical"]), default="hybrid", show_default=True,
+              help="hybrid: BM25 and vector scores fused (relative score fusion).")
+@click.option("--queries-file", type=click.Path(dir_okay=False, allow_dash=True), default=None,
+              help='JSON lines {"id": ..., "query": ...}; one JSON line out per query, in input order.')
+def search(kb, query, repo_name, n_fragments, n_documents, mode, queries_file):
+    """Search the indexed repositories for QUERY."""
+    from gsd_research.researcher import search_cmd
+
+    if queries_file:
+        if query:
+            raise UsageError("Give either QUERY or --queries-file, not both")
+        return search_cmd.run_batch(kb, queries_file, repo_name, n_fragments, n_documents, mode)
+    text = " ".join(query).strip()
+    if not text:
+        raise UsageError("search needs a QUERY", suggestions=['researcher search "how to configure X" --json'])
+    return search_cmd.run_one(kb, text, repo_name, n_fragments, n_documents, mode)
+
+
+@kb_command(cli, "status")
+@click.argument("name", required=False)
+def status(kb, name):
+    """Index statistics of repository NAME or of all repositories."""
+    factory = kb.factory
+    repos = [factory.repository_service.get_repository(name)] if name else factory.repository_service.list_repositories()
+    stats = [factory.index_service(r).get_stats().model_dump(mode="json") for r in repos]
+    return {"repositories": stats, "store": "server" if factory.chroma_url else "embedded"}
+
+
+@kb_command(config_group, "show")
+def config_show(kb):
+    """Display the configuration."""
+    factory = kb.factory
+    return {"path": str(factory.config_gateway.path), "config": factory.config.model_dump(mode="json")}
+
+
+@kb_command(config_group, "set")
+@click.argument("key")
+@click.argument("value")
+def config_set(kb, key, value):
+    """Set KEY (e.g. default_embedding_provider, chroma_url, repositories.NAME.file_types) to VALUE."""
+    from gsd_research.researcher.config_edit import set_key
+
+    return set_key(kb.factory.config_gateway, key, value)
+
+
+@kb_command(config_group, "path")
+def config_path(kb):
+    """Print the configuration file path."""
+    return {"path": str(kb.factory.config_gateway.path)}
+
+
+@kb_command(cli, "serve")
+@click.option("--port", type=click.IntRange(1, 65535), default=None, help="Serve MCP over HTTP on this port.")
+@click.option("--http", "http_", is_flag=True, help="Serve over HTTP on the configured mcp_port.")
+@click.option("--host", default="127.0.0.1", show_default=True)
+def serve(kb, port, http_, host):
+    """Run the MCP server (stdio by default, streamable HTTP with --port or --http)."""
+    from gsd_research.researcher.mcp_server import serve as run_server
+
+    if http_ and not port:
+        port = kb.factory.config.mcp_port
+    run_server(kb.factory, port=port, host=host)
+    return None
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Invoke the CLI; errors become the JSON envelope (--json) or a clear message on stderr."""
+    from gsd_research.researcher.edge import invoke
+
+    return invoke(cli, KbContext(), list(sys.argv[1:] if argv is None else argv))
+
+
+def main(argv: list[str] | None = None) -> None:
+    sys.exit(run(argv))

@@ -1,0 +1,80 @@
+"""Configuration models and their YAML file: GSD_RESEARCH_HOME/researcher.yaml."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError
+
+from gsd_research.errors import UsageError
+
+CONFIG_NAME = "researcher.yaml"
+DEFAULT_FILE_TYPES = ["md", "txt", "pdf", "docx", "pptx", "xlsx", "html"]
+PROVIDERS = ("chromadb", "ollama", "openai")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+
+
+class RepositoryConfig(BaseModel):
+    """Configuration for a single document repository."""
+
+    name: str
+    path: str
+    file_types: list[str] = Field(default_factory=lambda: list(DEFAULT_FILE_TYPES))
+    embedding_provider: str | None = None  # None: the config's default
+    embedding_model: str | None = None
+
+
+class ResearcherConfig(BaseModel):
+    """Top-level configuration for the researcher tool."""
+
+    repositories: list[RepositoryConfig] = Field(default_factory=list)
+    default_embedding_provider: str = "chromadb"
+    default_embedding_model: str | None = None
+    mcp_port: int = 8392
+    chroma_url: str | None = None  # a Chroma server (http://host:port) instead of the embedded store
+
+    def provider_of(self, repo: RepositoryConfig) -> tuple[str, str | None]:
+        provider = repo.embedding_provider or self.default_embedding_provider
+        model = repo.embedding_model or (self.default_embedding_model if provider != "chromadb" else None)
+        return provider, model
+
+
+def state_home() -> Path:
+    from gsd_research.config import home
+
+    return home()
+
+
+class ConfigGateway:
+    """Reads and writes researcher.yaml (atomically); a broken file is a clear usage error."""
+
+    def __init__(self, config_dir: Path | None = None) -> None:
+        self.config_dir = Path(config_dir) if config_dir else state_home()
+
+    @property
+    def path(self) -> Path:
+        return self.config_dir / CONFIG_NAME
+
+    def repositories_dir(self) -> Path:
+        return self.config_dir / "repositories"
+
+    def load(self) -> ResearcherConfig:
+        if not self.path.is_file():
+            return ResearcherConfig()
+        import yaml
+
+        try:
+            data = yaml.safe_load(self.path.read_text(encoding="utf-8")) or {}
+            return ResearcherConfig.model_validate(data)
+        except (yaml.YAMLError, OSError, UnicodeDecodeError, ValidationError) as exc:
+            raise UsageError(f"Cannot read {self.path}: {exc.__class__.__name__}: {str(exc)[:200]}",
+                             suggestions=[f"Fix or delete {self.path}"]) from None
+
+    def save(self, config: ResearcherConfig) -> None:
+        import yaml
+
+        from gsd_research.config import atomic_write_text
+
+        data = config.model_dump(mode="json")
+        atomic_write_text(self.path, yaml.safe_dump(data, sort_keys=False))

@@ -1,0 +1,50 @@
+"""`researcher config set KEY VALUE`: typed, validated edits of researcher.yaml."""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+from gsd_research.errors import UsageError
+from gsd_research.researcher.config import PROVIDERS, ConfigGateway
+
+TOP_KEYS = ("default_embedding_provider", "default_embedding_model", "mcp_port", "chroma_url")
+REPO_KEYS = ("path", "file_types", "embedding_provider", "embedding_model")
+
+
+def _value(raw: str):
+    import yaml
+
+    if raw.strip().lower() in ("", "null", "none", "~"):
+        return None
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return raw
+
+
+def set_key(gateway: ConfigGateway, key: str, raw: str) -> dict:
+    config = gateway.load()
+    value = _value(raw)
+    parts = key.split(".")
+    if len(parts) == 1 and key in TOP_KEYS:
+        target, field = config, key
+    elif len(parts) == 3 and parts[0] == "repositories" and parts[2] in REPO_KEYS:
+        from gsd_research.researcher.services.repository_service import RepositoryService, normalize_types
+
+        target, field = RepositoryService(gateway).get_repository(parts[1], config), parts[2]
+        if field == "file_types":
+            value = normalize_types(value if isinstance(value, list) else [str(value)])
+    else:
+        raise UsageError(f"Unknown configuration key '{key}'",
+                         suggestions=[*TOP_KEYS, "repositories.NAME.file_types"])
+    if field.endswith("embedding_provider") and value is not None and value not in PROVIDERS:
+        raise UsageError(f"Unknown embedding provider '{value}'", suggestions=list(PROVIDERS))
+    if isinstance(value, (int, float)) and field in ("default_embedding_model", "embedding_model", "chroma_url"):
+        value = str(value)
+    try:
+        setattr(target, field, value)
+        config = type(config).model_validate(config.model_dump(warnings=False))
+    except (ValidationError, ValueError) as exc:
+        raise UsageError(f"Invalid value for {key}: {str(exc).splitlines()[0][:200]}") from None
+    gateway.save(config)
+    return {"key": key, "value": value, "path": str(gateway.path)}

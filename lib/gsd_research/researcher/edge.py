@@ -1,0 +1,67 @@
+"""The one edge of `researcher`: exceptions to exit codes, payloads to JSON or human output."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from gsd_research.errors import GsdError
+
+
+def _wants_json(argv: list[str]) -> bool:
+    return "--json" in argv or "--json-pretty" in argv
+
+
+def _fail(kb, argv: list[str], error: dict, code: int) -> int:
+    from gsd_research.output import emit, failure
+
+    if kb.json or _wants_json(argv):
+        emit(failure(kb.command or "researcher", error), kb.pretty)
+    else:
+        from gsd_research.researcher.render import print_error
+
+        print_error(error)
+    return code
+
+
+def invoke(group: click.Group, kb, argv: list[str]) -> int:
+    try:
+        rv = group.main(args=argv, prog_name="researcher", standalone_mode=False, obj=kb)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        click.echo(exc.ctx.get_help() if exc.ctx else "", err=True)
+        return 2
+    except click.UsageError as exc:
+        hint = f"researcher {kb.command} --help" if kb.command else "researcher --help"
+        return _fail(kb, argv, {"code": "USAGE_ERROR", "message": exc.format_message(), "suggestions": [hint]}, 2)
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except (click.Abort, KeyboardInterrupt):
+        return _fail(kb, argv, {"code": "INTERRUPTED", "message": "Interrupted"}, 130)
+    except GsdError as exc:
+        return _fail(kb, argv, exc.to_dict(), exc.exit_code)
+    except Exception as exc:  # the last line of defence: never a traceback
+        from gsd_research.cli import _log_internal_error
+
+        _log_internal_error(exc)
+        return _fail(kb, argv, {"code": "INTERNAL_ERROR",
+                                "message": f"Unexpected {exc.__class__.__name__}: {str(exc)[:300]}",
+                                "suggestions": ["See GSD_RESEARCH_HOME/logs/errors.log"]}, 1)
+    if isinstance(rv, dict):
+        _print(kb, rv)
+    return 0
+
+
+def _print(kb, payload: dict) -> None:
+    from gsd_research.output import emit, success
+
+    if kb.json or kb.pretty:
+        emit(success(kb.command or "researcher", payload), kb.pretty)
+        return
+    from gsd_research.researcher.render import render
+
+    render(kb.command or "", payload)
+
+
+def stdout_isatty() -> bool:
+    return sys.stdout.isatty()

@@ -1,0 +1,1 @@
+"""Gateways: every piece of external I/O (filesystem, stores, converters, embedding backends)."""

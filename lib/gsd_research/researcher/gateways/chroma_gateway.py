@@ -1,0 +1,126 @@
+"""Chroma operations for one repository: an embedded persistent store or a Chroma server."""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+from urllib.parse import urlparse
+
+from gsd_research.errors import GsdError, NetworkError
+from gsd_research.researcher.models import FragmentWithEmbedding, SearchResult
+
+PAGE = 2000
+QUERY_BATCH = 16
+
+
+def collection_name(repository: str) -> str:
+    """A valid Chroma collection name for a repository (3-512 chars, alphanumeric ends)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "-", repository).strip("._-") or "repo"
+    return f"researcher-{safe}"
+
+
+def _client(persist_directory: Path | None, url: str | None):
+    for name in ("chromadb", "chromadb.telemetry"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    import chromadb
+    from chromadb.config import Settings
+
+    settings = Settings(anonymized_telemetry=False)
+    if url:
+        parsed = urlparse(url if "://" in url else "http://" + url)
+        try:
+            return chromadb.HttpClient(host=parsed.hostname or "127.0.0.1", port=parsed.port or 8000,
+                                       ssl=parsed.scheme == "https", settings=settings)
+        except Exception as exc:  # noqa: BLE001 - connection errors vary by version
+            raise NetworkError(f"Chroma server at {url} is unreachable ({exc.__class__.__name__})",
+                               suggestions=["Start it with: chroma run --path DIR --port 8000",
+                                            "Or drop --chroma-url to use the embedded store"]) from None
+    persist_directory.mkdir(parents=True, exist_ok=True)
+    return chromadb.PersistentClient(path=str(persist_directory), settings=settings)
+
+
+class ChromaGateway:
+    """Fragments of one repository in one collection; metadata carries document_path and fragment_index."""
+
+    def __init__(self, persist_directory: Path | None, collection: str, url: str | None = None) -> None:
+        self.persist_directory, self.url, self.collection_name = persist_directory, url, collection
+        self._client = None
+        self._collection = None
+
+    @property
+    def client(self):
+        if self._client is None:
+            self._client = _client(self.persist_directory, self.url)
+        return self._client
+
+    def get_or_create_collection(self, name: str | None = None):
+        if self._collection is None or (name and name != self.collection_name):
+            try:
+                self._collection = self.client.get_or_create_collection(
+                    name or self.collection_name, embedding_function=None,
+                    metadata={"hnsw:space": "cosine"})
+            except GsdError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                raise GsdError(f"Chroma store unavailable: {exc.__class__.__name__}: {str(exc)[:200]}",
+                               code="UPSTREAM_ERROR") from None
+        return self._collection
+
+    @property
+    def collection(self):
+        return self.get_or_create_collection()
+
+    def add_fragments_with_embeddings(self, fragments: list[FragmentWithEmbedding]) -> None:
+        if not fragments:
+            return
+        self.collection.upsert(ids=[f.id for f in fragments], documents=[f.text for f in fragments],
+                               metadatas=[f.metadata for f in fragments],
+                               embeddings=[f.embedding for f in fragments])
+
+    def query_with_embedding(self, query_embedding: list[float], n_results: int = 10) -> list[SearchResult]:
+        return self.query_many([query_embedding], n_results)[0]
+
+    def query_many(self, embeddings: list[list[float]], n_results: int = 10) -> list[list[SearchResult]]:
+        total = self.count()
+        if total == 0 or not embeddings:
+            return [[] for _ in embeddings]
+        out: list[list[SearchResult]] = []
+        for start in range(0, len(embeddings), QUERY_BATCH):  # Chroma's SQL variable limit
+            out.extend(self._query(embeddings[start:start + QUERY_BATCH], min(n_results, total)))
+        return out
+
+    def _query(self, embeddings: list[list[float]], n_results: int) -> list[list[SearchResult]]:
+        res = self.collection.query(query_embeddings=embeddings, n_results=n_results,
+                                    include=["documents", "metadatas", "distances"])
+        out = []
+        for ids, docs, metas, dists in zip(res["ids"], res["documents"], res["metadatas"], res["distances"], strict=False):
+            out.append([SearchResult(fragment_id=i, text=t or "", document_path=m.get("document_path", ""),
+                                     fragment_index=int(m.get("fragment_index", 0)), distance=float(d))
+                        for i, t, m, d in zip(ids, docs, metas, dists, strict=False)])
+        return out
+
+    def delete_by_document(self, document_path: str) -> None:
+        self.collection.delete(where={"document_path": document_path})
+
+    def delete_collection(self, name: str | None = None) -> None:
+        try:
+            self.client.delete_collection(name or self.collection_name)
+        except Exception:  # noqa: BLE001 - absent collection
+            pass
+        self._collection = None
+
+    def count(self) -> int:
+        return self.collection.count()
+
+    def get_all_document_paths(self) -> list[str]:
+        paths: set[str] = set()
+        offset = 0
+        while True:
+            page = self.collection.get(include=["metadatas"], limit=PAGE, offset=offset)
+            metas = page.get("metadatas") or []
+            paths.update(m.get("document_path", "") for m in metas if m)
+            if len(metas) < PAGE:
+                break
+            offset += PAGE
+        return sorted(paths)

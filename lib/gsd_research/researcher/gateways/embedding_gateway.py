@@ -1,0 +1,177 @@
+"""Embeddings: Chroma's default model (same ONNX weights, faster batching), Ollama or OpenAI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gsd_research.errors import GsdError, MissingApiKey, NetworkError, ProviderError, UsageError
+
+MODEL_FILES = ("config.json", "model.onnx", "special_tokens_map.json", "tokenizer_config.json",
+               "tokenizer.json", "vocab.txt")
+MAX_TOKENS = 256
+
+
+def chroma_model_dir() -> Path:
+    """Where Chroma's ONNXMiniLM_L6_V2 keeps its model (computed from HOME at call time)."""
+    return Path.home() / ".cache" / "chroma" / "onnx_models" / "all-MiniLM-L6-v2" / "onnx"
+
+
+def ensure_chroma_model() -> Path:
+    """The model directory, downloaded by Chroma itself when missing (its normal behaviour online)."""
+    folder = chroma_model_dir()
+    if all((folder / f).is_file() for f in MODEL_FILES):
+        return folder
+    try:
+        from chromadb.utils.embedding_functions.onnx_mini_lm_l6_v2 import ONNXMiniLM_L6_V2
+
+        ef = ONNXMiniLM_L6_V2()
+        ef.DOWNLOAD_PATH = folder.parent
+        ef._download_model_if_not_exists()
+    except Exception as exc:  # noqa: BLE001 - offline download failures come in many shapes
+        raise GsdError(
+            f"Chroma's default embedding model is not available and could not be downloaded "
+            f"({exc.__class__.__name__})", code="ENVIRONMENT_MISSING",
+            suggestions=[f"Connect to the internet once, or copy the all-MiniLM-L6-v2 ONNX files into {folder}",
+                         "researcher config set default_embedding_provider ollama"]) from None
+    return folder
+
+
+class DefaultEmbedder:
+    """all-MiniLM-L6-v2 exactly as Chroma computes it (truncate 256, mean-pool, L2-normalize), but
+    batched by length with dynamic padding instead of padding every text to 256 tokens. Batches of 8
+    keep the attention activations small: peak RSS of embedding alone 386 MiB vs 983 MiB at 32, and faster
+    on this 2-core machine (10.2 s vs 13.8 s for 160 SciFact abstracts at 16)."""
+
+    def __init__(self, batch_size: int = 8) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        folder = ensure_chroma_model()
+        self.batch_size = batch_size
+        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tokenizer.enable_truncation(max_length=MAX_TOKENS)
+        self.tokenizer.no_padding()
+        self.counter = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.counter.no_truncation()
+        self.counter.no_padding()
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.session = ort.InferenceSession(str(folder / "model.onnx"), sess_options=opts,
+                                            providers=ort.get_available_providers())
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        import numpy as np
+
+        encoded = self.tokenizer.encode_batch(list(texts))
+        order = sorted(range(len(texts)), key=lambda i: len(encoded[i].ids))
+        out = np.zeros((len(texts), 384), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start:start + self.batch_size]
+            width = max(len(encoded[i].ids) for i in idx)
+            ids = np.zeros((len(idx), width), dtype=np.int64)
+            mask = np.zeros((len(idx), width), dtype=np.int64)
+            for row, i in enumerate(idx):
+                n = len(encoded[i].ids)
+                ids[row, :n] = encoded[i].ids
+                mask[row, :n] = 1
+            hidden = self.session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                             "token_type_ids": np.zeros_like(ids)})[0]
+            m = mask[:, :, None].astype(hidden.dtype)
+            pooled = (hidden * m).sum(1) / np.clip(m.sum(1), 1e-9, None)
+            pooled = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+            out[idx] = pooled.astype(np.float32)
+        return out.tolist()
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        return [len(e.ids) for e in self.counter.encode_batch(list(texts), add_special_tokens=False)]
+
+
+class HttpEmbedder:
+    """Ollama (/api/embed) or OpenAI-compatible (/embeddings) embeddings over HTTP."""
+
+    def __init__(self, provider: str, model: str | None, config=None) -> None:
+        from gsd_research.config import Config
+
+        if not model:
+            raise UsageError(f"The {provider} embedding provider needs a model",
+                             suggestions=["researcher config set default_embedding_model nomic-embed-text"])
+        self.provider, self.model = provider, model
+        cfg = config or Config()
+        self.base_url = cfg.base_url(provider)
+        self.api_key = cfg.api_key(provider)
+        if provider == "openai" and not self.api_key:
+            raise MissingApiKey("OPENAI_API_KEY is not set", suggestions=["export OPENAI_API_KEY=..."])
+
+    def _post(self, url: str, body: dict) -> dict:
+        import requests
+
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        try:
+            resp = requests.post(url, json=body, headers=headers, timeout=(10, 120))
+        except requests.RequestException as exc:
+            raise NetworkError(f"{self.provider} embeddings unreachable at {self.base_url} "
+                               f"({exc.__class__.__name__})") from None
+        if resp.status_code in (401, 403):
+            raise GsdError(f"{self.provider} rejected the API key (HTTP {resp.status_code})",
+                           code="INVALID_API_KEY")
+        if resp.status_code != 200:
+            raise ProviderError(f"{self.provider} embeddings failed (HTTP {resp.status_code})")
+        try:
+            return resp.json()
+        except ValueError:
+            raise ProviderError(f"{self.provider} returned a malformed answer") from None
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        out: list[list[float]] = []
+        for start in range(0, len(texts), 64):
+            batch = list(texts[start:start + 64])
+            if self.provider == "ollama":
+                data = self._post(self.base_url + "/api/embed", {"model": self.model, "input": batch})
+                vectors = data.get("embeddings")
+            else:
+                data = self._post(self.base_url + "/embeddings", {"model": self.model, "input": batch})
+                items = sorted(data.get("data") or [], key=lambda d: d.get("index", 0))
+                vectors = [d.get("embedding") for d in items]
+            if not isinstance(vectors, list) or len(vectors) != len(batch):
+                raise ProviderError(f"{self.provider} returned {len(vectors or [])} embeddings for {len(batch)} texts")
+            out.extend(vectors)
+        return out
+
+
+class EmbeddingGateway:
+    """One embedding backend per repository; `signature` identifies the vector space."""
+
+    def __init__(self, provider: str = "chromadb", model: str | None = None, config=None) -> None:
+        if provider not in ("chromadb", "ollama", "openai"):
+            raise UsageError(f"Unknown embedding provider '{provider}'",
+                             suggestions=["Use one of: chromadb, ollama, openai"])
+        self.provider, self.model, self._config = provider, model, config
+        self._backend = None
+
+    @property
+    def signature(self) -> str:
+        return f"{self.provider}:{self.model or 'all-MiniLM-L6-v2'}"
+
+    @property
+    def backend(self):
+        if self._backend is None:
+            if self.provider == "chromadb":
+                self._backend = DefaultEmbedder()
+            else:
+                self._backend = HttpEmbedder(self.provider, self.model, self._config)
+        return self._backend
+
+    def embed_texts(self, texts: list[str]) -> list[list[float]]:
+        return self.backend.embed(texts) if texts else []
+
+    def embed_query(self, query: str) -> list[float]:
+        return self.embed_texts([query])[0]
+
+    def token_counter(self):
+        """A fragment-size counter in the model's own tokens when available locally."""
+        if self.provider == "chromadb":
+            return self.backend.count_tokens
+        from gsd_research.researcher.chunking import approx_counter
+
+        return approx_counter

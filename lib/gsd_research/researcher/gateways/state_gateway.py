@@ -1,0 +1,58 @@
+"""checksums.json (document checksums recorded after storage) and the write-ahead journal."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gsd_research.researcher.models import DocumentMetadata
+
+
+class StateGateway:
+    """Per-repository state files: `checksums.json`, `journal.json` (documents being written), `meta.json`."""
+
+    def __init__(self, repo_dir: Path) -> None:
+        self.repo_dir = Path(repo_dir)
+        self.checksums_path = self.repo_dir / "checksums.json"
+        self.journal_path = self.repo_dir / "journal.json"
+        self.meta_path = self.repo_dir / "meta.json"
+
+    def _read(self, path: Path, default):
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return default
+        except (OSError, ValueError):
+            return None  # corrupt: the caller rebuilds
+
+    def _write(self, path: Path, data) -> None:
+        from gsd_research.config import atomic_write_text
+
+        atomic_write_text(path, json.dumps(data, ensure_ascii=False, default=str))
+
+    def load_checksums(self) -> dict[str, DocumentMetadata] | None:
+        raw = self._read(self.checksums_path, {})
+        if raw is None:
+            return None
+        try:
+            return {k: DocumentMetadata.model_validate(v) for k, v in raw.items()}
+        except Exception:  # noqa: BLE001 - corrupt entries: rebuild
+            return None
+
+    def save_checksums(self, checksums: dict[str, DocumentMetadata]) -> None:
+        self._write(self.checksums_path, {k: v.model_dump(mode="json") for k, v in sorted(checksums.items())})
+
+    def load_journal(self) -> list[str]:
+        return list(self._read(self.journal_path, []) or [])
+
+    def write_journal(self, paths: list[str]) -> None:
+        self._write(self.journal_path, sorted(set(paths)))
+
+    def clear_journal(self) -> None:
+        self.journal_path.unlink(missing_ok=True)
+
+    def load_meta(self) -> dict:
+        return self._read(self.meta_path, {}) or {}
+
+    def save_meta(self, meta: dict) -> None:
+        self._write(self.meta_path, meta)

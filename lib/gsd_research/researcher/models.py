@@ -1,0 +1,98 @@
+"""Pydantic data models shared by every layer of the knowledge base."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+
+class DocumentMetadata(BaseModel):
+    """Metadata about an indexed document (one entry of checksums.json)."""
+
+    file_path: str
+    file_name: str
+    file_type: str
+    checksum: str
+    indexed_at: datetime
+    fragment_count: int
+
+
+class Fragment(BaseModel):
+    """A chunk of text from a document, as produced by chunking."""
+
+    text: str
+    document_path: str
+    fragment_index: int
+
+
+class FragmentForStorage(BaseModel):
+    """A fragment prepared for storage in the vector database."""
+
+    id: str
+    text: str
+    metadata: dict
+
+
+class FragmentWithEmbedding(BaseModel):
+    """A fragment with its computed embedding vector."""
+
+    id: str
+    text: str
+    metadata: dict
+    embedding: list[float]
+
+
+class SearchResult(BaseModel):
+    """One ranked fragment; `distance` is the cosine distance when the vector ranking saw it."""
+
+    fragment_id: str
+    text: str
+    document_path: str
+    fragment_index: int
+    distance: float | None = None
+    score: float = 0.0
+    repository: str = ""
+    match: str = "vector"  # vector | lexical | both
+
+
+class DocumentSearchResult(BaseModel):
+    """Search results grouped by document, best fragments first."""
+
+    document_path: str
+    top_fragments: list[SearchResult]
+    best_distance: float | None = None
+    score: float = 0.0
+    repository: str = ""
+
+
+class ChunkResult(BaseModel):
+    """Result of chunking a single document."""
+
+    document_path: str
+    fragments: list[Fragment]
+
+
+class IndexingResult(BaseModel):
+    """Summary of an indexing operation."""
+
+    repository_name: str = ""
+    documents_indexed: int = 0
+    documents_skipped: int = 0
+    documents_failed: int = 0
+    documents_removed: int = 0
+    fragments_created: int = 0
+    errors: list[str] = Field(default_factory=list)
+    elapsed_seconds: float = 0.0
+
+
+class IndexStats(BaseModel):
+    """Current state of a repository's index."""
+
+    repository_name: str
+    total_documents: int
+    total_fragments: int
+    last_indexed: datetime | None
+    path: str = ""
+    store: str = "embedded"
+    embedding_provider: str = "chromadb"

@@ -1,0 +1,106 @@
+"""The composition root: builds gateways and services per repository, lazily."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from gsd_research.researcher.config import ConfigGateway, RepositoryConfig, ResearcherConfig
+from gsd_research.researcher.services.repository_service import RepositoryService
+
+
+class ServiceFactory:
+    """Wires every dependency; `chroma_url` (option or config) selects a Chroma server over the embedded store."""
+
+    def __init__(self, config: ResearcherConfig | None = None, config_gateway: ConfigGateway | None = None,
+                 chroma_url: str | None = None) -> None:
+        self._config = config
+        self._config_gateway = config_gateway
+        self._chroma_url = chroma_url
+        self._embeddings: dict[tuple[str, str | None], object] = {}
+
+    @property
+    def config_gateway(self) -> ConfigGateway:
+        if self._config_gateway is None:
+            self._config_gateway = ConfigGateway()
+        return self._config_gateway
+
+    @property
+    def config(self) -> ResearcherConfig:
+        if self._config is None:
+            self._config = self.config_gateway.load()
+        return self._config
+
+    @property
+    def chroma_url(self) -> str | None:
+        return self._chroma_url or self.config.chroma_url
+
+    @property
+    def repository_service(self) -> RepositoryService:
+        return RepositoryService(self.config_gateway)
+
+    def repo_dir(self, repository: RepositoryConfig) -> Path:
+        return self.config_gateway.repositories_dir() / repository.name
+
+    def embedding_gateway(self, repository: RepositoryConfig):
+        from gsd_research.researcher.gateways.embedding_gateway import EmbeddingGateway
+
+        provider, model = self.config.provider_of(repository)
+        key = (provider, model)
+        if key not in self._embeddings:
+            self._embeddings[key] = EmbeddingGateway(provider, model)
+        return self._embeddings[key]
+
+    def chroma_factory(self, repository: RepositoryConfig):
+        def build():
+            from gsd_research.researcher.gateways.chroma_gateway import ChromaGateway, collection_name
+
+            return ChromaGateway(self.repo_dir(repository) / "chroma", collection_name(repository.name),
+                                 url=self.chroma_url)
+
+        return build
+
+    def lexical_gateway(self, repository: RepositoryConfig):
+        from gsd_research.researcher.gateways.lexical_gateway import LexicalGateway
+
+        return LexicalGateway(self.repo_dir(repository) / "lexical.sqlite")
+
+    def index_service(self, repository: RepositoryConfig):
+        from gsd_research.researcher.gateways.docling_gateway import DoclingGateway
+        from gsd_research.researcher.gateways.filesystem_gateway import FilesystemGateway
+        from gsd_research.researcher.gateways.state_gateway import StateGateway
+        from gsd_research.researcher.services.index_service import IndexService
+
+        embedding = self.embedding_gateway(repository)
+        docling = DoclingGateway(counter=_LazyCounter(embedding))
+        return IndexService(repository.name, FilesystemGateway(Path(repository.path)), docling, embedding,
+                            self.chroma_factory(repository), self.lexical_gateway(repository),
+                            StateGateway(self.repo_dir(repository)), repository.file_types,
+                            store_label="server" if self.chroma_url else "embedded")
+
+    def search_service(self, repository: RepositoryConfig):
+        from gsd_research.researcher.services.search_service import SearchService
+
+        return SearchService(repository.name, self.chroma_factory(repository), self.lexical_gateway(repository),
+                             self.embedding_gateway(repository))
+
+    def is_indexed(self, repository: RepositoryConfig) -> bool:
+        return (self.repo_dir(repository) / "checksums.json").is_file()
+
+    def delete_index(self, repository: RepositoryConfig) -> None:
+        """Remove a repository's stored index (its collection on a Chroma server too)."""
+        if self.chroma_url:
+            self.chroma_factory(repository)().delete_collection()
+        shutil.rmtree(self.repo_dir(repository), ignore_errors=True)
+
+
+class _LazyCounter:
+    """Token counter resolved on first use (so a warm re-index never loads the model)."""
+
+    def __init__(self, embedding) -> None:
+        self.embedding, self._fn = embedding, None
+
+    def __call__(self, texts: list[str]) -> list[int]:
+        if self._fn is None:
+            self._fn = self.embedding.token_counter()
+        return self._fn(texts)

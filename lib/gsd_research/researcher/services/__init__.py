@@ -1,0 +1,1 @@
+"""Services: the business logic of repositories, indexing and search, wired by the service factory."""

@@ -1,0 +1,263 @@
+"""The indexing pipeline: discovery → checksum → conversion → chunking → embedding → storage."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+
+from gsd_research.errors import NotFound
+from gsd_research.researcher import log
+from gsd_research.researcher.gateways.docling_gateway import ConversionError, DoclingGateway
+from gsd_research.researcher.gateways.embedding_gateway import EmbeddingGateway
+from gsd_research.researcher.gateways.filesystem_gateway import FilesystemGateway
+from gsd_research.researcher.gateways.lexical_gateway import LexicalGateway
+from gsd_research.researcher.gateways.state_gateway import StateGateway
+from gsd_research.researcher.models import (
+    ChunkResult,
+    DocumentMetadata,
+    Fragment,
+    FragmentWithEmbedding,
+    IndexingResult,
+    IndexStats,
+)
+
+BATCH_FRAGMENTS = 128
+BATCH_DOCUMENTS = 32
+Progress = Callable[[int, str], None]
+
+
+def fragment_id(document_path: str, index: int) -> str:
+    return hashlib.sha1(document_path.encode("utf-8")).hexdigest()[:16] + f":{index}"
+
+
+class IndexService:
+    """Indexes one repository incrementally; both stores are written before the checksum is recorded."""
+
+    def __init__(self, repository_name: str, filesystem_gateway: FilesystemGateway,
+                 docling_gateway: DoclingGateway, embedding_gateway: EmbeddingGateway,
+                 chroma_factory: Callable, lexical_gateway: LexicalGateway, state_gateway: StateGateway,
+                 file_types: list[str], store_label: str = "embedded") -> None:
+        self.name = repository_name
+        self.fs, self.docling, self.embedding = filesystem_gateway, docling_gateway, embedding_gateway
+        self._chroma_factory, self._chroma = chroma_factory, None
+        self.lexical, self.state, self.file_types, self.store_label = (lexical_gateway, state_gateway,
+                                                                        file_types, store_label)
+        self.checksums: dict[str, DocumentMetadata] = {}
+
+    @property
+    def chroma(self):
+        """The vector store, opened only when something must be written (a warm re-index never imports it)."""
+        if self._chroma is None:
+            self._chroma = self._chroma_factory()
+            self._verified = False
+            meta = self.state.load_meta()
+            if meta.get("embedding") != self.embedding.signature:
+                self.state.save_meta({**meta, "embedding": self.embedding.signature})
+        return self._chroma
+
+    def _verify_store(self) -> None:
+        """Once per run before writing: the vector store holds exactly what the checksums vouch for."""
+        if getattr(self, "_verified", False):
+            return
+        self._verified = True
+        if self.chroma.count() != sum(m.fragment_count for m in self.checksums.values()):
+            self._reconcile()
+
+    # -- recovery -------------------------------------------------------------------------------
+
+    def _load_state(self) -> None:
+        checksums = self.state.load_checksums()
+        meta = self.state.load_meta()
+        journal = self.state.load_journal()
+        if checksums is None or (meta.get("embedding") and meta["embedding"] != self.embedding.signature):
+            log.event("index.reset", repository=self.name, reason="corrupt state or embedding change")
+            self._reset()
+            checksums = {}
+        self.checksums = checksums
+        if journal:  # a crash while these documents were being written: drop whatever reached the stores
+            log.event("index.recover", repository=self.name, documents=len(journal))
+            self._delete_everywhere(journal)
+            for path in journal:
+                self.checksums.pop(path, None)
+            self.state.save_checksums(self.checksums)
+            self.state.clear_journal()
+        if self.lexical.count() != sum(m.fragment_count for m in self.checksums.values()):
+            self._reconcile()
+
+    def _reset(self) -> None:
+        self.chroma.delete_collection()
+        self._chroma = None
+        self.lexical.replace_documents(self.lexical.get_all_document_paths(), [])
+        self.state.save_checksums({})
+        self.state.clear_journal()
+
+    def _reconcile(self) -> None:
+        """Stores and checksums disagree: remove every document the checksums do not vouch for."""
+        stored = set(self.lexical.get_all_document_paths()) | set(self.chroma.get_all_document_paths())
+        orphans = sorted(stored - set(self.checksums))
+        if orphans:
+            self._delete_everywhere(orphans)
+        log.event("index.reconcile", repository=self.name, orphans=len(orphans))
+
+    def _delete_everywhere(self, paths: list[str]) -> None:
+        for start in range(0, len(paths), 500):
+            part = paths[start:start + 500]
+            self.chroma.collection.delete(where={"document_path": {"$in": part}})
+            self.lexical.replace_documents(part, [])
+
+    # -- pipeline -------------------------------------------------------------------------------
+
+    def plan(self) -> tuple[list[tuple[str, str]], list[str], int]:
+        """(changed or new files with checksums, deleted documents, unchanged count)."""
+        files = self.fs.list_files(self.file_types)
+        present = set(files)
+        deleted = sorted(p for p in self.checksums if p not in present)
+        todo, skipped = [], 0
+        for rel in files:
+            try:
+                digest = self.fs.compute_checksum(rel)
+            except OSError:
+                digest = "unreadable"
+            known = self.checksums.get(rel)
+            if known and known.checksum == digest:
+                skipped += 1
+            else:
+                todo.append((rel, digest))
+        return todo, deleted, skipped
+
+    def index_repository(self, progress: Progress | None = None,
+                         on_plan: Callable[[int], None] | None = None) -> IndexingResult:
+        started = time.perf_counter()
+        if not self.fs.base_path.is_dir():
+            raise NotFound(f"Repository folder is missing: {self.fs.base_path}",
+                           suggestions=[f"researcher repo remove {self.name}", "Restore the folder"])
+        self._load_state()
+        todo, deleted, skipped = self.plan()
+        result = IndexingResult(repository_name=self.name, documents_skipped=skipped)
+        if deleted:
+            self._remove(deleted)
+            result.documents_removed = len(deleted)
+        if on_plan:
+            on_plan(len(todo))
+        self._run(todo, result, progress)
+        result.elapsed_seconds = round(time.perf_counter() - started, 3)
+        log.event("index.done", repository=self.name, **result.model_dump(exclude={"errors"}))
+        return result
+
+    def _run(self, todo: list[tuple[str, str]], result: IndexingResult, progress: Progress | None) -> None:
+        batch: list[tuple[str, str, list[Fragment]]] = []
+        pending = 0
+        for rel, digest in todo:
+            fragments = self._convert(rel, digest, result)
+            if progress:
+                progress(1, rel)
+            if fragments is None:
+                continue
+            batch.append((rel, digest, fragments))
+            pending += len(fragments)
+            if pending >= BATCH_FRAGMENTS or len(batch) >= BATCH_DOCUMENTS:
+                self._store(batch, result)
+                batch, pending = [], 0
+        if batch:
+            self._store(batch, result)
+
+    def _convert(self, rel: str, digest: str, result: IndexingResult) -> list[Fragment] | None:
+        try:
+            if digest == "unreadable":
+                raise ConversionError(f"{rel}: cannot read")
+            doc = self.docling.convert(self.fs.absolute(rel), rel)
+            return self.docling.chunk(doc)
+        except ConversionError as exc:
+            result.documents_failed += 1
+            result.errors.append(str(exc))
+            log.event("index.failed", repository=self.name, document=rel, error=str(exc))
+            if rel in self.checksums:  # stale fragments of a file that no longer converts
+                self._remove([rel])
+            return None
+
+    def _store(self, batch: list[tuple[str, str, list[Fragment]]], result: IndexingResult) -> None:
+        texts = [f.text for _, _, frags in batch for f in frags]
+        vectors = self.embedding.embed_texts(texts)
+        paths = [rel for rel, _, _ in batch]
+        records, rows = [], []
+        it = iter(vectors)
+        for rel, digest, frags in batch:
+            for f in frags:
+                fid = fragment_id(rel, f.fragment_index)
+                meta = {"document_path": rel, "fragment_index": f.fragment_index,
+                        "file_type": Path(rel).suffix.lstrip(".").lower(), "checksum": digest}
+                records.append(FragmentWithEmbedding(id=fid, text=f.text, metadata=meta, embedding=next(it)))
+                rows.append((fid, f.text, rel, f.fragment_index))
+        self._verify_store()
+        self.state.write_journal(paths)
+        previously = [p for p in paths if p in self.checksums]
+        chroma = self.chroma
+        if previously:
+            chroma.collection.delete(where={"document_path": {"$in": previously}})
+        for start in range(0, len(records), 1000):
+            chroma.add_fragments_with_embeddings(records[start:start + 1000])
+        self.lexical.replace_documents(paths, rows)
+        now = datetime.now(timezone.utc)
+        for rel, digest, frags in batch:
+            self.checksums[rel] = DocumentMetadata(
+                file_path=rel, file_name=Path(rel).name, file_type=Path(rel).suffix.lstrip(".").lower(),
+                checksum=digest, indexed_at=now, fragment_count=len(frags))
+        self.state.save_checksums(self.checksums)
+        self.state.clear_journal()
+        result.documents_indexed += len(batch)
+        result.fragments_created += len(records)
+
+    def _remove(self, paths: list[str]) -> None:
+        self._verify_store()
+        self.state.write_journal(paths)
+        self._delete_everywhere(paths)
+        for p in paths:
+            self.checksums.pop(p, None)
+        self.state.save_checksums(self.checksums)
+        self.state.clear_journal()
+
+    # -- single documents -----------------------------------------------------------------------
+
+    def resolve(self, document_path: str) -> str:
+        """A repository-relative POSIX path from a relative or absolute path."""
+        p = Path(document_path).expanduser()
+        if p.is_absolute():
+            try:
+                return p.resolve().relative_to(self.fs.base_path.resolve()).as_posix()
+            except ValueError:
+                raise NotFound(f"{document_path} is not inside repository '{self.name}' ({self.fs.base_path})",
+                               code="DOCUMENT_NOT_FOUND") from None
+        return p.as_posix()
+
+    def index_file(self, document_path: str) -> ChunkResult:
+        self._load_state()
+        rel = self.resolve(document_path)
+        if not self.fs.file_exists(rel):
+            raise NotFound(f"No file {rel} in repository '{self.name}'", code="DOCUMENT_NOT_FOUND")
+        result = IndexingResult(repository_name=self.name)
+        digest = self.fs.compute_checksum(rel)
+        fragments = self._convert(rel, digest, result)
+        if fragments is None:
+            raise ConversionError(result.errors[0])
+        self._store([(rel, digest, fragments)], result)
+        return ChunkResult(document_path=rel, fragments=fragments)
+
+    def remove_document(self, document_path: str) -> str:
+        self._load_state()
+        rel = self.resolve(document_path)
+        if rel not in self.checksums:
+            raise NotFound(f"Document '{rel}' is not in the index of '{self.name}'", code="DOCUMENT_NOT_FOUND",
+                           suggestions=[f"researcher status {self.name}"])
+        self._remove([rel])
+        return rel
+
+    def get_stats(self) -> IndexStats:
+        checksums = self.state.load_checksums() or {}
+        last = max((m.indexed_at for m in checksums.values()), default=None)
+        return IndexStats(repository_name=self.name, total_documents=len(checksums),
+                          total_fragments=sum(m.fragment_count for m in checksums.values()),
+                          last_indexed=last, path=str(self.fs.base_path), store=self.store_label,
+                          embedding_provider=self.embedding.signature)

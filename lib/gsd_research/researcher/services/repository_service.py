@@ -1,0 +1,85 @@
+"""Repository CRUD: the named document folders the knowledge base indexes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gsd_research.errors import GsdError, NotFound, UsageError
+from gsd_research.researcher.config import NAME_RE, PROVIDERS, ConfigGateway, RepositoryConfig
+
+SUPPORTED_TYPES = ("md", "markdown", "txt", "text", "rst", "pdf", "docx", "pptx", "xlsx", "html", "htm",
+                   "csv", "adoc", "asciidoc", "odt", "xhtml")
+
+
+class RepositoryNotFound(NotFound):
+    code = "REPOSITORY_NOT_FOUND"
+
+
+def normalize_types(file_types: list[str] | None) -> list[str] | None:
+    if file_types is None:
+        return None
+    types = []
+    for raw in file_types:
+        for t in str(raw).split(","):
+            t = t.strip().lower().lstrip(".")
+            if t and t not in types:
+                types.append(t)
+    unknown = [t for t in types if t not in SUPPORTED_TYPES]
+    if unknown or not types:
+        raise UsageError(f"Unsupported file type(s): {', '.join(unknown) or '(none given)'}",
+                         suggestions=[f"Supported: {', '.join(SUPPORTED_TYPES)}"])
+    return types
+
+
+class RepositoryService:
+    """Adds, removes, lists and resolves repositories in researcher.yaml."""
+
+    def __init__(self, config_gateway: ConfigGateway) -> None:
+        self.config_gateway = config_gateway
+
+    def add_repository(self, name: str, path: str, file_types: list[str] | None = None,
+                       embedding_provider: str | None = None, embedding_model: str | None = None) -> RepositoryConfig:
+        if not NAME_RE.match(name or ""):
+            raise UsageError(f"Invalid repository name '{name}'",
+                             suggestions=["Use letters, digits, '.', '_' or '-' (at most 63 characters)"])
+        root = Path(path).expanduser()
+        if not root.exists():
+            raise GsdError(f"Path does not exist: {root}", code="NOT_FOUND",
+                           suggestions=["Give the folder that holds the documents"])
+        if not root.is_dir():
+            raise UsageError(f"Not a directory: {root}", suggestions=["Give a folder, not a file"])
+        if embedding_provider and embedding_provider not in PROVIDERS:
+            raise UsageError(f"Unknown embedding provider '{embedding_provider}'",
+                             suggestions=[f"Use one of: {', '.join(PROVIDERS)}"])
+        config = self.config_gateway.load()
+        if any(r.name == name for r in config.repositories):
+            raise UsageError(f"Repository '{name}' already exists",
+                             suggestions=[f"researcher repo remove {name}", "Choose another name"])
+        repo = RepositoryConfig(name=name, path=str(root.resolve()), embedding_provider=embedding_provider,
+                                embedding_model=embedding_model)
+        types = normalize_types(file_types)
+        if types:
+            repo.file_types = types
+        config.repositories.append(repo)
+        self.config_gateway.save(config)
+        return repo
+
+    def remove_repository(self, name: str) -> RepositoryConfig:
+        config = self.config_gateway.load()
+        repo = self.get_repository(name, config)
+        config.repositories = [r for r in config.repositories if r.name != name]
+        self.config_gateway.save(config)
+        return repo
+
+    def list_repositories(self) -> list[RepositoryConfig]:
+        return list(self.config_gateway.load().repositories)
+
+    def get_repository(self, name: str, config=None) -> RepositoryConfig:
+        config = config or self.config_gateway.load()
+        for repo in config.repositories:
+            if repo.name == name:
+                return repo
+        names = [r.name for r in config.repositories]
+        raise RepositoryNotFound(
+            f"Unknown repository '{name}'",
+            suggestions=names or ["researcher repo add NAME PATH"])

@@ -1,0 +1,81 @@
+"""Shared helpers of the researcher tests: offline model seeding, in-process CLI, sample repositories."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from contextlib import redirect_stdout
+from dataclasses import dataclass
+from pathlib import Path
+
+SHARED = Path(os.environ.get("GSD_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared"))
+MODEL_SRC = SHARED / "models" / "chroma" / "all-MiniLM-L6-v2" / "onnx"
+MIXED = SHARED / "bench" / "corpora" / "mixed-formats"
+
+
+def seed_model(home: Path | None = None) -> Path:
+    """Chroma's default model where Chroma looks under this test's HOME (symlinks to the offline copy)."""
+    dest = Path(home or os.environ["HOME"]) / ".cache" / "chroma" / "onnx_models" / "all-MiniLM-L6-v2" / "onnx"
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in MODEL_SRC.iterdir():
+        target = dest / f.name
+        if not target.exists():
+            target.symlink_to(f)
+    return dest
+
+
+@dataclass
+class KbResult:
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def json(self) -> dict:
+        lines = [line for line in self.stdout.splitlines() if line.strip()]
+        assert len(lines) == 1, f"expected one JSON document, got {self.stdout!r} / {self.stderr[-800:]}"
+        return json.loads(lines[0])
+
+    @property
+    def lines(self) -> list[dict]:
+        return [json.loads(line) for line in self.stdout.splitlines() if line.strip()]
+
+
+def kb(*args: str, stdin: str | None = None) -> KbResult:
+    """`researcher ARGS` in-process, through the same edge as the console script."""
+    from gsd_research.researcher.cli import run
+
+    out, err = io.StringIO(), io.StringIO()
+    old_in, old_err = sys.stdin, sys.stderr
+    sys.stdin, sys.stderr = io.StringIO(stdin or ""), err
+    try:
+        with redirect_stdout(out):
+            code = run(list(args))
+    finally:
+        sys.stdin, sys.stderr = old_in, old_err
+    result = KbResult(code, out.getvalue(), err.getvalue())
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr
+    return result
+
+
+DOCS = {
+    "guide/install.md": "# Installation\n\nInstall the widget toolkit with pip. It needs Python 3.10.\n\n"
+                        "## Troubleshooting\n\nIf the build fails with ERR_WIDGET_4711, delete the cache folder "
+                        "and run the installer again.\n",
+    "guide/cooking.md": "# Baking bread\n\nKnead the dough for ten minutes, let it rise for an hour, then bake "
+                        "it in a hot oven until the crust is golden brown.\n",
+    "notes/astronomy.txt": "The telescope revealed the rings of Saturn and the four largest moons of Jupiter.\n\n"
+                           "Stars twinkle because of turbulence in the atmosphere.\n",
+    "api/reference.md": "# API\n\n## configure_frobnicator\n\n`configure_frobnicator(level: int)` sets the "
+                        "frobnication level of the engine.\n\n```python\nconfigure_frobnicator(3)\n```\n",
+}
+
+
+def make_repo(root: Path, docs: dict[str, str] | None = None) -> Path:
+    for rel, text in (docs or DOCS).items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root

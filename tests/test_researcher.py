@@ -1,0 +1,329 @@
+"""researcher: the knowledge base end to end (embedded store and Chroma server), errors, incremental indexing."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.researcher_fixtures import MIXED, kb, make_repo, seed_model
+
+BIN = Path(sys.executable).parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def chroma_server(tmp_path_factory):
+    """A real Chroma server (`chroma run`), started and stopped by the tests."""
+    port = _free_port()
+    path = tmp_path_factory.mktemp("chroma-server")
+    proc = subprocess.Popen([str(BIN / "chroma"), "run", "--path", str(path), "--host", "127.0.0.1",
+                             "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(url + "/api/v2/heartbeat", timeout=1).read()
+            break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail("chroma server did not start")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture
+def model(home):
+    return seed_model()
+
+
+@pytest.fixture(params=["embedded", "server"])
+def store(request, model):
+    """Which vector store the scenario runs against; the server one is configured via `config set`."""
+    if request.param == "server":
+        url = request.getfixturevalue("chroma_server")
+        assert kb("config", "set", "chroma_url", url, "--json").code == 0
+    return request.param
+
+
+def _store_counts(name: str) -> tuple[int, int, int, set[str]]:
+    """(chroma fragments, lexical fragments, checksum fragments, checksum documents) of one repository."""
+    from gsd_research.researcher.service_factory import ServiceFactory
+
+    factory = ServiceFactory()
+    repo = factory.repository_service.get_repository(name)
+    chroma = factory.chroma_factory(repo)()
+    ids = chroma.collection.get(include=[])["ids"]
+    assert len(ids) == len(set(ids))
+    lexical = factory.lexical_gateway(repo)
+    checksums = json.loads((factory.repo_dir(repo) / "checksums.json").read_text())
+    assert set(chroma.get_all_document_paths()) == set(lexical.get_all_document_paths()) == \
+        {k for k, v in checksums.items() if v["fragment_count"]}
+    return chroma.count(), lexical.count(), sum(v["fragment_count"] for v in checksums.values()), set(checksums)
+
+
+def _top_doc(query: str, *extra: str) -> str:
+    res = kb("search", query, "--json", *extra)
+    assert res.code == 0, res.stdout
+    return res.json["documents"][0]["document_path"]
+
+
+def test_index_search_incremental_remove_on_both_stores(tmp_path, store):
+    name = f"docs-{store}-{os.getpid()}-{time.time_ns() % 10**6}"
+    root = make_repo(tmp_path / "repo")
+    assert kb("repo", "add", name, str(root), "--json").json["repository"]["name"] == name
+
+    first = kb("index", name, "--json").json["results"][0]
+    assert (first["documents_indexed"], first["documents_failed"]) == (4, 0)
+    assert first["fragments_created"] >= 4
+
+    answer = kb("search", "ERR_WIDGET_4711", "--json").json
+    assert answer["documents"][0]["document_path"] == "guide/install.md"
+    assert answer["fragments"][0]["match"] in ("lexical", "both")
+    assert "ERR_WIDGET_4711" in answer["fragments"][0]["text"]
+    assert answer["documents"][0]["absolute_path"] == str(root / "guide" / "install.md")
+    assert _top_doc("how do I make a loaf") == "guide/cooking.md"  # no shared word: the vector ranking
+    assert _top_doc("configure_frobnicator") == "api/reference.md"
+
+    again = kb("index", name, "--json").json["results"][0]
+    assert (again["documents_indexed"], again["documents_skipped"], again["fragments_created"]) == (0, 4, 0)
+
+    (root / "guide" / "cooking.md").write_text("# Sourdough\n\nFeed the sourdough starter every day.\n")
+    (root / "notes" / "astronomy.txt").unlink()
+    (root / "notes" / "new.md").write_text("# Gardening\n\nWater tomatoes in the morning.\n")
+    third = kb("index", name, "--json").json["results"][0]
+    assert (third["documents_indexed"], third["documents_removed"], third["documents_skipped"]) == (2, 1, 2)
+    assert _top_doc("sourdough starter") == "guide/cooking.md"
+    paths = {d["document_path"] for d in kb("search", "Saturn rings telescope", "--json").json["documents"]}
+    assert "notes/astronomy.txt" not in paths
+
+    chroma_n, lexical_n, checksum_n, documents = _store_counts(name)
+    assert chroma_n == lexical_n == checksum_n
+    assert documents == {"guide/install.md", "guide/cooking.md", "api/reference.md", "notes/new.md"}
+    status = kb("status", name, "--json").json["repositories"][0]
+    assert (status["total_documents"], status["total_fragments"]) == (4, chroma_n)
+    assert status["store"] == ("server" if store == "server" else "embedded")
+
+    removed = kb("remove", name, "guide/cooking.md", "--json")
+    assert removed.json["removed"] == "guide/cooking.md"
+    paths = {d["document_path"] for d in kb("search", "sourdough starter", "--json").json["documents"]}
+    assert "guide/cooking.md" not in paths
+    again = kb("remove", name, "guide/cooking.md", "--json")
+    assert (again.code, again.json["error"]["code"]) == (4, "DOCUMENT_NOT_FOUND")
+    assert _store_counts(name)[0] == _store_counts(name)[1]
+
+    gone = kb("repo", "remove", name, "--json")
+    assert gone.json["index_deleted"] is True
+    assert kb("repo", "list", "--json").json["total"] == 0
+
+
+def test_corrupt_and_unreadable_files_are_reported_and_the_rest_indexed(tmp_path, model):
+    root = make_repo(tmp_path / "repo", {"good.md": "# Good\n\nThe quokka smiles at visitors.\n"})
+    (root / "broken.pdf").write_bytes(b"%PDF-1.4\nthis is not really a pdf\x00\x01")
+    (root / "binary.txt").write_bytes(b"\x00\x01\x02garbage")
+    (root / "broken.docx").write_bytes(b"PK\x03\x04 not a zip")
+    kb("repo", "add", "r", str(root), "--json")
+
+    res = kb("index", "r", "--json")
+
+    assert res.code == 0
+    out = res.json["results"][0]
+    assert (out["documents_indexed"], out["documents_failed"]) == (1, 3)
+    assert {e.split(":")[0] for e in out["errors"]} == {"broken.pdf", "binary.txt", "broken.docx"}
+    assert _top_doc("quokka") == "good.md"
+    human = kb("index", "r")
+    assert human.code == 0 and "broken.pdf" in human.stdout  # retried (no checksum recorded) and reported again
+
+
+def test_rich_formats_convert_offline(tmp_path, model):
+    root = tmp_path / "repo"
+    root.mkdir()
+    for name in ("word_sample.docx", "example_01.html", "multi_page.pdf", "powerpoint_sample.pptx"):
+        (root / name).write_bytes((MIXED / name).read_bytes())
+    kb("repo", "add", "mixed", str(root), "--json")
+
+    out = kb("index", "mixed", "--json").json["results"][0]
+
+    assert (out["documents_indexed"], out["documents_failed"]) == (4, 0), out["errors"]
+    assert _top_doc("word processor history") == "multi_page.pdf"
+    assert _top_doc("cute duckling swimming in the lake") == "word_sample.docx"
+
+
+def test_queries_file_gives_one_line_per_query_in_order(tmp_path, model):
+    kb("repo", "add", "d", str(make_repo(tmp_path / "repo")), "--json")
+    kb("index", "d", "--json")
+    qfile = tmp_path / "q.jsonl"
+    qfile.write_text('{"id": "a", "query": "ERR_WIDGET_4711"}\nnot json\n{"id": 7, "query": "bake bread"}\n')
+
+    res = kb("search", "--queries-file", str(qfile), "--json", "--documents", "2", "--fragments", "1")
+
+    lines = res.lines
+    assert res.code == 0
+    assert [line["id"] for line in lines] == ["a", 2, 7]
+    assert lines[0]["documents"][0]["document_path"] == "guide/install.md"
+    assert lines[1]["error"]["code"] == "USAGE_ERROR"
+    assert lines[2]["documents"][0]["document_path"] == "guide/cooking.md"
+    assert len(lines[2]["documents"]) == 2 and len(lines[2]["fragments"]) == 1
+
+
+@pytest.mark.parametrize("args, code, error", [
+    (("repo", "add", "x", "/nonexistent/folder"), 4, "NOT_FOUND"),
+    (("repo", "add", "bad name!", "."), 2, "USAGE_ERROR"),
+    (("repo", "add", "x", ".", "--file-types", "exe"), 2, "USAGE_ERROR"),
+    (("repo", "remove", "ghost"), 4, "REPOSITORY_NOT_FOUND"),
+    (("index", "ghost"), 4, "REPOSITORY_NOT_FOUND"),
+    (("index",), 4, "NOT_FOUND"),
+    (("search", "anything"), 4, "NOT_FOUND"),
+    (("search",), 2, "USAGE_ERROR"),
+    (("search", "x", "--fragments", "-1"), 2, "USAGE_ERROR"),
+    (("remove", "ghost", "a.md"), 4, "REPOSITORY_NOT_FOUND"),
+    (("config", "set", "nonsense", "1"), 2, "USAGE_ERROR"),
+    (("config", "set", "default_embedding_provider", "bogus"), 2, "USAGE_ERROR"),
+    (("config", "set", "mcp_port", "not-a-port"), 2, "USAGE_ERROR"),
+    (("search", "--queries-file", "/nonexistent.jsonl"), 2, "USAGE_ERROR"),
+])
+def test_errors_are_clear_json_with_the_right_exit_status(args, code, error):
+    res = kb(*args, "--json")
+
+    assert res.code == code
+    assert res.json["success"] is False
+    assert res.json["error"]["code"] == error
+    assert res.json["error"]["message"]
+
+
+def test_errors_in_human_mode_go_to_stderr_without_json(tmp_path):
+    res = kb("repo", "remove", "ghost")
+
+    assert res.code == 4
+    assert res.stdout == ""
+    assert "Unknown repository 'ghost'" in res.stderr
+
+
+def test_duplicate_repository_and_missing_folder_after_add(tmp_path, model):
+    root = make_repo(tmp_path / "repo")
+    kb("repo", "add", "d", str(root), "--json")
+    dup = kb("repo", "add", "d", str(root), "--json")
+    assert (dup.code, dup.json["error"]["code"]) == (2, "USAGE_ERROR")
+    import shutil
+
+    shutil.rmtree(root)
+    res = kb("index", "d", "--json")
+    assert (res.code, res.json["error"]["code"]) == (4, "NOT_FOUND")
+
+
+def test_config_show_set_path(home):
+    path = kb("config", "path", "--json").json["path"]
+    assert path == str(home / "researcher.yaml")
+
+    assert kb("config", "set", "default_embedding_model", "nomic-embed-text", "--json").code == 0
+    assert kb("config", "set", "mcp_port", "9000", "--json").json["value"] == 9000
+
+    shown = kb("config", "show", "--json").json["config"]
+    assert shown["default_embedding_model"] == "nomic-embed-text"
+    assert shown["mcp_port"] == 9000
+    assert "mcp_port: 9000" in Path(path).read_text()
+
+
+def test_broken_config_file_is_a_clear_error(home):
+    (home / "researcher.yaml").write_text("repositories: [unclosed\n")
+
+    res = kb("repo", "list", "--json")
+
+    assert res.code == 2
+    assert "researcher.yaml" in res.json["error"]["message"]
+
+
+def test_help_and_repo_list_do_not_import_heavy_libraries(tmp_path):
+    code = ("import sys, json; from gsd_research.researcher.cli import run; run(['repo', 'list', '--json']); "
+            "heavy = [m for m in ('chromadb', 'docling', 'onnxruntime', 'tokenizers', 'mcp') if m in sys.modules]; "
+            "print(json.dumps(heavy))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    lines = proc.stdout.strip().splitlines()
+    assert json.loads(lines[0])["success"] is True
+    assert json.loads(lines[-1]) == []
+
+    started = time.perf_counter()
+    helped = subprocess.run([str(BIN / "researcher"), "--help"], capture_output=True, text=True, timeout=60)
+    assert helped.returncode == 0 and "search" in helped.stdout
+    assert time.perf_counter() - started < 2.0
+
+
+def test_human_search_output(tmp_path, model):
+    kb("repo", "add", "d", str(make_repo(tmp_path / "repo")), "--json")
+    kb("index", "d")
+
+    res = kb("search", "ERR_WIDGET_4711", "--repo", "d", "--fragments", "1")
+
+    assert res.code == 0
+    assert "guide/install.md" in res.stdout and "ERR_WIDGET_4711" in res.stdout
+    assert not res.stdout.lstrip().startswith("{")
+
+
+def test_warm_reindex_does_not_open_the_vector_store(tmp_path, model):
+    kb("repo", "add", "d", str(make_repo(tmp_path / "repo")), "--json")
+    kb("index", "d", "--json")
+    code = ("import sys, json; from gsd_research.researcher.cli import run; run(['index', 'd', '--json']); "
+            "print(json.dumps([m for m in ('chromadb', 'onnxruntime', 'docling') if m in sys.modules]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    lines = proc.stdout.strip().splitlines()
+    assert json.loads(lines[0])["results"][0]["documents_skipped"] == 4
+    assert json.loads(lines[-1]) == []
+
+
+def test_missing_model_offline_is_a_clear_error(tmp_path, home, monkeypatch):
+    import gsd_research.researcher.gateways.embedding_gateway as eg
+
+    def no_download(self):
+        raise OSError("network unreachable")
+
+    from chromadb.utils.embedding_functions.onnx_mini_lm_l6_v2 import ONNXMiniLM_L6_V2
+
+    monkeypatch.setattr(ONNXMiniLM_L6_V2, "_download_model_if_not_exists", no_download)
+    assert not eg.chroma_model_dir().exists()
+    kb("repo", "add", "d", str(make_repo(tmp_path / "repo")), "--json")
+
+    res = kb("index", "d", "--json")
+
+    assert res.code == 3
+    assert res.json["error"]["code"] == "ENVIRONMENT_MISSING"
+    assert "onnx" in res.json["error"]["suggestions"][0]
+
+
+def test_unreachable_chroma_server_is_a_network_error(tmp_path, model):
+    kb("repo", "add", "d", str(make_repo(tmp_path / "repo")), "--json")
+
+    res = kb("index", "d", "--chroma-url", "http://127.0.0.1:9", "--json")
+
+    assert (res.code, res.json["error"]["code"]) == (5, "NETWORK_ERROR")
+    assert "chroma run" in res.json["error"]["suggestions"][0]
+
+
+def test_index_all_reports_a_broken_repository_and_indexes_the_others(tmp_path, model):
+    import shutil
+
+    kb("repo", "add", "good", str(make_repo(tmp_path / "good", {"a.md": "# A\n\nalpha\n"})), "--json")
+    gone = make_repo(tmp_path / "gone", {"b.md": "# B\n\nbeta\n"})
+    kb("repo", "add", "gone", str(gone), "--json")
+    shutil.rmtree(gone)
+
+    res = kb("index", "--json")
+
+    assert res.code == 0
+    assert res.json["totals"]["documents_indexed"] == 1
+    assert res.json["failed_repositories"][0]["repository_name"] == "gone"
+    assert res.json["failed_repositories"][0]["error"]["code"] == "NOT_FOUND"

@@ -1,0 +1,338 @@
+"""researcher: chunking, rank fusion, embedding identity, HTTP embedders, MCP server, crash safety."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from unittest.mock import Mock
+
+import pytest
+
+from tests.researcher_fixtures import kb, make_repo, seed_model
+
+BIN = Path(sys.executable).parent
+
+
+# -- chunking ---------------------------------------------------------------------------------------
+
+def test_chunks_carry_heading_paths_and_respect_the_token_budget():
+    from gsd_research.researcher.chunking import approx_counter, chunk_text
+
+    text = "# Guide\n\nIntro.\n\n## Setup\n\n" + " ".join(f"word{i}." for i in range(400)) + \
+           "\n\n```python\nx = 1\n\ny = 2\n```\n\n## Usage\n\nCall it.\n"
+
+    frags = chunk_text(text, "g.md", approx_counter, max_tokens=100)
+
+    assert all(max(approx_counter([f.text])) <= 100 for f in frags)
+    assert [f.fragment_index for f in frags] == list(range(len(frags)))
+    assert frags[0].text.startswith("Guide\nIntro.")
+    assert any(f.text.startswith("Guide > Setup\nword") for f in frags[1:])
+    assert any("x = 1\n\ny = 2" in f.text for f in frags)  # a code fence is one block
+    assert "Call it." in frags[-1].text
+
+
+def test_plain_text_has_no_headings_and_empty_text_no_fragments():
+    from gsd_research.researcher.chunking import chunk_text
+
+    assert chunk_text("", "e.txt") == []
+    frags = chunk_text("# not a heading\n\nsecond paragraph", "t.txt", markdown=False)
+    assert frags[0].text == "# not a heading\n\nsecond paragraph"
+
+
+# -- fusion (gateways mocked, the seed's style) -----------------------------------------------------
+
+def _result(fid, path, distance=None, score=0.0, match="vector"):
+    from gsd_research.researcher.models import SearchResult
+
+    return SearchResult(fragment_id=fid, text=f"text {fid}", document_path=path, fragment_index=0,
+                        distance=distance, score=score, match=match)
+
+
+def test_hybrid_ranking_fuses_lexical_and_vector_lists():
+    from gsd_research.researcher.gateways.chroma_gateway import ChromaGateway
+    from gsd_research.researcher.gateways.embedding_gateway import EmbeddingGateway
+    from gsd_research.researcher.gateways.lexical_gateway import LexicalGateway
+    from gsd_research.researcher.services.search_service import SearchService
+
+    chroma = Mock(spec=ChromaGateway)
+    chroma.query_many.return_value = [[_result("both", "b.md", 0.2), _result("v1", "a.md", 0.3),
+                                       _result("v3", "c.md", 0.4)]]
+    lexical = Mock(spec=LexicalGateway)
+    lexical.search.return_value = [_result("exact", "id.md", score=9.0, match="lexical"),
+                                   _result("both", "b.md", score=8.0, match="lexical"),
+                                   _result("low", "low.md", score=1.0, match="lexical")]
+    embedding = Mock(spec=EmbeddingGateway)
+    embedding.embed_texts.return_value = [[0.0] * 3]
+    service = SearchService("r", lambda: chroma, lexical, embedding)
+
+    for fusion in ("rsf", "rrf"):
+        docs, frags = service.search_many(["q"], 5, 3, "hybrid", fusion=fusion)[0]
+
+        assert frags[0].fragment_id == "both"  # ranked high by both lists
+        assert frags[0].match == "both" and frags[0].distance == 0.2
+        assert {f.fragment_id for f in frags} == {"both", "v1", "exact", "v3", "low"}
+        assert docs[0].document_path == "b.md"
+        assert "id.md" in [d.document_path for d in docs]
+        assert all(d.repository == "r" for d in docs)
+    docs, _ = service.search_many(["q"], 5, 3, "hybrid")[0]
+    assert docs[0].score == pytest.approx(0.5 + 0.5 * 7 / 8)
+    vector_docs, _ = service.search_many(["q"], 4, 3, "vector")[0]
+    assert [d.document_path for d in vector_docs] == ["b.md", "a.md", "c.md"]
+    lexical_docs, _ = service.search_many(["q"], 4, 3, "lexical")[0]
+    assert [d.document_path for d in lexical_docs] == ["id.md", "b.md", "low.md"]
+
+
+def test_fts_query_keeps_identifiers_and_drops_stop_words():
+    from gsd_research.researcher.gateways.lexical_gateway import match_expression
+
+    assert match_expression("what is configure_frobnicator?") == '"configure_frobnicator"'
+    assert match_expression("the") == '"the"'
+    assert match_expression("...") is None
+    assert match_expression('say "hi"') == '"say" OR "hi"'
+
+
+# -- embeddings -------------------------------------------------------------------------------------
+
+def test_fast_embedder_vectors_are_identical_to_chromas_default(home):
+    import numpy as np
+    from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
+
+    from gsd_research.researcher.gateways.embedding_gateway import DefaultEmbedder
+
+    seed_model()
+    texts = ["short", "", "Ünïcödé ✓ 漢字", "a medium sentence about sourdough bread and ovens",
+             " ".join(["long"] * 400)]
+
+    ours = np.array(DefaultEmbedder().embed(texts))
+    theirs = np.array(ONNXMiniLM_L6_V2()(texts))
+
+    assert ours.shape == theirs.shape == (5, 384)
+    assert np.abs(ours - theirs).max() < 1e-5
+
+
+def test_the_offline_seed_script_puts_the_model_where_chroma_looks(home):
+    from gsd_research.researcher.gateways.embedding_gateway import MODEL_FILES, chroma_model_dir
+
+    subprocess.run(["bash", str(Path(__file__).resolve().parents[2] / "shared" / "tools" /
+                                "seed-offline-models.sh")], check=True, capture_output=True)
+
+    assert all((chroma_model_dir() / f).is_file() for f in MODEL_FILES)
+
+
+class _EmbedHandler(BaseHTTPRequestHandler):
+    seen: list = []
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.seen.append((self.path, self.headers.get("Authorization"), body))
+        if "fail" in body["model"]:
+            self.send_response(500)
+            self.end_headers()
+            return
+        vectors = [[float(t.count("quokka")), float(t.count("bread")), 1.0] for t in body["input"]]
+        if self.path.endswith("/api/embed"):
+            payload = {"embeddings": vectors}
+        else:
+            payload = {"data": [{"index": i, "embedding": v} for i, v in enumerate(vectors)]}
+        data = json.dumps(payload).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def embed_server(monkeypatch):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _EmbedHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _EmbedHandler.seen = []
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    monkeypatch.setenv("OLLAMA_HOST", url)
+    monkeypatch.setenv("OPENAI_BASE_URL", url + "/v1")
+    yield _EmbedHandler
+    server.shutdown()
+
+
+@pytest.mark.parametrize("provider", ["ollama", "openai"])
+def test_http_embedding_providers_index_and_search_without_leaking_the_key(tmp_path, home, embed_server,
+                                                                          monkeypatch, provider):
+    canary = "sk-canary-4f9a2b7c1d"
+    monkeypatch.setenv("OPENAI_API_KEY", canary)
+    root = make_repo(tmp_path / "repo", {"q.md": "# Quokka\n\nThe quokka smiles.\n",
+                                         "b.md": "# Bread\n\nBake the bread.\n"})
+    kb("repo", "add", "r", str(root), "--embedding-provider", provider, "--embedding-model", "m1", "--json")
+
+    out = kb("index", "r", "--json")
+    answer = kb("search", "quokka", "--mode", "vector", "--json")
+
+    assert out.json["results"][0]["documents_indexed"] == 2
+    assert answer.json["documents"][0]["document_path"] == "q.md"
+    paths = {p for p, _, _ in embed_server.seen}
+    assert paths == {"/api/embed"} if provider == "ollama" else {"/v1/embeddings"}
+    if provider == "openai":
+        assert {a for _, a, _ in embed_server.seen} == {f"Bearer {canary}"}
+    written = "".join(p.read_text(errors="ignore") for p in home.rglob("*") if p.is_file() and p.suffix != ".sqlite3")
+    assert canary not in out.stdout + answer.stdout + written
+
+
+def test_http_embedding_failures_are_clear(tmp_path, home, embed_server, monkeypatch):
+    root = make_repo(tmp_path / "repo", {"q.md": "# Quokka\n"})
+    kb("repo", "add", "o", str(root), "--embedding-provider", "openai", "--embedding-model", "m", "--json")
+    missing = kb("index", "o", "--json")
+    assert (missing.code, missing.json["error"]["code"]) == (3, "MISSING_API_KEY")
+
+    kb("repo", "add", "f", str(root), "--embedding-provider", "ollama", "--embedding-model", "fail", "--json")
+    failed = kb("index", "f", "--json")
+    assert (failed.code, failed.json["error"]["code"]) == (5, "UPSTREAM_ERROR")
+
+    monkeypatch.setenv("OLLAMA_HOST", "http://127.0.0.1:9")
+    kb("repo", "add", "n", str(root), "--embedding-provider", "ollama", "--embedding-model", "m", "--json")
+    down = kb("index", "n", "--json")
+    assert (down.code, down.json["error"]["code"]) == (5, "NETWORK_ERROR")
+
+
+# -- crash safety ----------------------------------------------------------------------------------
+
+def _consistent(name: str) -> tuple[int, set[str]]:
+    from gsd_research.researcher.service_factory import ServiceFactory
+
+    factory = ServiceFactory()
+    repo = factory.repository_service.get_repository(name)
+    chroma = factory.chroma_factory(repo)()
+    ids = chroma.collection.get(include=[])["ids"]
+    lexical = factory.lexical_gateway(repo)
+    checksums = json.loads((factory.repo_dir(repo) / "checksums.json").read_text())
+    assert len(ids) == len(set(ids)) == lexical.count() == sum(v["fragment_count"] for v in checksums.values())
+    assert set(chroma.get_all_document_paths()) == set(lexical.get_all_document_paths()) == set(checksums)
+    root = Path(repo.path)
+    for rel, meta in checksums.items():
+        import hashlib
+
+        assert hashlib.sha256((root / rel).read_bytes()).hexdigest() == meta["checksum"]
+    return len(ids), set(checksums)
+
+
+def test_kill_9_during_indexing_then_reindex_leaves_no_duplicates_or_orphans(tmp_path, home):
+    seed_model()
+    docs = {f"d{i:03}.md": f"# Note {i}\n\nNote number {i} mentions topic{i % 7} and item{i}.\n" for i in range(160)}
+    root = make_repo(tmp_path / "repo", docs)
+    kb("repo", "add", "c", str(root), "--json")
+    state = home / "repositories" / "c" / "checksums.json"
+    proc = subprocess.Popen([str(BIN / "researcher"), "index", "c", "--json"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=dict(os.environ))
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            if 0 < len(json.loads(state.read_text())) < len(docs):
+                break
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    partial = json.loads(state.read_text())
+    assert 0 < len(partial) < len(docs), "the kill did not land mid-indexing"
+
+    again = kb("index", "c", "--json").json["results"][0]
+
+    assert again["documents_skipped"] == len(partial)
+    assert again["documents_indexed"] == len(docs) - len(partial)
+    count, paths = _consistent("c")
+    assert paths == set(docs)
+    assert _top("item42") == "d042.md"
+
+
+def _top(query: str) -> str:
+    return kb("search", query, "--json").json["documents"][0]["document_path"]
+
+
+def test_crash_between_the_two_stores_is_recovered_from_the_journal(tmp_path, home, monkeypatch):
+    seed_model()
+    root = make_repo(tmp_path / "repo", {"a.md": "# A\n\nalpha text\n", "b.md": "# B\n\nbeta text\n"})
+    kb("repo", "add", "j", str(root), "--json")
+    kb("index", "j", "--json")
+    (root / "a.md").write_text("# A\n\nalpha rewritten with gamma\n")
+    from gsd_research.researcher.gateways.lexical_gateway import LexicalGateway
+
+    original = LexicalGateway.replace_documents
+
+    def crash(self, paths, rows):
+        if rows:
+            raise KeyboardInterrupt  # the process dies after Chroma was written, before the lexical index
+        return original(self, paths, rows)
+
+    monkeypatch.setattr(LexicalGateway, "replace_documents", crash)
+    assert kb("index", "j", "--json").code == 130
+    assert (home / "repositories" / "j" / "journal.json").exists()
+    monkeypatch.setattr(LexicalGateway, "replace_documents", original)
+
+    again = kb("index", "j", "--json").json["results"][0]
+
+    assert again["documents_indexed"] == 1
+    assert not (home / "repositories" / "j" / "journal.json").exists()
+    _consistent("j")
+    assert _top("gamma") == "a.md"
+
+
+# -- MCP ------------------------------------------------------------------------------------------
+
+def test_mcp_tools_over_the_library(tmp_path, home):
+    from gsd_research.researcher.mcp_server import KnowledgeBaseTools
+    from gsd_research.researcher.service_factory import ServiceFactory
+
+    seed_model()
+    root = make_repo(tmp_path / "repo")
+    kb("repo", "add", "d", str(root), "--json")
+    kb("index", "d", "--json")
+    tools = KnowledgeBaseTools(ServiceFactory())
+
+    assert tools.list_repositories()["repositories"][0]["name"] == "d"
+    assert tools.search_documents("ERR_WIDGET_4711")["documents"][0]["document_path"] == "guide/install.md"
+    assert "ERR_WIDGET_4711" in tools.search_fragments("ERR_WIDGET_4711", "d", 1)["fragments"][0]["text"]
+    (root / "late.md").write_text("# Late\n\nThe axolotl regrows limbs.\n")
+    assert tools.add_to_index("d", "late.md")["fragments"] == 1
+    assert tools.search_documents("axolotl")["documents"][0]["document_path"] == "late.md"
+    assert tools.remove_from_index("d", str(root / "late.md"))["removed"] == "late.md"
+    assert tools.get_index_status("d")["repositories"][0]["total_documents"] == 4
+    assert tools.search_fragments("x", "ghost")["error"]["code"] == "REPOSITORY_NOT_FOUND"
+    assert tools.add_to_index("d", "/etc/passwd")["error"]["code"] == "DOCUMENT_NOT_FOUND"
+
+
+def test_mcp_server_speaks_stdio(tmp_path, home):
+    proc = subprocess.Popen([str(BIN / "researcher"), "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, env=dict(os.environ))
+
+    def call(msg: dict) -> dict | None:
+        proc.stdin.write(json.dumps(msg) + "\n")
+        proc.stdin.flush()
+        if "id" not in msg:
+            return None
+        return json.loads(proc.stdout.readline())
+
+    try:
+        init = call({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                     "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                "clientInfo": {"name": "test", "version": "0"}}})
+        assert init["result"]["serverInfo"]["name"] == "researcher"
+        call({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        listed = call({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        names = {t["name"] for t in listed["result"]["tools"]}
+        assert names == {"add_to_index", "remove_from_index", "search_fragments", "search_documents",
+                         "list_repositories", "get_index_status"}
+        called = call({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                       "params": {"name": "list_repositories", "arguments": {}}})
+        assert '"repositories"' in called["result"]["content"][0]["text"]
+    finally:
+        proc.kill()
+        proc.wait()
