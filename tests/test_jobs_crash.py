@@ -16,7 +16,9 @@ def test_twenty_jobs_survive_ten_worker_kills_and_complete_exactly_once(fake, tm
     assert report["completed"] == 20 and report["listed_completed"] == 20
     assert report["answers_per_job"] == [1]  # one assistant message in every conversation
     assert report["remote_requests"] == 20 and report["ledger_calls"] == 20  # no job paid twice
-    assert report["corrupt_json"] == [] and report["json_files"] >= 60
+    # every job's conversation.json and status.json parsed (result-cache files come on top; a job killed
+    # between its commit point and the cache write is finished without caching its result)
+    assert report["corrupt_json"] == [] and report["json_files"] >= 40
     assert report["leftover_job_files"] == 0 and report["key_in_state"] is False
 
 
