@@ -105,10 +105,12 @@ def crash(server, home: Path, jobs: int = 20, kills: int = 10, seed: int = 1, jo
     kill_moments = []
     for _ in range(kills):
         time.sleep(rng.uniform(0.05, 0.6))
-        pid = live_worker_pid(home)
-        if pid is None:
+        pid = live_worker_pid(home, wait=10.0)
+        if pid is None:  # revived by an agent's next poll, or every job is done already
             gsd(env, "jobs", "list")
-            continue
+            pid = live_worker_pid(home, wait=10.0)
+            if pid is None:
+                break
         os.kill(pid, signal.SIGKILL)
         killed += 1
         kill_moments.append(round(time.monotonic() - started, 2))

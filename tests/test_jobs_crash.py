@@ -9,7 +9,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_twenty_jobs_survive_ten_worker_kills_and_complete_exactly_once(fake, tmp_path):
-    report = crash(fake, tmp_path / "crash-home", jobs=20, kills=10, seed=7, job_seconds=0.15)
+    report = crash(fake, tmp_path / "crash-home", jobs=20, kills=10, seed=7, job_seconds=1.0)  # long enough that all 10 kills land mid-queue
 
     assert report["kills"] == 10
     assert report["interruptions"] >= 1  # kills really landed while a job was running
