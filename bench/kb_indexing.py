@@ -1,6 +1,6 @@
 """Knowledge-base indexing benchmark: throughput cold/warm, incremental edits, embedding speed, peak RSS.
 
-Usage: python bench/kb_indexing.py [--part fastapi|mixed|embed|memory|all]
+Usage: python bench/kb_indexing.py [--part fastapi|mixed|embed|memory|chroma-memory|all] [--pairs N]
 Work files go to $KB_BENCH_DIR (default /tmp/gsd-kb-bench); nothing is written into the repository.
 """
 
@@ -171,22 +171,74 @@ def embed_run(n: int = 128) -> dict:
     return {"fastapi_fragments": _compare(ours, chroma, fragments), "scifact_queries": _compare(ours, chroma, queries)}
 
 
-def memory_run() -> dict:
-    out = {}
-    for limit in (1000, None):
-        folder = prepare_scifact(limit)
-        name = f"scifact-{limit or 'all'}"
-        env = bench_env(name)
-        shutil.rmtree(env["GSD_RESEARCH_HOME"], ignore_errors=True)
-        researcher(env, "repo", "add", "scifact", str(folder), "--file-types", "md")
-        doc, wall, rss = researcher(env, "index", "scifact")
-        out[name] = {**index_figures(doc, wall), "peak_rss_mib": round(rss / 1024, 1)}
+def memory_run(pairs: int = 2) -> dict:
+    """Cold index of the first 1,000 SciFact abstracts, then of all 5,183, as fresh processes; the pair
+    repeated `pairs` times (the machine is shared: each figure is reported, none averaged away)."""
+    out: dict[str, list] = {}
+    for _ in range(pairs):
+        for limit in (1000, None):
+            folder = prepare_scifact(limit)
+            name = f"scifact-{limit or 'all'}"
+            env = bench_env(name)
+            shutil.rmtree(env["GSD_RESEARCH_HOME"], ignore_errors=True)
+            researcher(env, "repo", "add", "scifact", str(folder), "--file-types", "md")
+            doc, wall, rss = researcher(env, "index", "scifact")
+            out.setdefault(name, []).append({**index_figures(doc, wall), "peak_rss_mib": round(rss / 1024, 1)})
+            print(json.dumps({name: out[name][-1]}), file=sys.stderr, flush=True)
+    out["all_minus_1000_mib"] = [round(b["peak_rss_mib"] - a["peak_rss_mib"], 1)
+                                 for a, b in zip(out["scifact-1000"], out["scifact-all"], strict=True)]
+    return out
+
+
+CHROMA_ALONE = """
+import hashlib, json, shutil, sqlite3, sys
+import numpy as np
+n, db, path = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+def rss():
+    d = {k: int(v.split()[0]) // 1024 for k, _, v in (ln.partition(":") for ln in open("/proc/self/status"))
+         if k in ("VmRSS", "VmHWM")}
+    return d
+rows = sqlite3.connect(db).execute("SELECT fragment_id, text, document_path, fragment_index FROM fragments "
+                                   "ORDER BY rowid LIMIT ?", (n,)).fetchall()
+shutil.rmtree(path, ignore_errors=True)
+import chromadb
+from chromadb.config import Settings
+col = chromadb.PersistentClient(path=path, settings=Settings(anonymized_telemetry=False)).get_or_create_collection(
+    "researcher-scifact", embedding_function=None, metadata={"hnsw:space": "cosine"})
+opened, rng = rss(), np.random.default_rng(0)
+for s in range(0, len(rows), 128):
+    part = rows[s:s + 128]
+    v = rng.standard_normal((len(part), 384)).astype(np.float32)
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    col.upsert(ids=[r[0] for r in part], embeddings=v.tolist(), documents=[r[1] for r in part],
+               metadatas=[{"document_path": r[2], "fragment_index": r[3], "file_type": "md",
+                           "checksum": hashlib.sha256(r[2].encode()).hexdigest()} for r in part])
+end = rss()
+print(json.dumps({"fragments": len(rows), "opened_mib": opened["VmRSS"], "peak_mib": end["VmHWM"],
+                  "growth_mib": end["VmHWM"] - opened["VmRSS"]}))
+"""
+
+
+def chroma_alone_run(pairs: int = 2) -> dict:
+    """Chroma alone, no product code: upsert the first 1,974 / all 10,314 SciFact fragments (the texts and
+    metadata the product stored, random unit vectors) in batches of 128, as fresh processes with
+    MALLOC_ARENA_MAX=2 (what the indexer sets); growth = peak RSS minus RSS after opening the store.
+    Needs the index of `--part memory` (its lexical.sqlite supplies the texts)."""
+    db = WORK / "home-scifact-all" / "repositories" / "scifact" / "lexical.sqlite"
+    env = dict(os.environ, MALLOC_ARENA_MAX="2")
+    out: dict[str, list] = {}
+    for _ in range(pairs):
+        for n in (1974, 10314):
+            proc = subprocess.run([sys.executable, "-c", CHROMA_ALONE, str(n), str(db), str(WORK / "chroma-alone")],
+                                  env=env, capture_output=True, text=True, check=True)
+            out.setdefault(str(n), []).append(json.loads(proc.stdout.strip().splitlines()[-1]))
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--part", default="all", choices=["fastapi", "mixed", "embed", "memory", "all"])
+    parser.add_argument("--part", default="all", choices=["fastapi", "mixed", "embed", "memory", "chroma-memory", "all"])
+    parser.add_argument("--pairs", type=int, default=2, help="memory: how many 1,000 / 5,183 pairs to run")
     args = parser.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
     figures = {}
@@ -197,7 +249,9 @@ def main() -> None:
     if args.part in ("mixed", "all"):
         figures["mixed-formats"] = corpus_run("mixed", SHARED / "bench" / "corpora" / "mixed-formats", False)
     if args.part in ("memory", "all"):
-        figures["memory"] = memory_run()
+        figures["memory"] = memory_run(args.pairs)
+    if args.part == "chroma-memory":
+        figures["chroma_alone"] = chroma_alone_run(args.pairs)
     print(json.dumps(figures, indent=2))
 
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from gsd_research.researcher.models import DocumentMetadata
 
+CHUNK = 256  # checksums.json entries encoded at once
+
 
 class StateGateway:
     """Per-repository state files: `checksums.json`, `journal.json` (documents being written), `meta.json`."""
@@ -40,7 +42,29 @@ class StateGateway:
             return None
 
     def save_checksums(self, checksums: dict[str, DocumentMetadata]) -> None:
-        self._write(self.checksums_path, {k: v.model_dump(mode="json") for k, v in sorted(checksums.items())})
+        """Rewrite checksums.json atomically, CHUNK entries at a time: the same bytes as `json.dumps` of
+        the whole mapping, but never the whole mapping dumped to dicts and one string at once (that
+        transient grew with every document, after every batch)."""
+        import os
+        import tempfile
+
+        path = self.checksums_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                keys = sorted(checksums)
+                fh.write("{")
+                for start in range(0, len(keys), CHUNK):  # json's C encoder, CHUNK entries at a time
+                    part = {k: checksums[k].model_dump(mode="json") for k in keys[start:start + CHUNK]}
+                    fh.write((", " if start else "") + json.dumps(part, ensure_ascii=False, default=str)[1:-1])
+                fh.write("}")
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
     def load_journal(self) -> list[str]:
         return list(self._read(self.journal_path, []) or [])
