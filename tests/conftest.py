@@ -89,8 +89,13 @@ class Result:
     @property
     def json(self) -> dict:
         lines = [line for line in self.stdout.splitlines() if line.strip()]
-        assert len(lines) == 1, f"expected one JSON document on stdout, got: {self.stdout!r}"
+        assert len(lines) == 1, f"expected one JSON document on stdout, got: {self.stdout!r} / {self.stderr[-800:]}"
         return json.loads(lines[0])
+
+    @property
+    def lines(self) -> list[dict]:
+        """One JSON document per line (`researcher search --queries-file --json`)."""
+        return [json.loads(line) for line in self.stdout.splitlines() if line.strip()]
 
 
 @pytest.fixture

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import io
-import json
 import os
 import sys
 from contextlib import redirect_stdout
-from dataclasses import dataclass
 from pathlib import Path
+
+from tests.conftest import Result
 
 SHARED = Path(os.environ.get("GSD_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared"))
 MODEL_SRC = SHARED / "models" / "chroma" / "all-MiniLM-L6-v2" / "onnx"
@@ -26,21 +26,7 @@ def seed_model(home: Path | None = None) -> Path:
     return dest
 
 
-@dataclass
-class KbResult:
-    code: int
-    stdout: str
-    stderr: str
-
-    @property
-    def json(self) -> dict:
-        lines = [line for line in self.stdout.splitlines() if line.strip()]
-        assert len(lines) == 1, f"expected one JSON document, got {self.stdout!r} / {self.stderr[-800:]}"
-        return json.loads(lines[0])
-
-    @property
-    def lines(self) -> list[dict]:
-        return [json.loads(line) for line in self.stdout.splitlines() if line.strip()]
+KbResult = Result  # the same result shape as gsd-research's `cli` fixture
 
 
 def kb(*args: str, stdin: str | None = None) -> KbResult:

@@ -9,33 +9,11 @@ import pytest
 
 from gsd_research import reports
 from gsd_research.errors import GsdError, UsageError
-from gsd_research.providers import keyless
-from tests.fakes.tavily import FakeKeyless, generated_results
+from tests.fakes.tavily import generated_results
+from tests.search.conftest import KEY
 
-KEY = "tvly-canary-XXXX-77c1"
 CITATION = re.compile(r"(?<!\\)\[(\d+)\]")
 SOURCE_LINE = re.compile(r"^- \[(\d+)\] ", re.M)
-
-
-@pytest.fixture(autouse=True)
-def workdir(tmp_path, monkeypatch) -> Path:
-    folder = tmp_path / "project"
-    folder.mkdir()
-    monkeypatch.chdir(folder)
-    return folder
-
-
-@pytest.fixture(autouse=True)
-def kl(monkeypatch) -> FakeKeyless:
-    fake_backend = FakeKeyless()
-    monkeypatch.setattr(keyless, "make_backend", lambda cfg: fake_backend)
-    return fake_backend
-
-
-@pytest.fixture
-def tavily(fake, monkeypatch):
-    monkeypatch.setenv("TAVILY_API_KEY", KEY)
-    return fake
 
 
 def split_report(text: str) -> tuple[str, str]:

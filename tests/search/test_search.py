@@ -7,35 +7,10 @@ import json
 import pytest
 import requests
 
-from gsd_research.providers import keyless
 from gsd_research.providers.tavily import clamp_max_results
 from gsd_research.untrusted import FENCE_CLOSE, FENCE_OPEN, NOTICE
 from tests.conftest import assert_no_traceback
-from tests.fakes.tavily import FakeKeyless
-
-KEY = "tvly-canary-XXXX-3f9a"
-
-
-@pytest.fixture(autouse=True)
-def workdir(tmp_path, monkeypatch):
-    folder = tmp_path / "project"
-    folder.mkdir()
-    monkeypatch.chdir(folder)
-    return folder
-
-
-@pytest.fixture(autouse=True)
-def kl(monkeypatch) -> FakeKeyless:
-    """No test reaches the real ddgs library: the keyless boundary is a fake."""
-    fake_backend = FakeKeyless()
-    monkeypatch.setattr(keyless, "make_backend", lambda cfg: fake_backend)
-    return fake_backend
-
-
-@pytest.fixture
-def tavily(fake, monkeypatch):
-    monkeypatch.setenv("TAVILY_API_KEY", KEY)
-    return fake
+from tests.search.conftest import KEY
 
 
 def configure(home, text: str) -> None:
