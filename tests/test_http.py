@@ -322,3 +322,15 @@ def test_every_http_error_says_what_to_do(status):
     with pytest.raises(GsdError) as info:
         raise_for_status("tavily", response, key_hint="TAVILY_API_KEY")
     assert info.value.suggestions, info.value.to_dict()
+
+
+def test_cache_backend_for_answers_stored_outside_request_is_none_when_off_or_broken(echo, fake):
+    cache_file().parent.mkdir(parents=True, exist_ok=True)
+    cache_file().write_bytes(b"this is not a sqlite database" * 100)
+    broken = client()
+    broken.request("test", "GET", echo, ttl=60)  # finds the damage and goes uncached
+
+    assert broken.cache_broken and broken.cache_backend() is None
+    assert HttpClient(Config({"cache": {"backend": "off"}})).cache_backend() is None
+    cache_file().unlink()
+    assert client().cache_backend() is not None

@@ -168,7 +168,7 @@ class Fetcher:
 
     def _get(self, url: str):
         """A cached 200 if there is one, else a streamed request (cached afterwards when within the cap)."""
-        if not self.rt.no_cache:
+        if not self.rt.no_cache and self._cache() is not None:
             try:
                 cached = self.rt.http.session.request("GET", url, only_if_cached=True, expire_after=self.ttl,
                                                       allow_redirects=False)
@@ -222,7 +222,14 @@ class Fetcher:
             resp._content, resp._content_consumed = body, True
             from datetime import datetime, timedelta, timezone
 
-            expires = datetime.now(timezone.utc) + timedelta(seconds=self.ttl)
-            self.rt.http.session.cache.save_response(resp, expires=expires)
+            cache = self._cache()
+            if cache is not None:
+                cache.save_response(resp, expires=datetime.now(timezone.utc) + timedelta(seconds=self.ttl))
         except Exception:  # noqa: BLE001 - caching is an optimisation, never a failure
             pass
+
+    def _cache(self):
+        try:
+            return self.rt.http.cache_backend()
+        except Exception:  # noqa: BLE001 - a cache problem means a fresh request
+            return None

@@ -269,6 +269,14 @@ class HttpClient:
                 self._session.headers["User-Agent"] = USER_AGENT
         return self._session
 
+    def cache_backend(self):
+        """The shared cache's backend for answers stored outside `request` (streamed pages, ddgs),
+        or None when the cache is off or broken for this call."""
+        if self.cache_off:
+            return None
+        session = self.session
+        return None if self.cache_broken else session.cache
+
     def _degrade(self, exc: BaseException) -> None:
         """Bypass the cache for the rest of this call and say why on stderr (never on stdout)."""
         if self.cache_broken is None:

@@ -141,10 +141,9 @@ class Keyless:
 
     def _cache(self):
         try:
-            cache = self.http.session.cache
+            return self.http.cache_backend()
         except Exception:  # noqa: BLE001 - no cache is a slower search, not a failed one
             return None
-        return None if getattr(self.http, "cache_broken", None) else cache
 
     def _record(self, kind: str) -> None:
         """Count a hit or miss in the shared cache statistics, where the HTTP layer keeps them."""
