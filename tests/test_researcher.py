@@ -278,7 +278,7 @@ def test_warm_reindex_does_not_open_the_vector_store(tmp_path, model):
     kb("repo", "add", "d", str(make_repo(tmp_path / "repo")), "--json")
     kb("index", "d", "--json")
     code = ("import sys, json; from gsd_research.researcher.cli import run; run(['index', 'd', '--json']); "
-            "print(json.dumps([m for m in ('chromadb', 'onnxruntime', 'docling') if m in sys.modules]))")
+            "print(json.dumps([m for m in ('chromadb', 'onnxruntime', 'docling', 'numpy') if m in sys.modules]))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     lines = proc.stdout.strip().splitlines()
     assert json.loads(lines[0])["results"][0]["documents_skipped"] == 4

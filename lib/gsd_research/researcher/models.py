@@ -81,6 +81,7 @@ class IndexingResult(BaseModel):
     documents_skipped: int = 0
     documents_failed: int = 0
     documents_removed: int = 0
+    documents_resumed: int = 0  # embedded by an interrupted run, taken from its spool (counted in indexed too)
     fragments_created: int = 0
     errors: list[str] = Field(default_factory=list)
     elapsed_seconds: float = 0.0

@@ -68,14 +68,17 @@ class ServiceFactory:
     def index_service(self, repository: RepositoryConfig):
         from gsd_research.researcher.gateways.docling_gateway import DoclingGateway
         from gsd_research.researcher.gateways.filesystem_gateway import FilesystemGateway
+        from gsd_research.researcher.gateways.spool_gateway import SpoolGateway
         from gsd_research.researcher.gateways.state_gateway import StateGateway
         from gsd_research.researcher.services.index_service import IndexService
 
         embedding = self.embedding_gateway(repository)
         docling = DoclingGateway(counter=_LazyCounter(embedding))
+        spool = SpoolGateway(self.repo_dir(repository) / "spool.jsonl",
+                             recipe=f"{embedding.signature}|max_tokens={docling.max_tokens}")
         return IndexService(repository.name, FilesystemGateway(Path(repository.path)), docling, embedding,
                             self.chroma_factory(repository), self.lexical_gateway(repository),
-                            StateGateway(self.repo_dir(repository)), repository.file_types,
+                            StateGateway(self.repo_dir(repository)), repository.file_types, spool,
                             store_label="server" if self.chroma_url else "embedded")
 
     def search_service(self, repository: RepositoryConfig):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".mypy_cache"}
@@ -15,18 +16,29 @@ class FilesystemGateway:
     def __init__(self, base_path: Path) -> None:
         self.base_path = Path(base_path)
 
-    def list_files(self, file_types: list[str]) -> list[str]:
-        """Relative paths of matching files, sorted; hidden and tool directories are skipped."""
-        suffixes = {"." + t.lower().lstrip(".") for t in file_types}
-        found: list[str] = []
+    def iter_files(self, file_types: list[str]) -> Iterator[str]:
+        """Relative paths of matching files, streamed in a stable order (each directory's files sorted,
+        then its subdirectories); hidden and tool directories are skipped."""
+        suffixes = self._suffixes(file_types)
         for root, dirs, files in os.walk(self.base_path):
             dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
-            for name in files:
-                if name.startswith(".") or Path(name).suffix.lower() not in suffixes:
-                    continue
-                full = Path(root) / name
-                found.append(full.relative_to(self.base_path).as_posix())
-        return sorted(found)
+            for name in sorted(files):
+                if not name.startswith(".") and Path(name).suffix.lower() in suffixes:
+                    yield (Path(root) / name).relative_to(self.base_path).as_posix()
+
+    def count_files(self, file_types: list[str]) -> int:
+        return sum(1 for _ in self.iter_files(file_types))
+
+    def includes(self, rel: str, file_types: list[str]) -> bool:
+        """Whether `iter_files` would yield this path (it exists, has a listed type, is not hidden)."""
+        parts = rel.split("/")
+        return (Path(parts[-1]).suffix.lower() in self._suffixes(file_types)
+                and not any(p.startswith(".") or p in SKIP_DIRS for p in parts[:-1])
+                and not parts[-1].startswith(".") and self.file_exists(rel))
+
+    @staticmethod
+    def _suffixes(file_types: list[str]) -> set[str]:
+        return {"." + t.lower().lstrip(".") for t in file_types}
 
     def absolute(self, rel: str) -> Path:
         return self.base_path / rel

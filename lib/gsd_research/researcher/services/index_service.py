@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -14,6 +14,7 @@ from gsd_research.researcher.gateways.docling_gateway import ConversionError, Do
 from gsd_research.researcher.gateways.embedding_gateway import EmbeddingGateway
 from gsd_research.researcher.gateways.filesystem_gateway import FilesystemGateway
 from gsd_research.researcher.gateways.lexical_gateway import LexicalGateway
+from gsd_research.researcher.gateways.spool_gateway import SpooledDocument, SpoolGateway
 from gsd_research.researcher.gateways.state_gateway import StateGateway
 from gsd_research.researcher.models import (
     ChunkResult,
@@ -70,12 +71,13 @@ class IndexService:
     def __init__(self, repository_name: str, filesystem_gateway: FilesystemGateway,
                  docling_gateway: DoclingGateway, embedding_gateway: EmbeddingGateway,
                  chroma_factory: Callable, lexical_gateway: LexicalGateway, state_gateway: StateGateway,
-                 file_types: list[str], store_label: str = "embedded") -> None:
+                 file_types: list[str], spool_gateway: SpoolGateway, store_label: str = "embedded") -> None:
         self.name = repository_name
         self.fs, self.docling, self.embedding = filesystem_gateway, docling_gateway, embedding_gateway
         self._chroma_factory, self._chroma = chroma_factory, None
         self.lexical, self.state, self.file_types, self.store_label = (lexical_gateway, state_gateway,
                                                                         file_types, store_label)
+        self.spool = spool_gateway
         self.checksums: dict[str, DocumentMetadata] = {}
 
     @property
@@ -141,23 +143,28 @@ class IndexService:
 
     # -- pipeline -------------------------------------------------------------------------------
 
-    def plan(self) -> tuple[list[tuple[str, str]], list[str], int]:
-        """(changed or new files with checksums, deleted documents, unchanged count)."""
-        files = self.fs.list_files(self.file_types)
-        present = set(files)
-        deleted = sorted(p for p in self.checksums if p not in present)
-        todo, skipped = [], 0
-        for rel in files:
-            try:
-                digest = self.fs.compute_checksum(rel)
-            except OSError:
-                digest = "unreadable"
+    def deleted(self) -> list[str]:
+        """Recorded documents whose file is gone (or no longer matches the repository's file types)."""
+        return sorted(p for p in self.checksums if not self.fs.includes(p, self.file_types))
+
+    def changes(self, result: IndexingResult, progress: Progress | None = None) -> Iterator[tuple[str, str]]:
+        """(path, SHA-256) of every new or changed file, streamed from the folder walk; unchanged files
+        are only counted, so nothing per file is held while the folder is read."""
+        for rel in self.fs.iter_files(self.file_types):
+            digest = self._digest(rel)
             known = self.checksums.get(rel)
             if known and known.checksum == digest:
-                skipped += 1
+                result.documents_skipped += 1
+                if progress:
+                    progress(1, rel)
             else:
-                todo.append((rel, digest))
-        return todo, deleted, skipped
+                yield rel, digest
+
+    def _digest(self, rel: str) -> str:
+        try:
+            return self.fs.compute_checksum(rel)
+        except OSError:
+            return "unreadable"
 
     def index_repository(self, progress: Progress | None = None,
                          on_plan: Callable[[int], None] | None = None) -> IndexingResult:
@@ -167,34 +174,82 @@ class IndexService:
             raise NotFound(f"Repository folder is missing: {self.fs.base_path}",
                            suggestions=[f"researcher repo remove {self.name}", "Restore the folder"])
         self._load_state()
-        todo, deleted, skipped = self.plan()
-        result = IndexingResult(repository_name=self.name, documents_skipped=skipped)
-        if deleted:
-            self._remove(deleted)
-            result.documents_removed = len(deleted)
+        deleted = self.deleted()
+        result = IndexingResult(repository_name=self.name)
         if on_plan:
-            on_plan(len(todo))
-        self._run(todo, result, progress)
+            on_plan(self.fs.count_files(self.file_types))
+        expected, stale = self._embed_phase(result, progress)
+        if progress and expected:
+            progress(0, "storing")
+        self._store_phase(expected, deleted, stale, result)
         result.elapsed_seconds = round(time.perf_counter() - started, 3)
         log.event("index.done", repository=self.name, **result.model_dump(exclude={"errors"}))
         return result
 
-    def _run(self, todo: list[tuple[str, str]], result: IndexingResult, progress: Progress | None) -> None:
+    def _embed_phase(self, result: IndexingResult, progress: Progress | None) -> tuple[int, list[str]]:
+        """Convert, chunk and embed every changed document into the spool, batch by batch, before the
+        vector store is opened: the embedding model's memory and Chroma's in-memory index are never held
+        at once, so peak memory does not grow with the size of the index. Documents an interrupted run
+        already embedded are taken from the spool. Returns how many documents await storage and the
+        recorded documents that no longer convert."""
+        spooled = self.spool.checksums()
+        expected, stale = 0, []
         batch: list[tuple[str, str, list[Fragment]]] = []
         pending = 0
-        for rel, digest in todo:
-            fragments = self._convert(rel, digest, result)
+        for rel, digest in self.changes(result, progress):
+            if spooled.get(rel) == digest:
+                expected += 1
+                result.documents_resumed += 1
+            else:
+                fragments = self._convert(rel, digest, result)
+                if fragments is None:
+                    stale += [rel] if rel in self.checksums else []
+                else:
+                    expected += 1
+                    batch.append((rel, digest, fragments))
+                    pending += len(fragments)
             if progress:
                 progress(1, rel)
-            if fragments is None:
-                continue
-            batch.append((rel, digest, fragments))
-            pending += len(fragments)
-            if pending >= BATCH_FRAGMENTS or len(batch) >= BATCH_DOCUMENTS:
-                self._store(batch, result)
+            if batch and (pending >= BATCH_FRAGMENTS or len(batch) >= BATCH_DOCUMENTS):
+                self.spool.append(self._embed(batch))
                 batch, pending = [], 0
         if batch:
-            self._store(batch, result)
+            self.spool.append(self._embed(batch))
+        self.spool.sync()
+        self.embedding.release()
+        release_freed_memory()
+        return expected, stale
+
+    def _store_phase(self, expected: int, deleted: list[str], stale: list[str], result: IndexingResult) -> None:
+        """Remove deleted and no-longer-converting documents, then stream the spool into both stores."""
+        if deleted or stale:
+            self._remove(deleted + stale)
+            result.documents_removed = len(deleted)
+        group: list[SpooledDocument] = []
+        pending = 0
+        for doc in self.spool.read():
+            if any(d.path == doc.path for d in group) or not self._current(doc):
+                continue
+            group.append(doc)
+            pending += len(doc.fragments)
+            if pending >= BATCH_FRAGMENTS or len(group) >= BATCH_DOCUMENTS:
+                self._write(group, result)
+                group, pending = [], 0
+        if group:
+            self._write(group, result)
+        self.spool.clear()
+        missing = expected - result.documents_indexed
+        if missing > 0:  # changed again while indexing, or the spool lost them (disk full): retried next run
+            result.documents_failed += missing
+            result.errors.append(f"{missing} document(s) changed during indexing or were lost from the spool; "
+                                 "run the index again")
+
+    def _current(self, doc: SpooledDocument) -> bool:
+        """A spooled document not stored yet whose file still has the content it was embedded from."""
+        known = self.checksums.get(doc.path)
+        if known and known.checksum == doc.checksum:
+            return False
+        return self.fs.includes(doc.path, self.file_types) and self._digest(doc.path) == doc.checksum
 
     def _convert(self, rel: str, digest: str, result: IndexingResult) -> list[Fragment] | None:
         try:
@@ -206,23 +261,24 @@ class IndexService:
             result.documents_failed += 1
             result.errors.append(str(exc))
             log.event("index.failed", repository=self.name, document=rel, error=str(exc))
-            if rel in self.checksums:  # stale fragments of a file that no longer converts
-                self._remove([rel])
             return None
 
-    def _store(self, batch: list[tuple[str, str, list[Fragment]]], result: IndexingResult) -> None:
-        texts = [f.text for _, _, frags in batch for f in frags]
-        vectors = self.embedding.embed_texts(texts)
-        paths = [rel for rel, _, _ in batch]
+    def _embed(self, batch: list[tuple[str, str, list[Fragment]]]) -> list[SpooledDocument]:
+        vectors = iter(self.embedding.embed_texts([f.text for _, _, frags in batch for f in frags]))
+        return [SpooledDocument(rel, digest, frags, [next(vectors) for _ in frags]) for rel, digest, frags in batch]
+
+    def _write(self, documents: list[SpooledDocument], result: IndexingResult) -> None:
+        """Both stores, then the checksums; the journal names the documents in flight meanwhile."""
+        paths = [doc.path for doc in documents]
         records, rows = [], []
-        it = iter(vectors)
-        for rel, digest, frags in batch:
-            for f in frags:
-                fid = fragment_id(rel, f.fragment_index)
-                meta = {"document_path": rel, "fragment_index": f.fragment_index,
-                        "file_type": Path(rel).suffix.lstrip(".").lower(), "checksum": digest}
-                records.append(FragmentWithEmbedding(id=fid, text=f.text, metadata=meta, embedding=next(it)))
-                rows.append((fid, f.text, rel, f.fragment_index))
+        for doc in documents:
+            file_type = Path(doc.path).suffix.lstrip(".").lower()
+            for f, vector in zip(doc.fragments, doc.vectors, strict=True):
+                fid = fragment_id(doc.path, f.fragment_index)
+                meta = {"document_path": doc.path, "fragment_index": f.fragment_index, "file_type": file_type,
+                        "checksum": doc.checksum}
+                records.append(FragmentWithEmbedding(id=fid, text=f.text, metadata=meta, embedding=vector))
+                rows.append((fid, f.text, doc.path, f.fragment_index))
         self._verify_store()
         self.state.write_journal(paths)
         previously = [p for p in paths if p in self.checksums]
@@ -233,15 +289,15 @@ class IndexService:
             chroma.add_fragments_with_embeddings(records[start:start + 1000])
         self.lexical.replace_documents(paths, rows)
         now = datetime.now(timezone.utc)
-        for rel, digest, frags in batch:
-            self.checksums[rel] = DocumentMetadata(
-                file_path=rel, file_name=Path(rel).name, file_type=Path(rel).suffix.lstrip(".").lower(),
-                checksum=digest, indexed_at=now, fragment_count=len(frags))
+        for doc in documents:
+            self.checksums[doc.path] = DocumentMetadata(
+                file_path=doc.path, file_name=Path(doc.path).name, file_type=Path(doc.path).suffix.lstrip(".").lower(),
+                checksum=doc.checksum, indexed_at=now, fragment_count=len(doc.fragments))
         self.state.save_checksums(self.checksums)
         self.state.clear_journal()
-        result.documents_indexed += len(batch)
+        result.documents_indexed += len(documents)
         result.fragments_created += len(records)
-        del records, rows, vectors, texts
+        del records, rows
         release_freed_memory()
 
     def _remove(self, paths: list[str]) -> None:
@@ -275,8 +331,10 @@ class IndexService:
         digest = self.fs.compute_checksum(rel)
         fragments = self._convert(rel, digest, result)
         if fragments is None:
+            if rel in self.checksums:  # stale fragments of a file that no longer converts
+                self._remove([rel])
             raise ConversionError(result.errors[0])
-        self._store([(rel, digest, fragments)], result)
+        self._write(self._embed([(rel, digest, fragments)]), result)
         return ChunkResult(document_path=rel, fragments=fragments)
 
     def remove_document(self, document_path: str) -> str:

@@ -1,0 +1,100 @@
+"""spool.jsonl: documents converted, chunked and embedded by an index run, waiting to be stored."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+from gsd_research.researcher.models import Fragment
+
+VERSION = 1
+
+
+class SpooledDocument(NamedTuple):
+    """One document ready for the stores: its fragments and their vectors, in fragment order."""
+
+    path: str
+    checksum: str
+    fragments: list[Fragment]
+    vectors: list[list[float]]
+
+
+class SpoolGateway:
+    """An append-only file of embedded documents, one JSON line each (vectors as float32, base64).
+
+    The embedding phase appends to it; the store phase reads it back and deletes it once everything
+    is stored. A run that dies leaves it behind, and the next run takes the documents whose checksum
+    still matches from it instead of embedding them again. `recipe` names the embedding model and
+    chunking: records written under another recipe, torn last lines and damaged lines are ignored."""
+
+    def __init__(self, path: Path, recipe: str) -> None:
+        self.path, self.recipe = Path(path), recipe
+
+    def append(self, documents: list[SpooledDocument]) -> None:
+        import numpy as np
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as fh:
+            for doc in documents:
+                vectors = np.asarray(doc.vectors, dtype=np.float32).reshape(len(doc.fragments), -1) \
+                    if doc.fragments else np.zeros((0, 0), dtype=np.float32)  # a document without text
+                fh.write(json.dumps({
+                    "v": VERSION, "recipe": self.recipe, "path": doc.path, "checksum": doc.checksum,
+                    "indexes": [f.fragment_index for f in doc.fragments], "texts": [f.text for f in doc.fragments],
+                    "dim": int(vectors.shape[1]), "vectors": base64.b64encode(vectors.tobytes()).decode("ascii"),
+                }, ensure_ascii=False) + "\n")
+
+    def sync(self) -> None:
+        """Make what was appended durable (once per run, before the stores are written)."""
+        if self.path.exists():
+            with self.path.open("rb+") as fh:
+                os.fsync(fh.fileno())
+
+    def read(self) -> Iterator[SpooledDocument]:
+        """The valid records in file order, one line in memory at a time."""
+        for raw, data in self._records():
+            import numpy as np  # only when there is something to read (a warm run has no spool)
+
+            n, path = len(raw["texts"]), str(raw["path"])
+            vectors = np.frombuffer(data, dtype=np.float32).reshape(n, -1).tolist() if n else []
+            fragments = [Fragment(text=str(t), document_path=path, fragment_index=int(i))
+                         for i, t in zip(raw["indexes"], raw["texts"], strict=True)]
+            yield SpooledDocument(path, str(raw["checksum"]), fragments, vectors)
+
+    def checksums(self) -> dict[str, str]:
+        """path → checksum of the valid records (the last record of a path wins)."""
+        return {str(raw["path"]): str(raw["checksum"]) for raw, _ in self._records()}
+
+    def clear(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+    def _records(self) -> Iterator[tuple[dict, bytes]]:
+        try:
+            fh = self.path.open(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return
+        with fh:
+            for line in fh:
+                record = self._check(line)
+                if record is not None:
+                    yield record
+
+    def _check(self, line: str) -> tuple[dict, bytes] | None:
+        """A record written by this recipe whose every field is present and consistent, else None."""
+        try:
+            raw = json.loads(line)
+            if not isinstance(raw, dict) or raw.get("v") != VERSION or raw.get("recipe") != self.recipe:
+                return None
+            texts, indexes, dim = raw["texts"], raw["indexes"], int(raw["dim"])
+            data = base64.b64decode(raw["vectors"], validate=True)
+            ok = (isinstance(texts, list) and isinstance(indexes, list) and len(indexes) == len(texts)
+                  and all(isinstance(i, int) for i in indexes) and isinstance(raw["path"], str)
+                  and isinstance(raw["checksum"], str) and (not texts or dim > 0)
+                  and len(data) == 4 * dim * len(texts))
+            return (raw, data) if ok else None
+        except (ValueError, TypeError, KeyError):
+            return None
