@@ -260,3 +260,24 @@ def test_real_process_prints_one_document_for_errors_too(run_bin, fake):
     result = run_bin("gsd-research", "docs", "react", "hooks", env={"GSD_TEST": "1"})
 
     assert_failure(result, "UPSTREAM_ERROR", 5)
+
+
+def test_a_host_that_does_not_resolve_fails_at_once_without_retries(cli, monkeypatch):
+    import socket
+
+    real, lookups = socket.getaddrinfo, []
+
+    def getaddrinfo(host, *args, **kwargs):
+        if host == "context7.offline.test":
+            lookups.append(host)
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setenv("CONTEXT7_API_URL", "http://context7.offline.test/api")
+
+    err = assert_failure(cli("docs", "react", "hooks"), "NETWORK_ERROR", 5)
+
+    assert lookups == ["context7.offline.test"]
+    assert "does not resolve" in err["message"] and err["details"]["attempts"] == 1
+    assert any("network" in s.lower() for s in err["suggestions"])

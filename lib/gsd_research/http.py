@@ -315,7 +315,8 @@ class HttpClient:
                 raise_for_status(provider, response, key_hint)
             wait = self.policy.delay(attempt, response)
             elapsed = time.monotonic() - started
-            if attempt >= self.policy.max_retries or elapsed + wait >= limit or self.policy.waits_too_long(response):
+            if (attempt >= self.policy.max_retries or elapsed + wait >= limit or self.policy.waits_too_long(response)
+                    or unresolvable(fault)):
                 self._give_up(provider, response, fault, key_hint, attempt + 1)
             time.sleep(wait)
             attempt += 1
@@ -378,6 +379,12 @@ class HttpClient:
                 suggestions=["Retry later", "Raise http.read_timeout with gsd-research config set"],
                 details=details,
             )
+        if unresolvable(fault):
+            raise NetworkError(
+                f"Cannot reach {name}: its host name does not resolve (offline, or a wrong base URL)",
+                suggestions=["Check the network connection", f"Check the {name} base URL (gsd-research doctor)"],
+                details=details,
+            )
         if fault is not None:
             raise NetworkError(
                 f"Cannot reach {name} ({fault.__class__.__name__}) after {attempts} attempt(s)",
@@ -389,6 +396,22 @@ class HttpClient:
         except GsdError as exc:
             exc.details.setdefault("attempts", attempts)
             raise
+
+
+def unresolvable(fault: BaseException | None) -> bool:
+    """A connection fault caused by DNS (no network, unknown host): retrying it only delays the answer."""
+    if not isinstance(fault, requests.ConnectionError):
+        return False
+    from urllib3.exceptions import NameResolutionError
+
+    seen, cause = 0, fault
+    while cause is not None and seen < 8:
+        if isinstance(cause, NameResolutionError):
+            return True
+        cause = getattr(cause, "reason", None) or (cause.args[0] if cause.args and
+                                                   isinstance(cause.args[0], BaseException) else None)
+        seen += 1
+    return False
 
 
 def _safe_url(url: str) -> str:
