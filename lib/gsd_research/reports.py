@@ -45,7 +45,26 @@ def plan_report_path(requested: str | None, query: str, cwd: Path | None = None)
     `requested` empty: the default directory and the query's slug. A directory (existing, or ending in
     a slash): that directory and the slug. Otherwise a `.md` file path without `..` parts.
     """
-    cwd = Path.cwd() if cwd is None else cwd
+    directory, stem = _report_target(requested, query, Path.cwd() if cwd is None else cwd)
+    check_writable(directory)
+    return directory, stem
+
+
+def check_writable(directory: Path) -> None:
+    """Fail now, before a search is paid for, when the report folder cannot be created or written:
+    its nearest existing ancestor must be a folder this process may write into."""
+    probe = directory
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ReportFailed(f"Cannot create the report folder {directory}: {probe} is not a folder",
+                           suggestions=["Pass another folder with --report PATH"])
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ReportFailed(f"Cannot write the report into {directory}: {probe} is not writable",
+                           suggestions=["Pass another folder with --report PATH"])
+
+
+def _report_target(requested: str | None, query: str, cwd: Path) -> tuple[Path, str]:
     if not requested:
         return default_report_dir(cwd), slugify(query)
     if "\x00" in requested or ".." in Path(requested).parts:

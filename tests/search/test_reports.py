@@ -256,6 +256,10 @@ def test_report_write_failure_is_an_error(cli, tavily, workdir):
     result = cli("search", "EV market", "--report")
 
     assert result.code == 1 and result.json["error"]["code"] == "REPORT_FAILED"
+    assert "is not a folder" in result.json["error"]["message"]
+    assert tavily.hits("/tavily") == []  # checked before the search is paid for
+    nested = cli("search", "EV market", "--report=research/deeper/topic.md")
+    assert nested.json["error"]["code"] == "REPORT_FAILED" and tavily.hits("/tavily") == []
 
 
 def test_generated_fake_results_are_distinct():
