@@ -261,3 +261,13 @@ def test_token_budget_settings_are_not_taken_for_secrets(cli, monkeypatch):
     assert stored.json["value"] == "***" and "canary" not in stored.stdout
     shown = cli("config", "show")
     assert shown.json["config"]["providers"]["openai"]["api_key"] == "***" and "canary" not in shown.stdout
+
+
+def test_config_set_takes_a_negative_value_without_a_double_dash(cli, home):
+    refused = cli("config", "set", "http.max_retries", "-1")
+    stored = cli("config", "set", "providers.custom.offset", "-3", "--max-tokens", "500")
+
+    assert refused.code == 2 and "takes a number >= 0, not -1" in refused.json["error"]["message"]
+    assert stored.code == 0 and stored.json["value"] == -3
+    assert Config().get("providers.custom.offset") == -3
+    assert cli("config", "set", "cache.ttl.docs", "60", "--bogus").json["error"]["code"] == "USAGE_ERROR"

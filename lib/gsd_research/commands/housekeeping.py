@@ -255,7 +255,7 @@ def validate(dotted: str, value) -> str | None:
     return None
 
 
-@agent_command("set")
+@agent_command("set", context_settings={"ignore_unknown_options": True})  # VALUE may be negative: -1
 @click.argument("key")
 @click.argument("value")
 def set_(rt, key: str, value: str):
