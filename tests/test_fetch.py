@@ -309,3 +309,24 @@ def test_read_commands_report_cache_hit_like_every_other_command(cli, pages, mon
     for args in (("summarize", str(note)), ("analyze", "what?", str(note)), ("web", "widgets")):
         doc = cli(*args).json
         assert isinstance(doc["metadata"]["cache_hit"], bool) and doc["untrusted"], doc
+
+
+def test_a_name_that_rebinds_to_loopback_after_the_check_is_refused_before_the_request(cli, fake, monkeypatch):
+    import socket
+
+    from gsd_research import fetcher
+
+    port = int(fake.url.rsplit(":", 1)[1])
+    real = socket.getaddrinfo
+    monkeypatch.setattr(fetcher, "resolve", lambda host, port: ["93.184.216.34"])  # what the guard saw
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, *a, **k: real("127.0.0.1" if host == "rebind.test"
+                                                                         else host, *a, **k))  # what connect sees
+
+    r = cli("fetch", f"http://rebind.test:{port}/pages/article")
+
+    assert r.code == 2 and r.json["error"]["code"] == "BLOCKED_URL"
+    assert "connection reached a non-public address (127.0.0.1)" in r.json["error"]["message"]
+    assert not fake.hits("/pages"), "the request must not be sent"
+    monkeypatch.setenv("GSD_RESEARCH_ALLOW_HOSTS", "rebind.test")
+    allowed = cli("fetch", f"http://rebind.test:{port}/pages/article")
+    assert allowed.code == 0 and fake.hits("/pages")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import ipaddress
 import os
 import socket
@@ -122,6 +123,56 @@ def check_url(url: str, allow: set[str] | None = None) -> str:
     return host
 
 
+_GUARD: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("gsd_fetch_guard", default=None)
+
+
+def check_peer(host: str, sock: socket.socket, allow: set[str]) -> None:
+    """The address a connection actually reached must be public too: a name that resolved to a public
+    address for `check_url` and to a private one for the connection (DNS rebinding) is refused here,
+    after connecting and before a byte of the request is sent."""
+    addr = str(sock.getpeername()[0]).split("%", 1)[0]
+    if _is_allowed(host.lower().strip("[]").rstrip("."), allow) or _is_allowed(addr, allow):
+        return
+    if not _public(ipaddress.ip_address(addr)):
+        sock.close()
+        raise BlockedUrl(f"Refusing to fetch {host}: the connection reached a non-public address ({addr})",
+                         suggestions=[f"If this host is trusted, add it to GSD_RESEARCH_ALLOW_HOSTS (e.g. {host})"],
+                         details={"host": host, "address": addr})
+
+
+def guarded_adapter():
+    """A requests adapter whose new connections pass `check_peer` while a fetch is under way (`_GUARD`
+    set); provider calls through the same session are unaffected. Requests through a proxy use the
+    proxy's own pools: the proxy resolves the name, so there is no peer of ours to check."""
+    from requests.adapters import HTTPAdapter
+    from urllib3.connection import HTTPConnection, HTTPSConnection
+    from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+    def guarded(base):
+        class Guarded(base):
+            def _new_conn(self):
+                sock = super()._new_conn()
+                allow = _GUARD.get()
+                if allow is not None:
+                    check_peer(self.host, sock, allow)
+                return sock
+
+        return Guarded
+
+    class HTTPPool(HTTPConnectionPool):
+        ConnectionCls = guarded(HTTPConnection)
+
+    class HTTPSPool(HTTPSConnectionPool):
+        ConnectionCls = guarded(HTTPSConnection)
+
+    class GuardedAdapter(HTTPAdapter):
+        def init_poolmanager(self, *args, **kwargs):
+            super().init_poolmanager(*args, **kwargs)
+            self.poolmanager.pool_classes_by_scheme = {"http": HTTPPool, "https": HTTPSPool}
+
+    return GuardedAdapter()
+
+
 def kind_of(content_type: str, url: str) -> str | None:
     """html | text | pdf | docx | pptx | xlsx, or None when the type is not readable."""
     ctype = content_type.split(";", 1)[0].strip().lower()
@@ -147,6 +198,9 @@ class Fetcher:
         self.max_bytes = int(cfg.get("fetch.max_bytes", 10_000_000))
         self.ttl = cfg.ttl("fetch")
         self.allow = allowed_hosts()
+        adapter = guarded_adapter()
+        for prefix in ("http://", "https://"):
+            rt.http.session.mount(prefix, adapter)
 
     def fetch(self, url: str) -> Page:
         current, hops = url.strip(), 0
@@ -179,11 +233,14 @@ class Fetcher:
                 raise
             except Exception:  # noqa: BLE001 - a cache problem means a fresh request
                 pass
+        token = _GUARD.set(self.allow)
         try:
             resp = self.rt.http.request("fetch", "GET", url, cache=False, stream=True, allow_redirects=False,
                                         expected=(200, *REDIRECTS), headers={"Accept": ACCEPT})
         except GsdError as exc:
             raise page_error(exc, url) from None
+        finally:
+            _GUARD.reset(token)
         return resp, False
 
     def _read_capped(self, resp) -> tuple[bytes, bool]:
