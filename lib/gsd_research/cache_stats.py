@@ -29,7 +29,7 @@ def record_cache_event(kind: str, reset: bool = False) -> None:
     try:
         path = stats_file()
         path.parent.mkdir(parents=True, exist_ok=True)
-        with _locked(path.with_name("stats.lock")):
+        with exclusive_lock(path.with_name("stats.lock")):
             data = {"hits": 0, "misses": 0, "refreshes": 0, "since": None} if reset else read_cache_stats()
             if kind:
                 data[kind] = int(data.get(kind) or 0) + 1
@@ -41,8 +41,8 @@ def record_cache_event(kind: str, reset: bool = False) -> None:
         pass
 
 
-class _locked:
-    """An exclusive advisory lock on a file (a no-op where fcntl does not exist)."""
+class exclusive_lock:
+    """An exclusive advisory lock on a file, held for a `with` block (a no-op where fcntl does not exist)."""
 
     def __init__(self, path) -> None:
         self.path = path

@@ -223,9 +223,14 @@ def build_session(config: Config):
         raise UsageError(f"Unknown cache backend '{backend_name}'",
                          suggestions=["gsd-research config set cache.backend sqlite (or redis, off)"])
     else:
+        from gsd_research.cache_stats import exclusive_lock
+
         path = cache_file()
         path.parent.mkdir(parents=True, exist_ok=True)
-        backend = requests_cache.SQLiteCache(str(path), wal=True, busy_timeout=30000)
+        # Opening runs PRAGMA journal_mode=WAL, which fails at once ("database is locked", busy_timeout
+        # notwithstanding) when processes race to open a new file: they open it one at a time.
+        with exclusive_lock(path.with_name(path.name + ".lock")):
+            backend = requests_cache.SQLiteCache(str(path), wal=True, busy_timeout=30000)
     session = requests_cache.CachedSession(backend=backend, **common)
     session.headers["User-Agent"] = USER_AGENT
     return session
