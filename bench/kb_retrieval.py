@@ -64,7 +64,7 @@ def main() -> None:
     service = factory.search_service(repo)
     ids = list(queries)
     texts = [queries[q] for q in ids]
-    embeddings = service.embedding.embed_texts(texts)
+    embeddings = service.embedding.embed_queries(texts)
     figures = {"queries": len(ids), "documents": 5183}
     for label, mode, fusion in (("lexical", "lexical", "rsf"), ("vector", "vector", "rsf"),
                                 ("shipped_hybrid_rsf", "hybrid", "rsf"), ("hybrid_rrf_reference", "hybrid", "rrf")):

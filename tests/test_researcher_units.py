@@ -7,9 +7,7 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from unittest.mock import Mock
 
@@ -69,7 +67,7 @@ def test_hybrid_ranking_fuses_lexical_and_vector_lists():
                                    _result("both", "b.md", score=8.0, match="lexical"),
                                    _result("low", "low.md", score=1.0, match="lexical")]
     embedding = Mock(spec=EmbeddingGateway)
-    embedding.embed_texts.return_value = [[0.0] * 3]
+    embedding.embed_queries.return_value = [[0.0] * 3]
     service = SearchService("r", lambda: chroma, lexical, embedding)
 
     for fusion in ("rsf", "rrf"):
@@ -126,80 +124,113 @@ def test_the_offline_seed_script_puts_the_model_where_chroma_looks(home):
     assert all((chroma_model_dir() / f).is_file() for f in MODEL_FILES)
 
 
-class _EmbedHandler(BaseHTTPRequestHandler):
-    seen: list = []
-
-    def log_message(self, *args):
-        pass
-
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.seen.append((self.path, self.headers.get("Authorization"), body))
-        if "fail" in body["model"]:
-            self.send_response(500)
-            self.end_headers()
-            return
-        vectors = [[float(t.count("quokka")), float(t.count("bread")), 1.0] for t in body["input"]]
-        if self.path.endswith("/api/embed"):
-            payload = {"embeddings": vectors}
-        else:
-            payload = {"data": [{"index": i, "embedding": v} for i, v in enumerate(vectors)]}
-        data = json.dumps(payload).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+EMBED_PATHS = {"ollama": "/ollama/api/embed", "openai": "/openai/v1/embeddings"}
+EMBED_MODELS = {"ollama": "nomic-embed-text", "openai": "text-embedding-3-small"}
+CANARY = "sk-canary-4f9a2b7c1d"
 
 
-@pytest.fixture
-def embed_server(monkeypatch):
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _EmbedHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    _EmbedHandler.seen = []
-    url = f"http://127.0.0.1:{server.server_address[1]}"
-    monkeypatch.setenv("OLLAMA_HOST", url)
-    monkeypatch.setenv("OPENAI_BASE_URL", url + "/v1")
-    yield _EmbedHandler
-    server.shutdown()
+def _http_repo(tmp_path, provider: str, name: str = "r", model: str | None = None) -> Path:
+    root = make_repo(tmp_path / f"repo-{name}", {"q.md": "# Quokka\n\nThe quokka smiles on Rottnest island.\n",
+                                                  "b.md": "# Bread\n\nBake the sourdough bread slowly.\n"})
+    added = kb("repo", "add", name, str(root), "--embedding-provider", provider, "--embedding-model",
+               model or EMBED_MODELS[provider], "--json")
+    assert added.code == 0, added.stdout
+    return root
 
 
 @pytest.mark.parametrize("provider", ["ollama", "openai"])
-def test_http_embedding_providers_index_and_search_without_leaking_the_key(tmp_path, home, embed_server,
-                                                                          monkeypatch, provider):
-    canary = "sk-canary-4f9a2b7c1d"
-    monkeypatch.setenv("OPENAI_API_KEY", canary)
-    root = make_repo(tmp_path / "repo", {"q.md": "# Quokka\n\nThe quokka smiles.\n",
-                                         "b.md": "# Bread\n\nBake the bread.\n"})
-    kb("repo", "add", "r", str(root), "--embedding-provider", provider, "--embedding-model", "m1", "--json")
+def test_http_embedding_providers_index_and_search_without_leaking_the_key(tmp_path, home, fake, monkeypatch,
+                                                                          provider):
+    monkeypatch.setenv("OPENAI_API_KEY", CANARY)
+    _http_repo(tmp_path, provider)
 
     out = kb("index", "r", "--json")
-    answer = kb("search", "quokka", "--mode", "vector", "--json")
+    indexed = len(fake.hits(EMBED_PATHS[provider]))
+    first = kb("search", "quokka island", "--mode", "vector", "--json")
+    again = kb("search", "quokka island", "--mode", "vector", "--json")
+    other = kb("search", "sourdough", "--mode", "vector", "--json")
 
     assert out.json["results"][0]["documents_indexed"] == 2
-    assert answer.json["documents"][0]["document_path"] == "q.md"
-    paths = {p for p, _, _ in embed_server.seen}
-    assert paths == {"/api/embed"} if provider == "ollama" else {"/v1/embeddings"}
+    assert first.json["documents"][0]["document_path"] == "q.md"
+    assert other.json["documents"][0]["document_path"] == "b.md"
+    assert again.json["documents"] == first.json["documents"]
+    # one request per new query: the repeated query's vector came from the HTTP cache
+    assert len(fake.hits(EMBED_PATHS[provider])) == indexed + 2
+    sent = fake.hits(EMBED_PATHS[provider])
+    assert {r.json()["model"] for r in sent} == {EMBED_MODELS[provider]}
     if provider == "openai":
-        assert {a for _, a, _ in embed_server.seen} == {f"Bearer {canary}"}
-    written = "".join(p.read_text(errors="ignore") for p in home.rglob("*") if p.is_file() and p.suffix != ".sqlite3")
-    assert canary not in out.stdout + answer.stdout + written
+        assert {r.headers.get("authorization") for r in sent} == {f"Bearer {CANARY}"}
+    written = b"".join(p.read_bytes() for p in home.rglob("*") if p.is_file())
+    assert CANARY.encode() not in written
+    assert CANARY not in out.stdout + first.stdout + again.stdout + out.stderr
 
 
-def test_http_embedding_failures_are_clear(tmp_path, home, embed_server, monkeypatch):
-    root = make_repo(tmp_path / "repo", {"q.md": "# Quokka\n"})
-    kb("repo", "add", "o", str(root), "--embedding-provider", "openai", "--embedding-model", "m", "--json")
+def test_http_embeddings_retry_rate_limits_and_server_errors(tmp_path, home, fake):
+    _http_repo(tmp_path, "ollama")
+    fake.add_fault("/ollama/api/embed", "status", status=429, retry_after="0")
+    fake.add_fault("/ollama/api/embed", "status", status=503)
+
+    out = kb("index", "r", "--json")
+
+    assert out.code == 0, out.stdout
+    assert out.json["results"][0]["documents_indexed"] == 2
+    assert len(fake.hits("/ollama/api/embed")) == 3  # 429, 503, then the answer
+
+
+def test_http_embedding_failures_are_clear(tmp_path, home, fake, monkeypatch):
+    _http_repo(tmp_path, "openai", "o")
     missing = kb("index", "o", "--json")
     assert (missing.code, missing.json["error"]["code"]) == (3, "MISSING_API_KEY")
 
-    kb("repo", "add", "f", str(root), "--embedding-provider", "ollama", "--embedding-model", "fail", "--json")
-    failed = kb("index", "f", "--json")
-    assert (failed.code, failed.json["error"]["code"]) == (5, "UPSTREAM_ERROR")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-bad-key-0000")
+    rejected = kb("index", "o", "--json")
+    assert (rejected.code, rejected.json["error"]["code"]) == (3, "INVALID_API_KEY")
+    assert "OPENAI_API_KEY" in " ".join(rejected.json["error"]["suggestions"])
+    assert "sk-bad-key-0000" not in rejected.stdout
+
+    _http_repo(tmp_path, "ollama", "unpulled", model="mxbai-embed-large")
+    unpulled = kb("index", "unpulled", "--json")
+    assert (unpulled.code, unpulled.json["error"]["code"]) == (4, "NOT_FOUND")
+    assert "ollama pull mxbai-embed-large" in unpulled.json["error"]["suggestions"]
+
+    _http_repo(tmp_path, "ollama", "busy")
+    fake.reset_log()
+    fake.add_fault("/ollama/api/embed", "status", times=10, status=500)
+    busy = kb("index", "busy", "--json")
+    assert (busy.code, busy.json["error"]["code"]) == (5, "UPSTREAM_ERROR")
+    assert len(fake.hits("/ollama/api/embed")) == 4  # the first try and 3 retries (tests' config)
+    fake.clear_faults()
+
+    fake.add_fault("/ollama/api/embed", "malformed", times=10)
+    malformed = kb("index", "busy", "--json")
+    assert (malformed.code, malformed.json["error"]["code"]) == (5, "UPSTREAM_ERROR")
+    fake.clear_faults()
 
     monkeypatch.setenv("OLLAMA_HOST", "http://127.0.0.1:9")
-    kb("repo", "add", "n", str(root), "--embedding-provider", "ollama", "--embedding-model", "m", "--json")
-    down = kb("index", "n", "--json")
+    down = kb("index", "busy", "--json")
     assert (down.code, down.json["error"]["code"]) == (5, "NETWORK_ERROR")
+    assert "ollama serve" in " ".join(down.json["error"]["suggestions"])
+
+    for name in ("o", "unpulled", "busy"):  # nothing half-written: every failed run left an empty index
+        status = kb("status", name, "--json")
+        assert status.json["repositories"][0]["total_documents"] == 0
+
+
+def test_http_embeddings_of_the_wrong_shape_are_refused(tmp_path, home, fake):
+    from tests.fakes.server import Reply
+
+    _http_repo(tmp_path, "ollama")
+    import re
+
+    short = ("POST", re.compile(r"/ollama/api/embed$"), lambda req: Reply(200, {"embeddings": [[0.1, 0.2]]}))
+    fake.routes.insert(0, short)  # answers before the fake's own route: one vector for two texts
+    try:
+        out = kb("index", "r", "--json")
+    finally:
+        fake.routes.remove(short)
+
+    assert (out.code, out.json["error"]["code"]) == (5, "UPSTREAM_ERROR")
+    assert "1 usable embeddings for 2 texts" in out.json["error"]["message"]
 
 
 # -- crash safety ----------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import math
 import re
 
 # A prompt containing this makes the fake model repeat an injected instruction (to test the output check).
@@ -16,3 +18,15 @@ def answer_for(backend: str, prompt: str) -> str:
     fenced = re.search(r"\[UNTRUSTED TEXT[^\]]*\]\n(.*?)\n\[END UNTRUSTED TEXT\]", prompt, re.S)
     words = " ".join((fenced.group(1) if fenced else prompt).split()[:12])
     return f"{backend} summary: {words}"
+
+
+EMBED_DIMENSIONS = 64
+
+
+def embedding_for(text: str) -> list[float]:
+    """A deterministic bag-of-words vector (hashed lower-case words, L2-normalized): texts sharing words are near."""
+    vector = [0.0] * EMBED_DIMENSIONS
+    for word in re.findall(r"\w+", text.lower()):
+        vector[int(hashlib.md5(word.encode()).hexdigest(), 16) % EMBED_DIMENSIONS] += 1.0
+    norm = math.sqrt(sum(v * v for v in vector)) or 1.0
+    return [v / norm for v in vector]

@@ -1,13 +1,14 @@
-"""Fake Ollama: `/api/tags` (models from server.state['ollama_models']), `/api/chat` incl. images and NDJSON."""
+"""Fake Ollama: `/api/tags` (models from server.state['ollama_models']), `/api/chat` incl. images and NDJSON,
+`/api/embed` (bag-of-words vectors)."""
 
 from __future__ import annotations
 
 import json
 
-from tests.fakes._llm_common import answer_for
+from tests.fakes._llm_common import answer_for, embedding_for
 from tests.fakes.server import FakeServer, Reply, Request
 
-DEFAULT_MODELS = ["qwen3-vl:8b", "llama3.2:latest"]
+DEFAULT_MODELS = ["qwen3-vl:8b", "llama3.2:latest", "nomic-embed-text:latest"]
 VISION = ("qwen3-vl", "llava")
 
 
@@ -39,7 +40,22 @@ def chat(req: Request, server: FakeServer) -> Reply:
     return Reply(200, dict(done, message={"role": "assistant", "content": f"<think>hmm</think>{answer}"}))
 
 
+def embed(req: Request, server: FakeServer) -> Reply:
+    body = req.json() or {}
+    model = body.get("model", "")
+    pulled = server.state.get("ollama_models", DEFAULT_MODELS)
+    if model not in pulled and f"{model}:latest" not in pulled:
+        return Reply(404, {"error": f'model "{model}" not found, try pulling it first'})
+    texts = body.get("input")
+    texts = [texts] if isinstance(texts, str) else texts
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        return Reply(400, {"error": "invalid input type"})
+    return Reply(200, {"model": model, "embeddings": [embedding_for(t) for t in texts],
+                       "total_duration": 14143917, "load_duration": 1019500, "prompt_eval_count": 8})
+
+
 def install(server: FakeServer) -> None:
+    server.route("POST", r"/ollama/api/embed")(lambda req: embed(req, server))
     server.route("GET", r"/ollama/api/tags")(lambda req: tags(req, server))
     server.route("POST", r"/ollama/api/chat")(lambda req: chat(req, server))
     server.route("GET", r"/ollama/?")(lambda req: Reply(200, "Ollama is running", content_type="text/plain"))

@@ -60,7 +60,7 @@ def search_all(kb, queries: list[str], repos, n_fragments: int, n_documents: int
         if mode != "lexical":
             sig = service.embedding.signature
             if sig not in embeddings:
-                embeddings[sig] = service.embedding.embed_texts(queries)
+                embeddings[sig] = service.embedding.embed_queries(queries)
             vectors = embeddings[sig]
         for i, hit in enumerate(service.search_many(queries, n_fragments, n_documents, mode, vectors)):
             per_query[i].append(hit)

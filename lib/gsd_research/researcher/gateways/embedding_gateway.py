@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gsd_research.errors import GsdError, MissingApiKey, NetworkError, ProviderError, UsageError
+from gsd_research.errors import GsdError, MissingApiKey, NetworkError, NotFound, ProviderError, UsageError
 
 MODEL_FILES = ("config.json", "model.onnx", "special_tokens_map.json", "tokenizer_config.json",
                "tokenizer.json", "vocab.txt")
@@ -99,7 +99,11 @@ class DefaultEmbedder:
 
 
 class HttpEmbedder:
-    """Ollama (/api/embed) or OpenAI-compatible (/embeddings) embeddings over HTTP."""
+    """Ollama (/api/embed) or OpenAI-compatible (/embeddings) embeddings through the shared HTTP layer: the
+    retry policy (429/5xx, Retry-After), typed errors, and the requests-cache session for query embeddings
+    (the same text and model always give the same vector); index batches are not cached, the index is."""
+
+    BATCH = 64
 
     def __init__(self, provider: str, model: str | None, config=None) -> None:
         from gsd_research.config import Config
@@ -108,44 +112,55 @@ class HttpEmbedder:
             raise UsageError(f"The {provider} embedding provider needs a model",
                              suggestions=["researcher config set default_embedding_model nomic-embed-text"])
         self.provider, self.model = provider, model
-        cfg = config or Config()
-        self.base_url = cfg.base_url(provider)
-        self.api_key = cfg.api_key(provider)
+        self.config = config or Config()
+        self.base_url = self.config.base_url(provider)
+        self.api_key = self.config.api_key(provider)
         if provider == "openai" and not self.api_key:
             raise MissingApiKey("OPENAI_API_KEY is not set", suggestions=["export OPENAI_API_KEY=..."])
+        self._http = None
 
-    def _post(self, url: str, body: dict) -> dict:
-        import requests
+    @property
+    def http(self):
+        if self._http is None:
+            from gsd_research.http import HttpClient
+
+            self._http = HttpClient(self.config)
+        return self._http
+
+    def _post(self, path: str, body: dict, cache: bool) -> dict:
+        from gsd_research.http import parse_json
 
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        key_hint = "OPENAI_API_KEY" if self.provider == "openai" else "OLLAMA_API_KEY"
         try:
-            resp = requests.post(url, json=body, headers=headers, timeout=(10, 120))
-        except requests.RequestException as exc:
-            raise NetworkError(f"{self.provider} embeddings unreachable at {self.base_url} "
-                               f"({exc.__class__.__name__})") from None
-        if resp.status_code in (401, 403):
-            raise GsdError(f"{self.provider} rejected the API key (HTTP {resp.status_code})",
-                           code="INVALID_API_KEY")
-        if resp.status_code != 200:
-            raise ProviderError(f"{self.provider} embeddings failed (HTTP {resp.status_code})")
-        try:
-            return resp.json()
-        except ValueError:
-            raise ProviderError(f"{self.provider} returned a malformed answer") from None
+            resp = self.http.request(self.provider, "POST", self.base_url + path, json=body, headers=headers,
+                                     ttl=self.config.ttl("llm"), cache=cache, key_hint=key_hint,
+                                     timeout=(10, 120), deadline=600)
+        except NotFound as exc:
+            pull = f"ollama pull {self.model}" if self.provider == "ollama" else "Check the model name"
+            raise NotFound(f"{self.provider} has no embedding model '{self.model}' at {self.base_url} "
+                           f"({exc.message})", suggestions=[pull, "researcher config show"],
+                           details=exc.details) from None
+        except NetworkError as exc:
+            start = "Start it with: ollama serve" if self.provider == "ollama" else "Check OPENAI_BASE_URL"
+            raise NetworkError(f"{self.provider} embeddings unreachable at {self.base_url} ({exc.message})",
+                               suggestions=[start, "researcher config show"], details=exc.details) from None
+        return parse_json(self.provider, resp)
 
-    def embed(self, texts: list[str]) -> list[list[float]]:
+    def embed(self, texts: list[str], cache: bool = False) -> list[list[float]]:
         out: list[list[float]] = []
-        for start in range(0, len(texts), 64):
-            batch = list(texts[start:start + 64])
+        for start in range(0, len(texts), self.BATCH):
+            batch = list(texts[start:start + self.BATCH])
             if self.provider == "ollama":
-                data = self._post(self.base_url + "/api/embed", {"model": self.model, "input": batch})
-                vectors = data.get("embeddings")
+                vectors = self._post("/api/embed", {"model": self.model, "input": batch}, cache).get("embeddings")
             else:
-                data = self._post(self.base_url + "/embeddings", {"model": self.model, "input": batch})
+                data = self._post("/embeddings", {"model": self.model, "input": batch}, cache)
                 items = sorted(data.get("data") or [], key=lambda d: d.get("index", 0))
                 vectors = [d.get("embedding") for d in items]
-            if not isinstance(vectors, list) or len(vectors) != len(batch):
-                raise ProviderError(f"{self.provider} returned {len(vectors or [])} embeddings for {len(batch)} texts")
+            if (not isinstance(vectors, list) or len(vectors) != len(batch)
+                    or not all(isinstance(v, list) and v for v in vectors)):
+                raise ProviderError(f"{self.provider} returned {len(vectors) if isinstance(vectors, list) else 0} "
+                                    f"usable embeddings for {len(batch)} texts")
             out.extend(vectors)
         return out
 
@@ -174,7 +189,16 @@ class EmbeddingGateway:
         return self._backend
 
     def embed_texts(self, texts: list[str]) -> list[list[float]]:
+        """Vectors of texts being indexed."""
         return self.backend.embed(texts) if texts else []
+
+    def embed_queries(self, queries: list[str]) -> list[list[float]]:
+        """Vectors of search queries; an HTTP provider answers a repeated query from the HTTP cache."""
+        if not queries:
+            return []
+        if isinstance(self.backend, HttpEmbedder):
+            return self.backend.embed(queries, cache=True)
+        return self.backend.embed(queries)
 
     def release(self) -> None:
         """Let go of the local model's memory between the embedding and the store phase of an index run."""
@@ -183,7 +207,7 @@ class EmbeddingGateway:
             release()
 
     def embed_query(self, query: str) -> list[float]:
-        return self.embed_texts([query])[0]
+        return self.embed_queries([query])[0]
 
     def token_counter(self):
         """A fragment-size counter in the model's own tokens when available locally."""

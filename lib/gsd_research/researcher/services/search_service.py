@@ -124,7 +124,7 @@ class SearchService:
         depth = candidate_depth(n_fragments, n_documents)
         vectors: list[list[SearchResult]] = [[] for _ in queries]
         if mode != "lexical":
-            embeddings = query_embeddings or self.embedding.embed_texts(queries)
+            embeddings = query_embeddings or self.embedding.embed_queries(queries)
             vectors = self.chroma.query_many(embeddings, depth)
         out = []
         for query, vector in zip(queries, vectors, strict=False):
