@@ -368,3 +368,33 @@ def test_a_completed_job_whose_report_is_damaged_is_an_error_not_an_empty_report
         assert "unreadable" in r.json["error"]["message"]
         assert r.json["error"]["suggestions"] == ["Run the research again: gsd-research deep 'damaged report' --async"]
     assert cli("jobs", "status", job_id).json["status"] == "completed"
+
+
+def test_an_enqueue_cut_short_is_failed_or_removed_by_the_next_worker(cli, pplx, home):
+    from gsd_research.deep.store import JobStore
+
+    store = JobStore()
+    logs = home / "conversation-logs"
+    old = time.time() - 3600
+    # killed after status.json, before job.json: pending forever, and nobody got its id
+    cut, _ = store.create("cut short", {"model": "sonar-deep-research"}, enqueue=False)
+    status = read(logs / cut / "status.json")
+    (logs / cut / "status.json").write_text(json.dumps(dict(status, mode="async", createdAt="2026-01-01T00:00:00.000Z")))
+    # killed right after mkdir: an empty folder
+    (logs / "dr-20260101-000000000-deadbeef").mkdir()
+    os.utime(logs / "dr-20260101-000000000-deadbeef", (old, old))
+    # just being enqueued by another process right now: left alone
+    fresh, _ = store.create("in flight", {"model": "sonar-deep-research"}, enqueue=False)
+    (logs / fresh / "status.json").write_text(json.dumps(dict(read(logs / fresh / "status.json"), mode="async")))
+    queued = enqueue(cli, "a real job")
+
+    worker = cli("jobs", "worker", "--once").json
+
+    failed = status_of(home, cut)
+    assert failed["status"] == "failed" and "died before the job was queued" in failed["error"]["message"]
+    assert not (logs / "dr-20260101-000000000-deadbeef").exists()
+    assert status_of(home, fresh)["status"] == "pending"
+    assert status_of(home, queued)["status"] == "completed"
+    assert worker["failed"] == 1 and worker["completed"] == 1
+    listed = {j["conversation_id"]: j["status"] for j in cli("jobs", "list").json["jobs"]}
+    assert listed[cut] == "failed" and listed[queued] == "completed"

@@ -254,6 +254,28 @@ class JobStore:
         out.sort(key=lambda js: (-int(js[0].get("priority") or 0), int(js[0].get("seq") or 0), js[0]["id"]))
         return out
 
+    def abandoned(self, older_than: float = 60.0) -> list[str]:
+        """Async jobs whose enqueuing process died before job.json was written (an enqueue takes
+        milliseconds): status `pending` with no job.json, or no status.json at all, older than `older_than`
+        seconds. Nobody was given their id, and no worker would ever pick them up."""
+        cutoff = time.time() - older_than
+        out = []
+        for job_id in self.ids():
+            path = self.logs / job_id
+            if (path / "job.json").exists():
+                continue
+            status = read_json(path / "status.json")
+            if status is None:
+                with contextlib.suppress(OSError):
+                    if not (path / "status.json").exists() and path.stat().st_mtime < cutoff:
+                        out.append(job_id)
+                continue
+            created = parse_iso(status.get("createdAt"))
+            if (status.get("status") == "pending" and status.get("mode") == "async"
+                    and created is not None and created < cutoff):
+                out.append(job_id)
+        return out
+
     def sweep_temp_files(self, job_id: str, older_than: float = 60.0) -> int:
         """Remove half-written temporary files a killed writer left behind."""
         removed = 0

@@ -10,6 +10,7 @@ async request id in status.json lets the new worker resume polling instead of pa
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import threading
 import time
@@ -87,7 +88,9 @@ class Worker:
         return {"ran": ran, **self.counts}
 
     def recover(self) -> None:
-        """Jobs left `running` by a dead worker go back to pending (their remote request kept)."""
+        """Jobs left `running` by a dead worker go back to pending (their remote request kept); enqueues cut
+        short before the job was queued are failed (or removed when not even their status was written)."""
+        self.fail_abandoned()
         for job, status in self.store.queued():
             if status.get("status") != "running":
                 continue
@@ -103,6 +106,22 @@ class Worker:
                 self.store.update_status(job_id, status="pending", interruptions=died)
                 self.counts["recovered"] += 1
                 log(f"recovered {job_id} (interruption {died})")
+
+    def fail_abandoned(self) -> None:
+        for job_id in self.store.abandoned():
+            path = self.store.dir(job_id)
+            with self.store.lock(job_id):
+                if (path / "job.json").exists():  # queued after all (a slow disk): leave it to the queue
+                    continue
+                if not (path / "status.json").exists():
+                    shutil.rmtree(path, ignore_errors=True)
+                    log(f"removed {job_id}: enqueue interrupted before its status was written")
+                    continue
+                err = {"code": "INTERNAL_ERROR",
+                       "message": "The process queueing this job died before the job was queued; run the research again"}
+                self.store.finish(job_id, "failed", error=err)
+                self.counts["failed"] += 1
+                log(f"failed {job_id}: enqueue interrupted")
 
     def drain(self) -> None:
         """Start ready jobs best first, up to deep.concurrency at a time, until the queue stays empty."""
