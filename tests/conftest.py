@@ -5,8 +5,11 @@ from __future__ import annotations
 import io
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from contextlib import redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,3 +139,50 @@ def run_bin():
 
 def assert_no_traceback(result: Result) -> None:
     assert "Traceback" not in result.stdout and "Traceback" not in result.stderr, result.stderr
+
+
+# -- researcher: the two vector stores every knowledge-base integration test runs against ----------------
+
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory):
+    """A real Chroma server (`chroma run` from the chromadb package), started and stopped by the tests."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    path = tmp_path_factory.mktemp("chroma-server")
+    proc = subprocess.Popen([str(BIN / "chroma"), "run", "--path", str(path), "--host", "127.0.0.1",
+                             "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(url + "/api/v2/heartbeat", timeout=1).read()
+            break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail("chroma server did not start")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(params=["embedded", "server"])
+def store(request, home):
+    """Which vector store the test runs against (Chroma's model seeded offline). The server store is
+    configured with `researcher config set chroma_url` and starts each test without collections."""
+    from tests.researcher_fixtures import kb, seed_model
+
+    seed_model()
+    if request.param == "server":
+        import chromadb
+        from chromadb.config import Settings
+
+        url = request.getfixturevalue("chroma_server")
+        client = chromadb.HttpClient(host="127.0.0.1", port=int(url.rsplit(":", 1)[1]),
+                                     settings=Settings(anonymized_telemetry=False))
+        for collection in client.list_collections():
+            client.delete_collection(getattr(collection, "name", collection))
+        assert kb("config", "set", "chroma_url", url, "--json").code == 0
+    return request.param

@@ -1,14 +1,13 @@
-"""researcher: the knowledge base end to end (embedded store and Chroma server), errors, incremental indexing."""
+"""researcher: the knowledge base end to end, errors, incremental indexing. Tests taking `store` run twice: on the
+embedded store and on a real Chroma server (`chroma run`, the `chroma_server` fixture in tests/conftest.py)."""
 
 from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -18,47 +17,9 @@ from tests.researcher_fixtures import MIXED, kb, make_repo, seed_model
 BIN = Path(sys.executable).parent
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def chroma_server(tmp_path_factory):
-    """A real Chroma server (`chroma run`), started and stopped by the tests."""
-    port = _free_port()
-    path = tmp_path_factory.mktemp("chroma-server")
-    proc = subprocess.Popen([str(BIN / "chroma"), "run", "--path", str(path), "--host", "127.0.0.1",
-                             "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(url + "/api/v2/heartbeat", timeout=1).read()
-            break
-        except OSError:
-            time.sleep(0.1)
-    else:
-        proc.kill()
-        pytest.fail("chroma server did not start")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
-
-
 @pytest.fixture
 def model(home):
     return seed_model()
-
-
-@pytest.fixture(params=["embedded", "server"])
-def store(request, model):
-    """Which vector store the scenario runs against; the server one is configured via `config set`."""
-    if request.param == "server":
-        url = request.getfixturevalue("chroma_server")
-        assert kb("config", "set", "chroma_url", url, "--json").code == 0
-    return request.param
 
 
 def _store_counts(name: str) -> tuple[int, int, int, set[str]]:
@@ -132,7 +93,7 @@ def test_index_search_incremental_remove_on_both_stores(tmp_path, store):
     assert kb("repo", "list", "--json").json["total"] == 0
 
 
-def test_corrupt_and_unreadable_files_are_reported_and_the_rest_indexed(tmp_path, model):
+def test_corrupt_and_unreadable_files_are_reported_and_the_rest_indexed(tmp_path, store):
     root = make_repo(tmp_path / "repo", {"good.md": "# Good\n\nThe quokka smiles at visitors.\n"})
     (root / "broken.pdf").write_bytes(b"%PDF-1.4\nthis is not really a pdf\x00\x01")
     (root / "binary.txt").write_bytes(b"\x00\x01\x02garbage")
@@ -150,7 +111,7 @@ def test_corrupt_and_unreadable_files_are_reported_and_the_rest_indexed(tmp_path
     assert human.code == 0 and "broken.pdf" in human.stdout  # retried (no checksum recorded) and reported again
 
 
-def test_rich_formats_convert_offline(tmp_path, model):
+def test_rich_formats_convert_offline(tmp_path, store):
     root = tmp_path / "repo"
     root.mkdir()
     for name in ("word_sample.docx", "example_01.html", "multi_page.pdf", "powerpoint_sample.pptx"):
@@ -164,7 +125,7 @@ def test_rich_formats_convert_offline(tmp_path, model):
     assert _top_doc("cute duckling swimming in the lake") == "word_sample.docx"
 
 
-def test_queries_file_gives_one_line_per_query_in_order(tmp_path, model):
+def test_queries_file_gives_one_line_per_query_in_order(tmp_path, store):
     kb("repo", "add", "d", str(make_repo(tmp_path / "repo")), "--json")
     kb("index", "d", "--json")
     qfile = tmp_path / "q.jsonl"

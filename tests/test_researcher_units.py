@@ -254,8 +254,7 @@ def _consistent(name: str) -> tuple[int, set[str]]:
     return len(ids), set(checksums)
 
 
-def test_kill_9_during_indexing_then_reindex_leaves_no_duplicates_or_orphans(tmp_path, home):
-    seed_model()
+def test_kill_9_during_indexing_then_reindex_leaves_no_duplicates_or_orphans(tmp_path, home, store):
     docs = {f"d{i:03}.md": f"# Note {i}\n\nNote number {i} mentions topic{i % 7} and item{i}.\n" for i in range(160)}
     root = make_repo(tmp_path / "repo", docs)
     kb("repo", "add", "c", str(root), "--json")
@@ -288,8 +287,7 @@ def _top(query: str) -> str:
     return kb("search", query, "--json").json["documents"][0]["document_path"]
 
 
-def test_crash_between_the_two_stores_is_recovered_from_the_journal(tmp_path, home, monkeypatch):
-    seed_model()
+def test_crash_between_the_two_stores_is_recovered_from_the_journal(tmp_path, home, store, monkeypatch):
     root = make_repo(tmp_path / "repo", {"a.md": "# A\n\nalpha text\n", "b.md": "# B\n\nbeta text\n"})
     kb("repo", "add", "j", str(root), "--json")
     kb("index", "j", "--json")
@@ -318,11 +316,10 @@ def test_crash_between_the_two_stores_is_recovered_from_the_journal(tmp_path, ho
 
 # -- MCP ------------------------------------------------------------------------------------------
 
-def test_mcp_tools_over_the_library(tmp_path, home):
+def test_mcp_tools_over_the_library(tmp_path, home, store):
     from gsd_research.researcher.mcp_server import KnowledgeBaseTools
     from gsd_research.researcher.service_factory import ServiceFactory
 
-    seed_model()
     root = make_repo(tmp_path / "repo")
     kb("repo", "add", "d", str(root), "--json")
     kb("index", "d", "--json")
