@@ -494,8 +494,13 @@ if "$RS" --help >/dev/null 2>&1; then
   for d in skills agents; do mkdir -p "$DOCS/$d"; cp -Rp "$ROOT/$d/." "$DOCS/$d/"; done
   say "demo 3/3: researcher indexes the plugin's own docs ($DOCS) and searches them (offline)"
   "$RS" repo add gsd-research-docs "$DOCS" >/dev/null 2>&1 || true
-  "$RS" index gsd-research-docs || true
-  "$RS" search "how do I look up library documentation" --repo gsd-research-docs --json || true
+  if "$RS" index gsd-research-docs; then
+    "$RS" search "how do I look up library documentation" --repo gsd-research-docs --json || true
+  else
+    say "demo 3/3: indexing failed (above). Offline, Chroma cannot download its embedding model: run"
+    say "  ./install.sh --models-from DIR   (DIR holds the all-MiniLM-L6-v2 ONNX files: model.onnx, tokenizer.json, ...)"
+    say "  then: researcher index gsd-research-docs"
+  fi
 else
   say "demo 3/3: skipped (the researcher knowledge base is not available in this installation yet)"
 fi

@@ -124,6 +124,26 @@ def test_demo_indexes_the_plugins_docs_and_searches_them_offline(user_home, fake
     assert not (user_home / ".local" / "share" / "gsd-research").exists()
 
 
+@pytest.mark.slow
+def test_demo_without_the_embedding_model_offline_says_how_to_seed_it(user_home, tmp_path):
+    if subprocess.run([str(ROOT / "bin" / "researcher"), "--help"], capture_output=True).returncode != 0:
+        pytest.skip("the researcher knowledge base is not available in this checkout yet")
+    empty = tmp_path / "no-models"
+    empty.mkdir()
+    dead = "http://127.0.0.1:9"  # Chroma's model download goes nowhere, as on a machine without internet
+    proc = install("--skip-venv", "--models-from", str(empty),
+                   env={"HTTPS_PROXY": dead, "HTTP_PROXY": dead, "https_proxy": dead, "http_proxy": dead,
+                        "CONTEXT7_API_URL": dead + "/api", "NO_PROXY": "", "no_proxy": ""})
+
+    assert proc.returncode == 0, proc.stderr
+    assert f"no all-MiniLM-L6-v2 ONNX files (model.onnx, tokenizer.json) under {empty}" in proc.stderr
+    assert "demo 3/3: indexing failed" in proc.stderr and "./install.sh --models-from DIR" in proc.stderr
+    assert "ENVIRONMENT_MISSING" in proc.stderr + proc.stdout
+    assert '"command":"search"' not in proc.stdout.replace(" ", "")  # no search of an index that does not exist
+    assert_no_traceback(proc)
+    assert not (user_home / ".cache" / "chroma" / "onnx_models" / "all-MiniLM-L6-v2" / "onnx" / "model.onnx").exists()
+
+
 def test_install_merges_hooks_and_permissions_keeping_the_users(user_home):
     proc = install("--skip-venv", "--no-demo")
     assert proc.returncode == 0, proc.stderr
