@@ -1,6 +1,6 @@
 """Knowledge-base indexing benchmark: throughput cold/warm, incremental edits, embedding speed, peak RSS.
 
-Usage: python bench/kb_indexing.py [--part fastapi|mixed|embed|memory|chroma-memory|all] [--pairs N]
+Usage: python bench/kb_indexing.py [--part fastapi|mixed|embed|memory|memory-phases|chroma-memory|all] [--pairs N]
 Work files go to $KB_BENCH_DIR (default /tmp/gsd-kb-bench); nothing is written into the repository.
 """
 
@@ -190,6 +190,36 @@ def memory_run(pairs: int = 2) -> dict:
     return out
 
 
+def phases_run() -> dict:
+    """Where the peak is: resident memory of a cold `researcher index` sampled every 0.1 s and split at the
+    moment its vector store appears (phase 1: convert, chunk, embed into the spool; phase 2: Chroma and the
+    lexical index). Phase 2 is the part that grows with the index; phase 1 holds the embedding model."""
+    out = {}
+    for limit in (1000, None):
+        folder = prepare_scifact(limit)
+        name = f"phases-{limit or 'all'}"
+        env = bench_env(name)
+        shutil.rmtree(env["GSD_RESEARCH_HOME"], ignore_errors=True)
+        researcher(env, "repo", "add", "scifact", str(folder), "--file-types", "md")
+        store = Path(env["GSD_RESEARCH_HOME"]) / "repositories" / "scifact" / "chroma"
+        proc = subprocess.Popen([str(BIN / "researcher"), "index", "scifact", "--json"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        peaks = {1: 0, 2: 0}
+        while proc.poll() is None:
+            try:
+                status = Path(f"/proc/{proc.pid}/status").read_text()
+            except OSError:
+                break
+            rss = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
+            phase = 2 if store.exists() else 1
+            peaks[phase] = max(peaks[phase], rss)
+            time.sleep(0.1)
+        out[f"scifact-{limit or 'all'}"] = {"phase1_embed_peak_mib": round(peaks[1] / 1024, 1),
+                                            "phase2_store_peak_mib": round(peaks[2] / 1024, 1)}
+        print(json.dumps(out), file=sys.stderr, flush=True)
+    return out
+
+
 CHROMA_ALONE = """
 import hashlib, json, shutil, sqlite3, sys
 import numpy as np
@@ -237,7 +267,7 @@ def chroma_alone_run(pairs: int = 2) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--part", default="all", choices=["fastapi", "mixed", "embed", "memory", "chroma-memory", "all"])
+    parser.add_argument("--part", default="all", choices=["fastapi", "mixed", "embed", "memory", "memory-phases", "chroma-memory", "all"])
     parser.add_argument("--pairs", type=int, default=2, help="memory: how many 1,000 / 5,183 pairs to run")
     args = parser.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
@@ -250,6 +280,8 @@ def main() -> None:
         figures["mixed-formats"] = corpus_run("mixed", SHARED / "bench" / "corpora" / "mixed-formats", False)
     if args.part in ("memory", "all"):
         figures["memory"] = memory_run(args.pairs)
+    if args.part == "memory-phases":
+        figures["memory_phases"] = phases_run()
     if args.part == "chroma-memory":
         figures["chroma_alone"] = chroma_alone_run(args.pairs)
     print(json.dumps(figures, indent=2))
