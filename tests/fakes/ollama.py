@@ -17,12 +17,19 @@ def tags(req: Request, server: FakeServer) -> Reply:
     return Reply(200, {"models": [{"name": n, "model": n, "size": 1, "details": {"format": "gguf"}} for n in names]})
 
 
-def chat(req: Request, server: FakeServer) -> Reply:
-    body = req.json() or {}
-    model = body.get("model", "")
+def _not_pulled(model: str, server: FakeServer) -> Reply | None:
+    """The real server's 404 for a model that was never pulled."""
     pulled = server.state.get("ollama_models", DEFAULT_MODELS)
     if model not in pulled and f"{model}:latest" not in pulled:
         return Reply(404, {"error": f'model "{model}" not found, try pulling it first'})
+    return None
+
+
+def chat(req: Request, server: FakeServer) -> Reply:
+    body = req.json() or {}
+    model = body.get("model", "")
+    if missing := _not_pulled(model, server):
+        return missing
     messages = body.get("messages") or []
     user = messages[-1] if messages else {}
     if user.get("images"):
@@ -43,9 +50,8 @@ def chat(req: Request, server: FakeServer) -> Reply:
 def embed(req: Request, server: FakeServer) -> Reply:
     body = req.json() or {}
     model = body.get("model", "")
-    pulled = server.state.get("ollama_models", DEFAULT_MODELS)
-    if model not in pulled and f"{model}:latest" not in pulled:
-        return Reply(404, {"error": f'model "{model}" not found, try pulling it first'})
+    if missing := _not_pulled(model, server):
+        return missing
     texts = body.get("input")
     texts = [texts] if isinstance(texts, str) else texts
     if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
