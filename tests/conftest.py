@@ -18,7 +18,55 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("GSD_SHARED_DIR", ROOT.parent / "shared"))
-TIKTOKEN_DIR = SHARED / "tokenizers" / "tiktoken"
+# Where test.sh puts cl100k's BPE file and Chroma's model when no shared/ is beside the checkout.
+TEST_DATA = ROOT / ".test-data"
+
+
+def offline_path(rel: str) -> Path:
+    """Offline test material (model and tokenizer files): ../shared first, then .test-data."""
+    for base in (SHARED, TEST_DATA):
+        if (base / rel).exists():
+            return base / rel
+    return SHARED / rel
+
+
+TIKTOKEN_DIR = offline_path("tokenizers/tiktoken")
+CL100K_FILE = TIKTOKEN_DIR / "9b5ad71b2ce5302211f9c61530b329a4922fc6a4"  # tiktoken's cache name for cl100k_base
+MODEL_DIR = offline_path("models/chroma/all-MiniLM-L6-v2/onnx")
+
+
+def require(path: Path, what: str) -> Path:
+    """Skip (saying what is missing and how to get it) when test material is absent, instead of letting a
+    library try to download it in the middle of a test."""
+    if not path.exists():
+        pytest.skip(f"{what} is missing ({path}): put shared/ beside the checkout, or run ./test.sh, "
+                    "which fetches the model and tokenizer files once into .test-data/")
+    return path
+
+
+def cl100k_encoding():
+    """tiktoken's cl100k_base from the offline BPE file: the reference every token budget is checked against."""
+    require(CL100K_FILE, "cl100k's BPE file")
+    import tiktoken
+
+    previous = os.environ.get("TIKTOKEN_CACHE_DIR")
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(TIKTOKEN_DIR)
+    try:
+        return tiktoken.get_encoding("cl100k_base")
+    finally:
+        if previous is None:
+            os.environ.pop("TIKTOKEN_CACHE_DIR", None)
+        else:
+            os.environ["TIKTOKEN_CACHE_DIR"] = previous
+
+
+def cl100k_tokens(text: str) -> int:
+    return len(cl100k_encoding().encode(text, disallowed_special=()))
+
+
+@pytest.fixture(scope="session")
+def cl100k():
+    return cl100k_encoding()
 BIN = Path(sys.executable).parent
 
 # Keys of every provider: tests start with none of them set, whatever the developer's shell has.

@@ -8,10 +8,8 @@ import sys
 from contextlib import redirect_stdout
 from pathlib import Path
 
-from tests.conftest import Result
+from tests.conftest import MODEL_DIR, SHARED, Result, require
 
-SHARED = Path(os.environ.get("GSD_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared"))
-MODEL_SRC = SHARED / "models" / "chroma" / "all-MiniLM-L6-v2" / "onnx"
 MIXED = SHARED / "bench" / "corpora" / "mixed-formats"
 
 
@@ -19,7 +17,8 @@ def seed_model(home: Path | None = None) -> Path:
     """Chroma's default model where Chroma looks under this test's HOME (symlinks to the offline copy)."""
     dest = Path(home or os.environ["HOME"]) / ".cache" / "chroma" / "onnx_models" / "all-MiniLM-L6-v2" / "onnx"
     dest.mkdir(parents=True, exist_ok=True)
-    for f in MODEL_SRC.iterdir():
+    require(MODEL_DIR / "model.onnx", "Chroma's default embedding model (all-MiniLM-L6-v2 ONNX)")
+    for f in MODEL_DIR.iterdir():
         target = dest / f.name
         if not target.exists():
             target.symlink_to(f)

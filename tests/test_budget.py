@@ -11,15 +11,6 @@ from gsd_research.budget import MIN_CUT_TOKENS, fit_results, fit_text
 from gsd_research.errors import UsageError
 from gsd_research.output import dumps
 from gsd_research.tokens import count_tokens
-from tests.conftest import TIKTOKEN_DIR
-
-
-@pytest.fixture(scope="module")
-def cl100k():
-    tiktoken = pytest.importorskip("tiktoken")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TIKTOKEN_CACHE_DIR", str(TIKTOKEN_DIR))
-        return tiktoken.get_encoding("cl100k_base")
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import assert_no_traceback
+from tests.conftest import SHARED, assert_no_traceback, cl100k_tokens, require
 
 
 @pytest.fixture
@@ -102,9 +102,7 @@ def test_extract_pages_through_long_content(cli, pages):
 def test_answer_within_budget(cli, pages, budget):
     r = cli("--max-tokens", budget, "fetch", pages.url + "/pages/huge")
     assert r.code == 0
-    from tests.test_llm import cl100k
-
-    assert cl100k(r.stdout.strip()) <= int(budget)
+    assert cl100k_tokens(r.stdout.strip()) <= int(budget)
 
 
 def test_redirects_followed_with_limit(cli, pages):
@@ -131,6 +129,7 @@ def test_pdf_is_converted(cli, pages):
 
 
 def test_office_document_is_converted_with_docling(cli, pages):
+    require(SHARED / "bench" / "corpora" / "mixed-formats" / "docx_code_blocks.docx", "docling's sample DOCX")
     r = cli("fetch", pages.url + "/pages/code.docx", "--extract")
     assert r.code == 0, r.stdout
     assert "Code-detection fixture" in r.json["content"] and "## " in r.json["content"]

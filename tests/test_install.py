@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, SHARED, assert_no_traceback
+from tests.conftest import MODEL_DIR, ROOT, assert_no_traceback
 
 INSTALL = ROOT / "install.sh"
 USER_SETTINGS = """{
@@ -75,12 +75,11 @@ def snapshot(root: Path) -> dict:
 
 def seed_embedding_model(user: Path) -> bool:
     """Chroma's default model where Chroma looks for it (this machine has no internet), as seed-offline-models.sh."""
-    shared = SHARED / "models" / "chroma" / "all-MiniLM-L6-v2" / "onnx"
-    if not shared.is_dir():
+    if not MODEL_DIR.is_dir():
         return False
     dest = user / ".cache" / "chroma" / "onnx_models" / "all-MiniLM-L6-v2"
     dest.mkdir(parents=True)
-    (dest / "onnx").symlink_to(shared)
+    (dest / "onnx").symlink_to(MODEL_DIR)
     return True
 
 
@@ -109,7 +108,7 @@ def test_install_twice_then_uninstall_restores_everything(user_home, fake):
 @pytest.mark.slow
 def test_demo_indexes_the_plugins_docs_and_searches_them_offline(user_home, fake):
     if not seed_embedding_model(user_home):
-        pytest.skip("no offline copy of Chroma's embedding model in ../shared/models")
+        pytest.skip(f"no offline copy of Chroma's embedding model ({MODEL_DIR})")
     if subprocess.run([str(ROOT / "bin" / "researcher"), "--help"], capture_output=True).returncode != 0:
         pytest.skip("the researcher knowledge base is not available in this checkout yet")
 

@@ -11,12 +11,6 @@ GEMINI_KEY = "gk-canary-GEMINI-1234"
 OPENAI_KEY = "sk-canary-OPENAI-5678"
 
 
-def cl100k(text: str) -> int:
-    import tiktoken
-
-    return len(tiktoken.get_encoding("cl100k_base").encode(text))
-
-
 @pytest.fixture
 def keys(fake, monkeypatch):
     monkeypatch.setenv("GEMINI_API_KEY", GEMINI_KEY)

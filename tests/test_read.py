@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import assert_no_traceback
-from tests.test_llm import GEMINI_KEY, OPENAI_KEY, cl100k
+from tests.conftest import assert_no_traceback, cl100k_tokens
+from tests.test_llm import GEMINI_KEY, OPENAI_KEY
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 100
 
@@ -81,7 +81,7 @@ def test_summarize_budget_is_honoured(cli, keys, tmp_path, monkeypatch):
     text = " ".join(f"Sentence number {i} describes widget feature {i} in some detail for the reader." for i in range(600))
     r = cli("--max-tokens", "300", "summarize", "-", stdin=text)
     assert r.code == 0 and r.json["metadata"]["backend"] == "extractive"
-    assert cl100k(r.stdout.strip()) <= 300
+    assert cl100k_tokens(r.stdout.strip()) <= 300
 
 
 def test_analyze_prefers_openai_and_fences(cli, keys, tmp_path):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import require
 from tests.researcher_fixtures import MIXED, kb, make_repo, seed_model
 
 BIN = Path(sys.executable).parent
@@ -112,6 +113,7 @@ def test_corrupt_and_unreadable_files_are_reported_and_the_rest_indexed(tmp_path
 
 
 def test_rich_formats_convert_offline(tmp_path, store):
+    require(MIXED, "docling's sample documents (shared/bench/corpora/mixed-formats)")
     root = tmp_path / "repo"
     root.mkdir()
     for name in ("word_sample.docx", "example_01.html", "multi_page.pdf", "powerpoint_sample.pptx"):

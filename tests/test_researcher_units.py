@@ -13,6 +13,7 @@ from unittest.mock import Mock
 
 import pytest
 
+from tests.conftest import SHARED, require
 from tests.researcher_fixtures import kb, make_repo, seed_model
 
 BIN = Path(sys.executable).parent
@@ -118,8 +119,8 @@ def test_fast_embedder_vectors_are_identical_to_chromas_default(home):
 def test_the_offline_seed_script_puts_the_model_where_chroma_looks(home):
     from gsd_research.researcher.gateways.embedding_gateway import MODEL_FILES, chroma_model_dir
 
-    subprocess.run(["bash", str(Path(__file__).resolve().parents[2] / "shared" / "tools" /
-                                "seed-offline-models.sh")], check=True, capture_output=True)
+    script = require(SHARED / "tools" / "seed-offline-models.sh", "shared/'s seed script")
+    subprocess.run(["bash", str(script)], check=True, capture_output=True)
 
     assert all((chroma_model_dir() / f).is_file() for f in MODEL_FILES)
 

@@ -9,15 +9,7 @@ import re
 import pytest
 
 from gsd_research.tokens import count_tokens, cut_to_tokens, raw_estimate
-from tests.conftest import SHARED, TIKTOKEN_DIR
-
-
-@pytest.fixture(scope="module")
-def cl100k():
-    tiktoken = pytest.importorskip("tiktoken")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TIKTOKEN_CACHE_DIR", str(TIKTOKEN_DIR))
-        return tiktoken.get_encoding("cl100k_base")
+from tests.conftest import SHARED
 
 
 def real(enc, text: str) -> int:

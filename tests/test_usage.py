@@ -140,16 +140,14 @@ def test_concurrent_writers_never_interleave_lines():
 
 
 @pytest.mark.parametrize("pretty", [[], ["--json-pretty"]])
-def test_usage_never_prints_more_than_max_tokens(cli, pretty):
+def test_usage_never_prints_more_than_max_tokens(cli, pretty, cl100k):
     """Regression: with every day dropped and still over budget, usage printed 159 tokens for --max-tokens 150."""
-    import tiktoken
-
     seed_ledger()
     for budget in ("100", "150", "250"):
         r = cli("usage", "--max-tokens", budget, *pretty)
         doc = json.loads(r.stdout)
         if doc["success"]:
-            assert len(tiktoken.get_encoding("cl100k_base").encode(r.stdout)) <= int(budget)
+            assert len(cl100k.encode(r.stdout)) <= int(budget)
             assert doc["metadata"]["tokens_used"] <= int(budget)
         else:
             assert r.code == 2 and doc["error"]["code"] == "USAGE_ERROR" and doc["error"]["suggestions"]

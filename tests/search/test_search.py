@@ -413,13 +413,11 @@ def test_instructions_in_the_provider_summary_are_fenced(cli, tavily):
 
 
 # -- budget and process edge -----------------------------------------------------------------------
-def test_answer_stays_inside_the_token_budget(cli, tavily, monkeypatch):
-    import tiktoken
-
+def test_answer_stays_inside_the_token_budget(cli, tavily, monkeypatch, cl100k):
     result = cli("search", "ev market", "--max-sources", "20", "--max-tokens", "400")
 
     doc = result.json
-    real = len(tiktoken.get_encoding("cl100k_base").encode(result.stdout.strip()))
+    real = len(cl100k.encode(result.stdout.strip()))
     assert result.code == 0
     assert doc["metadata"]["tokens_used"] <= 400 and real <= 400
     assert doc["metadata"]["total_available"] == 20 and doc["metadata"]["returned"] < 20

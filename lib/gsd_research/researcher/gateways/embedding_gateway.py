@@ -16,9 +16,10 @@ def chroma_model_dir() -> Path:
     return Path.home() / ".cache" / "chroma" / "onnx_models" / "all-MiniLM-L6-v2" / "onnx"
 
 
-def ensure_chroma_model() -> Path:
-    """The model directory, downloaded by Chroma itself when missing (its normal behaviour online)."""
-    folder = chroma_model_dir()
+def ensure_chroma_model(folder: Path | None = None) -> Path:
+    """The model directory (Chroma's own by default), downloaded by Chroma itself when missing (its normal
+    behaviour online)."""
+    folder = folder or chroma_model_dir()
     if all((folder / f).is_file() for f in MODEL_FILES):
         return folder
     try:
