@@ -171,17 +171,23 @@ def embed_run(n: int = 128) -> dict:
     return {"fastapi_fragments": _compare(ours, chroma, fragments), "scifact_queries": _compare(ours, chroma, queries)}
 
 
+def cold_scifact(limit: int | None, prefix: str) -> dict:
+    """A fresh home holding the SciFact subset as an unindexed repository `scifact`; its environment."""
+    folder = prepare_scifact(limit)
+    env = bench_env(f"{prefix}-{limit or 'all'}")
+    shutil.rmtree(env["GSD_RESEARCH_HOME"], ignore_errors=True)
+    researcher(env, "repo", "add", "scifact", str(folder), "--file-types", "md")
+    return env
+
+
 def memory_run(pairs: int = 2) -> dict:
     """Cold index of the first 1,000 SciFact abstracts, then of all 5,183, as fresh processes; the pair
     repeated `pairs` times (the machine is shared: each figure is reported, none averaged away)."""
     out: dict[str, list] = {}
     for _ in range(pairs):
         for limit in (1000, None):
-            folder = prepare_scifact(limit)
             name = f"scifact-{limit or 'all'}"
-            env = bench_env(name)
-            shutil.rmtree(env["GSD_RESEARCH_HOME"], ignore_errors=True)
-            researcher(env, "repo", "add", "scifact", str(folder), "--file-types", "md")
+            env = cold_scifact(limit, "scifact")
             doc, wall, rss = researcher(env, "index", "scifact")
             out.setdefault(name, []).append({**index_figures(doc, wall), "peak_rss_mib": round(rss / 1024, 1)})
             print(json.dumps({name: out[name][-1]}), file=sys.stderr, flush=True)
@@ -196,11 +202,7 @@ def phases_run() -> dict:
     lexical index). Phase 2 is the part that grows with the index; phase 1 holds the embedding model."""
     out = {}
     for limit in (1000, None):
-        folder = prepare_scifact(limit)
-        name = f"phases-{limit or 'all'}"
-        env = bench_env(name)
-        shutil.rmtree(env["GSD_RESEARCH_HOME"], ignore_errors=True)
-        researcher(env, "repo", "add", "scifact", str(folder), "--file-types", "md")
+        env = cold_scifact(limit, "phases")
         store = Path(env["GSD_RESEARCH_HOME"]) / "repositories" / "scifact" / "chroma"
         proc = subprocess.Popen([str(BIN / "researcher"), "index", "scifact", "--json"], env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

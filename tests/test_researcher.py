@@ -113,7 +113,7 @@ def test_corrupt_and_unreadable_files_are_reported_and_the_rest_indexed(tmp_path
 
 
 def test_rich_formats_convert_offline(tmp_path, store):
-    require(MIXED, "docling's sample documents (shared/bench/corpora/mixed-formats)")
+    require(MIXED, "the folder of docling's sample documents")
     root = tmp_path / "repo"
     root.mkdir()
     for name in ("word_sample.docx", "example_01.html", "multi_page.pdf", "powerpoint_sample.pptx"):
