@@ -86,7 +86,7 @@ def write_cl100k_extra(path: Path = ROOT / "lib" / "gsd_research" / "data" / "cl
     two files together give back every rank. `python bench/_common.py --write-cl100k-extra`."""
     import tiktoken
 
-    from gsd_research.tokens import _byte_ranks, _ranks
+    from gsd_research.core.tokens import _byte_ranks, _ranks
 
     ranks = tiktoken.get_encoding("cl100k_base")._mergeable_ranks
     texts = set(_ranks())

@@ -2,7 +2,7 @@
 
 Usage: python bench/cache_open_race.py [--rounds N] [--procs P] [--lib DIR]
 Each round starts P fresh processes on a new GSD_RESEARCH_HOME at the same instant; each builds the
-product's session (`gsd_research.http.build_session`) and makes two requests to a local server.
+product's session (`gsd_research.core.http_cache.build_session`) and makes two requests to a local server.
 `--lib` runs another copy of the package (e.g. `git archive HEAD lib | tar -x -C /tmp/before`) for a
 side-by-side comparison. A process that fails prints the exception; the script counts them.
 """
@@ -23,8 +23,8 @@ CHILD = r"""
 import os, sys, time
 start, home, port = float(sys.argv[1]), sys.argv[2], sys.argv[3]
 os.environ["GSD_RESEARCH_HOME"] = home
-from gsd_research.config import Config
-from gsd_research.http import build_session
+from gsd_research.core.config import Config
+from gsd_research.core.http_cache import build_session
 while time.time() < start:
     pass
 try:

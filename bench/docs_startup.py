@@ -25,7 +25,7 @@ VENV_BIN = Path(sys.executable).parent
 DOCS = [str(VENV_BIN / "gsd-research"), "docs", "react", "useEffect cleanup"]
 BASELINE = [sys.executable, "-c", "import requests_cache"]
 # The same call with redis imported first, so requests_cache loads every backend client as it would
-# without gsd_research.http's import trimming: shows what that trimming saves.
+# without gsd_research.core.http's import trimming: shows what that trimming saves.
 UNTRIMMED = [sys.executable, "-c", "import redis; from gsd_research.cli import main; main()", *DOCS[1:]]
 
 

@@ -1,7 +1,7 @@
 """Extraction quality and context saving on the AEB pages, side by side in one run.
 
 Quality: F1/precision/recall (AEB scoring of ../shared/README.md) and ms/page of
-  - gsd-research's extraction (`gsd_research.extract.extract`, Markdown output),
+  - gsd-research's extraction (`gsd_research.read.extract.extract`, Markdown output),
   - markdownify of the whole page,
   - trafilatura 2.x plain text (include_comments=False, the README's reference setting),
   - trafilatura 2.x Markdown output with the same settings.
@@ -67,7 +67,7 @@ def load_pages(limit: int | None = None) -> list[tuple[str, bytes, str]]:
 
 
 def _ours(html: bytes) -> str:
-    from gsd_research.extract import extract
+    from gsd_research.read.extract import extract
 
     return extract(html).markdown  # as fetch runs it, hidden-text scan included
 

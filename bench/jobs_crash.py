@@ -91,7 +91,7 @@ def check_files(home: Path) -> dict:
 
 def crash(server, home: Path, jobs: int = 20, kills: int = 10, seed: int = 1, job_seconds: float = 0.5) -> dict:
     """Enqueue `jobs`, kill -9 the worker `kills` times while they run, restart, wait, check."""
-    from gsd_research.usage_ledger import summarize
+    from gsd_research.core.usage_ledger import summarize
 
     server.state["pplx_async_delay"] = job_seconds
     prepare_home(home, autostart=True, concurrency=3)  # several jobs in flight when a kill lands

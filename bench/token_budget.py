@@ -52,7 +52,7 @@ class Tally:
 
 
 def calibrate(count, texts: list[str]) -> dict:
-    from gsd_research.tokens import count_tokens, raw_estimate
+    from gsd_research.core.tokens import count_tokens, raw_estimate
 
     ratios, under = [], 0
     for text in texts:
@@ -101,9 +101,9 @@ def as_results(texts: list[str], size: int = 10) -> list[list[dict]]:
 
 
 def bench_fit(count, texts: list[str], budgets=BUDGETS) -> tuple[Tally, Tally, Tally]:
-    from gsd_research import output
-    from gsd_research.budget import fit_results, fit_text
-    from gsd_research.output import dumps
+    from gsd_research.core import output
+    from gsd_research.core.budget import fit_results, fit_text
+    from gsd_research.core.output import dumps
 
     lists, single, pretty = Tally(), Tally(), Tally()
     for budget in budgets:
@@ -134,7 +134,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a third of each corpus")
     args = parser.parse_args()
-    from gsd_research import tokens
+    from gsd_research.core import tokens
 
     count = cl100k()
     started = time.monotonic()

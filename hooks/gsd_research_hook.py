@@ -16,7 +16,7 @@ import json
 import os
 import sys
 
-# Provider -> (key variables), as in gsd_research.config.PROVIDER_ENV; docs work without a key.
+# Provider -> (key variables), as in gsd_research.core.provider_env.PROVIDER_ENV; docs work without a key.
 PROVIDER_KEYS = {
     "context7": ("CONTEXT7_API_KEY",),
     "perplexity": ("PERPLEXITY_API_KEY",),

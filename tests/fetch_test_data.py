@@ -25,7 +25,7 @@ def main(dest: Path) -> int:
     except Exception as exc:  # noqa: BLE001 - offline failures come in many shapes
         print(f"fetch_test_data: cl100k_base not fetched ({exc.__class__.__name__})", file=sys.stderr)
         failed = 1
-    from gsd_research.errors import GsdError
+    from gsd_research.core.errors import GsdError
     from gsd_research.researcher.gateways.embedding_gateway import ensure_chroma_model
 
     try:

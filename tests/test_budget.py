@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from gsd_research import output
-from gsd_research.budget import MIN_CUT_TOKENS, fit_results, fit_text
-from gsd_research.errors import UsageError
-from gsd_research.output import dumps
-from gsd_research.tokens import count_tokens
+from gsd_research.core import output
+from gsd_research.core.budget import MIN_CUT_TOKENS, fit_results, fit_text
+from gsd_research.core.errors import UsageError
+from gsd_research.core.output import dumps
+from gsd_research.core.tokens import count_tokens
 
 
 @pytest.fixture(autouse=True)

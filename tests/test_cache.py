@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from gsd_research.config import set_value
-from gsd_research.http import cache_file, read_cache_stats, record_cache_event
+from gsd_research.core.cache_stats import read_cache_stats, record_cache_event
+from gsd_research.core.config import set_value
+from gsd_research.core.http_cache import cache_file
 from tests.conftest import BIN, assert_no_traceback
 
 
@@ -90,7 +91,7 @@ def test_sixteen_parallel_processes_sharing_one_home_all_succeed(fake, home):
 
 
 def test_counters_add_up_under_concurrent_writers(home):
-    code = "from gsd_research.http import record_cache_event\nfor _ in range(50): record_cache_event('hits')"
+    code = "from gsd_research.core.cache_stats import record_cache_event\nfor _ in range(50): record_cache_event('hits')"
     procs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(6)]
 
     assert all(p.wait(timeout=60) == 0 for p in procs)

@@ -80,8 +80,8 @@ def test_a_bug_becomes_internal_error_with_a_log_not_a_traceback(cli, fake, home
     def boom(*args, **kwargs):
         raise ZeroDivisionError("simulated bug")
 
-    monkeypatch.setattr("gsd_research.budget.fit_results", boom)
-    monkeypatch.setattr("gsd_research.commands.docs.fit_results", boom)
+    monkeypatch.setattr("gsd_research.core.budget.fit_results", boom)
+    monkeypatch.setattr("gsd_research.docs.command.fit_results", boom)
 
     result = cli("docs", "react", "hooks")
 
@@ -138,7 +138,7 @@ def test_unwritable_home_is_a_clear_error_not_internal(cli, tmp_path, monkeypatc
 
 def test_other_os_errors_stay_internal_errors(cli, fake, monkeypatch):
     """Only failures inside GSD_RESEARCH_HOME become STATE_NOT_WRITABLE."""
-    from gsd_research.providers import context7
+    from gsd_research.docs import context7
 
     def boom(*a, **k):
         raise PermissionError(13, "Permission denied", "/etc/elsewhere")

@@ -370,7 +370,7 @@ def test_async_with_a_cached_answer_completes_at_once(cli, pplx, home):
     ("no thinking at all", "no thinking at all"),
 ])
 def test_strip_think(raw, clean):
-    from gsd_research.providers.perplexity import strip_think
+    from gsd_research.deep.perplexity import strip_think
 
     assert strip_think(raw) == clean
 

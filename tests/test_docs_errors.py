@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from gsd_research.config import set_value
+from gsd_research.core.config import set_value
 from tests.conftest import assert_no_traceback
 
 SUCCESS_META = {"library_id", "total_available", "returned", "tokens_used", "max_tokens", "cache_hit",

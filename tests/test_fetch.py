@@ -242,14 +242,14 @@ def test_names_are_checked_by_their_resolved_addresses(cli, monkeypatch):
     r = cli("fetch", "https://intranet.example.com/wiki")
     assert r.code == 2 and r.json["error"]["code"] == "BLOCKED_URL"
     assert "10.1.2.3" in r.json["error"]["message"]
-    from gsd_research.fetcher import check_url
+    from gsd_research.read.fetcher import check_url
 
     assert check_url("https://public.example.org/page", set()) == "public.example.org"
 
 
 def test_allow_list_accepts_networks(monkeypatch):
-    from gsd_research.errors import BlockedUrl
-    from gsd_research.fetcher import check_url
+    from gsd_research.core.errors import BlockedUrl
+    from gsd_research.read.fetcher import check_url
 
     assert check_url("http://10.1.2.3:8080/x", {"10.0.0.0/8"}) == "10.1.2.3"
     with pytest.raises(BlockedUrl):
@@ -257,8 +257,8 @@ def test_allow_list_accepts_networks(monkeypatch):
 
 
 def test_pages_cover_the_content_without_loss():
-    from gsd_research.budget import json_tokens
-    from gsd_research.commands.read import paginate
+    from gsd_research.core.budget import json_tokens
+    from gsd_research.read.command import paginate
 
     paras = [f"Paragraph {i}: " + f"widget fact {i} is stated here once more. " * (3 + i % 40) for i in range(150)]
     paras.insert(40, "A single paragraph far larger than a page " + "with many words in it " * 400)
@@ -313,7 +313,7 @@ def test_read_commands_report_cache_hit_like_every_other_command(cli, pages, mon
 def test_a_name_that_rebinds_to_loopback_after_the_check_is_refused_before_the_request(cli, fake, monkeypatch):
     import socket
 
-    from gsd_research import fetcher
+    from gsd_research.read import fetcher
 
     port = int(fake.url.rsplit(":", 1)[1])
     real = socket.getaddrinfo

@@ -8,7 +8,7 @@ import time
 import pytest
 import yaml
 
-from gsd_research.config import Config, config_path
+from gsd_research.core.config import Config, config_path
 from tests.conftest import assert_no_traceback
 
 
@@ -180,7 +180,7 @@ def test_config_without_subcommand_is_a_usage_error(cli):
 def test_cache_clear_repairs_a_damaged_sqlite_file_and_doctor_names_it(cli, fake, home):
     """Regression: with a damaged cache file, `cache clear` (the natural fix) failed with INTERNAL_ERROR
     and doctor, which the stderr warning points to, reported no problem."""
-    from gsd_research.http import cache_file
+    from gsd_research.core.http_cache import cache_file
 
     path = cache_file()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -228,9 +228,9 @@ def test_doctor_uses_the_model_backends_health_checks(cli, fake, monkeypatch):
 def test_config_show_lists_every_capabilitys_defaults(cli, home):
     """config show showed only hooks/cache/http/providers; deep, search, llm and fetch defaults were hidden.
     The listed defaults must be the ones the code really uses."""
-    from gsd_research.commands import search
     from gsd_research.deep.settings import DEFAULTS as DEEP
     from gsd_research.llm.router import DEFAULT_CHAINS, DEFAULT_MODELS
+    from gsd_research.search import command as search
 
     cli("config", "set", "search.depth", "advanced")
     doc = cli("config", "show").json

@@ -10,8 +10,9 @@ from email.utils import formatdate
 import pytest
 import requests
 
-from gsd_research.config import Config
-from gsd_research.errors import (
+from gsd_research.core.cache_stats import read_cache_stats
+from gsd_research.core.config import Config
+from gsd_research.core.errors import (
     InvalidApiKey,
     NetworkError,
     NotFound,
@@ -19,17 +20,14 @@ from gsd_research.errors import (
     RateLimited,
     TimeoutError_,
 )
-from gsd_research.http import (
-    IGNORED_PARAMETERS,
+from gsd_research.core.http import (
     HttpClient,
     RetryPolicy,
-    cache_file,
-    canonical_headers,
     parse_json,
     raise_for_status,
-    read_cache_stats,
     retry_after_seconds,
 )
+from gsd_research.core.http_cache import IGNORED_PARAMETERS, cache_file, canonical_headers
 
 CREDENTIALS = "sk-canary-http-0001"
 
@@ -85,9 +83,9 @@ def test_backoff_is_exponential_capped_with_jitter_between_half_and_full(attempt
     policy = RetryPolicy(backoff_base=0.5, backoff_max=4.0)
     expo = min(4.0, 0.5 * 2**attempt)
 
-    monkeypatch.setattr("gsd_research.http.random.random", lambda: 0.0)
+    monkeypatch.setattr("gsd_research.core.http.random.random", lambda: 0.0)
     low = policy.delay(attempt, response(503))
-    monkeypatch.setattr("gsd_research.http.random.random", lambda: 0.999999)
+    monkeypatch.setattr("gsd_research.core.http.random.random", lambda: 0.999999)
     high = policy.delay(attempt, None)
 
     assert low == pytest.approx(expo / 2)
@@ -287,7 +285,7 @@ def test_a_locked_cache_degrades_instead_of_failing(echo, fake, monkeypatch, cap
 
 
 def test_cache_off_never_stores(echo, fake, home):
-    from gsd_research.config import set_value
+    from gsd_research.core.config import set_value
 
     set_value("cache.backend", "off", home / "config.yaml")
     http = client()
@@ -313,8 +311,8 @@ def test_bad_numbers_in_a_hand_edited_config_are_usage_errors(cli, fake, home, l
 @pytest.mark.parametrize("status", [400, 401, 402, 403, 404, 408, 429, 432, 500, 502, 503])
 def test_every_http_error_says_what_to_do(status):
     """Regression: 404, 402/432, 408 and 5xx errors carried no suggestions (DESIGN: actionable errors)."""
-    from gsd_research.errors import GsdError
-    from gsd_research.http import raise_for_status
+    from gsd_research.core.errors import GsdError
+    from gsd_research.core.http import raise_for_status
 
     response = requests.Response()
     response.status_code = status

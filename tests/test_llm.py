@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from gsd_research.core.runtime import Runtime
 from gsd_research.llm import Router, make_backend
-from gsd_research.runtime import Runtime
 
 GEMINI_KEY = "gk-canary-GEMINI-1234"
 OPENAI_KEY = "sk-canary-OPENAI-5678"

@@ -7,8 +7,8 @@ import types
 
 import pytest
 
-from gsd_research.errors import GsdError
-from gsd_research.providers.keyless import DdgsBackend, filter_domains, normalize_results, shape_query
+from gsd_research.core.errors import GsdError
+from gsd_research.search.keyless import DdgsBackend, filter_domains, normalize_results, shape_query
 
 
 class DDGSException(Exception):

@@ -39,7 +39,7 @@ def test_body_teaches_commands_json_and_untrusted_evidence():
 
 def test_every_example_command_parses():
     """Each example line is accepted by the real option parser (no search runs: --help short-circuits)."""
-    from gsd_research.commands.search import search
+    from gsd_research.search.command import search
 
     _, body = frontmatter_and_body()
     lines = [line.split("  #")[0].strip() for line in body.splitlines() if line.startswith("gsd-research search ")]

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from gsd_research.config import set_value
-from gsd_research.secrets import known_secrets, register, scrub
+from gsd_research.core.config import set_value
+from gsd_research.core.secrets import known_secrets, register, scrub
 from tests.conftest import KEY_VARS
 
 CANARIES = {name: f"sk-canary-{name.lower().replace('_', '-')}-7f3a" for name in KEY_VARS}
@@ -92,7 +92,7 @@ def test_internal_error_log_is_scrubbed(cli, fake, home, canaries, monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError(f"unexpected failure with {key}")
 
-    monkeypatch.setattr("gsd_research.providers.context7.Context7.resolve", boom)
+    monkeypatch.setattr("gsd_research.docs.context7.Context7.resolve", boom)
     result = cli("docs", "react", "hooks")
 
     assert result.code == 1 and result.json["error"]["code"] == "INTERNAL_ERROR"

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from gsd_research.tokens import count_tokens, cut_to_tokens, raw_estimate
+from gsd_research.core.tokens import count_tokens, cut_to_tokens, raw_estimate
 from tests.conftest import SHARED
 
 

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from gsd_research import usage_ledger
+from gsd_research.core import usage_ledger
 
 NOW = datetime.now(timezone.utc)
 TODAY = NOW.date()
@@ -122,7 +122,7 @@ def test_record_scrubs_keys(monkeypatch):
 
 _WRITER = """
 import sys
-from gsd_research import usage_ledger
+from gsd_research.core import usage_ledger
 for i in range(int(sys.argv[2])):
     usage_ledger.record("p" + sys.argv[1], "m" * 300, i, i, 0.001, "bench", ref=f"{sys.argv[1]}-{i}")
 """

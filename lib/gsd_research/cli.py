@@ -8,21 +8,21 @@ import sys
 import click
 
 from gsd_research import __version__
-from gsd_research.errors import GsdError
-from gsd_research.runtime import DEFAULT_MAX_TOKENS, Runtime
+from gsd_research.core.errors import GsdError
+from gsd_research.core.runtime import DEFAULT_MAX_TOKENS, Runtime
 
 # name -> "module:attribute"; modules are imported only when their command runs (start-up time).
 COMMANDS: dict[str, str] = {
-    "docs": "gsd_research.commands.docs:docs",
-    "deep": "gsd_research.commands.deep:deep",
-    "jobs": "gsd_research.commands.jobs:jobs",
-    "usage": "gsd_research.commands.usage:usage",
-    "search": "gsd_research.commands.search:search",
-    "fetch": "gsd_research.commands.read:fetch",
-    "summarize": "gsd_research.commands.read:summarize",
-    "analyze": "gsd_research.commands.read:analyze",
-    "image": "gsd_research.commands.read:image",
-    "web": "gsd_research.commands.read:web",
+    "docs": "gsd_research.docs.command:docs",
+    "deep": "gsd_research.deep.command:deep",
+    "jobs": "gsd_research.deep.jobs_command:jobs",
+    "usage": "gsd_research.deep.usage_command:usage",
+    "search": "gsd_research.search.command:search",
+    "fetch": "gsd_research.read.command:fetch",
+    "summarize": "gsd_research.read.command:summarize",
+    "analyze": "gsd_research.read.command:analyze",
+    "image": "gsd_research.read.command:image",
+    "web": "gsd_research.read.command:web",
     "doctor": "gsd_research.commands.doctor:doctor",
     "cache": "gsd_research.commands.housekeeping:cache",
     "config": "gsd_research.commands.housekeeping:config",
@@ -74,7 +74,7 @@ class LazyGroup(click.Group):
 def _version(ctx: click.Context, _param, value):
     if not value or ctx.resilient_parsing:
         return
-    from gsd_research.output import emit
+    from gsd_research.core.output import emit
 
     emit({"success": True, "command": "version", "version": __version__})
     ctx.exit(0)
@@ -103,7 +103,7 @@ def _guess_command(argv: list[str]) -> str | None:
 
 def run(group: click.Group, argv: list[str] | None, prog_name: str, known: dict) -> int:
     """Invoke `group`, print the envelope, return the exit status. The one edge where errors become JSON."""
-    from gsd_research.output import emit, failure
+    from gsd_research.core.output import emit, failure
 
     argv = list(sys.argv[1:] if argv is None else argv)
     rt = Runtime()
@@ -136,7 +136,7 @@ def run(group: click.Group, argv: list[str] | None, prog_name: str, known: dict)
 
 def _unexpected(exc: Exception, rt: Runtime, argv: list[str]) -> int:
     """An exception no command turned into a GsdError: state we cannot write, else an internal error."""
-    from gsd_research.output import emit, failure
+    from gsd_research.core.output import emit, failure
 
     state = _state_error(exc) if isinstance(exc, OSError) else None
     if state is not None:
@@ -155,7 +155,7 @@ def _state_error(exc: OSError) -> GsdError | None:
     """A file-system failure inside GSD_RESEARCH_HOME (unwritable, not a directory, disk full) as a clear error."""
     from pathlib import Path
 
-    from gsd_research.config import home
+    from gsd_research.core.config import home
 
     root = home()
     name = exc.filename
@@ -169,7 +169,7 @@ def _state_error(exc: OSError) -> GsdError | None:
 
 def _render(rv, rt: Runtime) -> int:
     """Print what a command returned (a payload dict or a whole document) and give the exit status."""
-    from gsd_research.output import emit, success
+    from gsd_research.core.output import emit, success
 
     if isinstance(rv, int):
         return rv
@@ -182,7 +182,7 @@ def _render(rv, rt: Runtime) -> int:
 
 def _no_command(exc: click.exceptions.NoArgsIsHelpError, prog_name: str, known: dict, rt: Runtime) -> int:
     """A group called without a subcommand: its help on stderr, a usage error naming its commands on stdout."""
-    from gsd_research.output import emit, failure
+    from gsd_research.core.output import emit, failure
 
     click.echo(exc.ctx.get_help() if exc.ctx else "", err=True)
     sub = exc.ctx is not None and exc.ctx.parent is not None
@@ -202,7 +202,7 @@ def _wants_help(argv: list[str]) -> bool:
 
 def _help(group: click.Group, argv: list[str], prog_name: str, rt: Runtime) -> int:
     """Help for the command named in argv: plain text on a terminal, else inside the one JSON document."""
-    from gsd_research.output import emit
+    from gsd_research.core.output import emit
 
     ctx = click.Context(group, info_name=prog_name, obj=rt, **group.context_settings)
     cmd: click.Command = group
@@ -232,8 +232,8 @@ def _log_internal_error(exc: BaseException) -> None:
     import traceback
 
     try:
-        from gsd_research.config import home
-        from gsd_research.secrets import scrub
+        from gsd_research.core.config import home
+        from gsd_research.core.secrets import scrub
 
         path = home() / "logs" / "errors.log"
         path.parent.mkdir(parents=True, exist_ok=True)

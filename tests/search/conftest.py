@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gsd_research.providers import keyless
+from gsd_research.search import keyless
 from tests.fakes.tavily import FakeKeyless
 
 KEY = "tvly-canary-XXXX-3f9a"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gsd_research import reports
-from gsd_research.errors import GsdError, UsageError
+from gsd_research.core.errors import GsdError, UsageError
+from gsd_research.search import reports
 from tests.fakes.tavily import generated_results
 from tests.search.conftest import KEY
 

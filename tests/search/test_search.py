@@ -7,8 +7,8 @@ import json
 import pytest
 import requests
 
-from gsd_research.providers.tavily import clamp_max_results
-from gsd_research.untrusted import FENCE_CLOSE, FENCE_OPEN, NOTICE
+from gsd_research.core.untrusted import FENCE_CLOSE, FENCE_OPEN, NOTICE
+from gsd_research.search.tavily import clamp_max_results
 from tests.conftest import assert_no_traceback
 from tests.search.conftest import KEY
 
@@ -201,7 +201,7 @@ def test_configured_provider_order_is_followed(cli, tavily, kl, home):
 
 
 def test_keyless_failure_falls_back_to_tavily_in_configured_order(cli, tavily, kl, home):
-    from gsd_research.errors import RateLimited
+    from gsd_research.core.errors import RateLimited
 
     configure(home, "search:\n  providers: ddgs,tavily\n")
     kl.error = RateLimited("Keyless search (ddgs) was rate limited: 202 Ratelimit")
@@ -252,7 +252,7 @@ def test_tavily_errors_without_fallback(cli, fake, kl, monkeypatch, key, code, e
 
 
 def test_every_provider_failing_reports_each_failure(cli, fake, kl, monkeypatch):
-    from gsd_research.errors import NetworkError
+    from gsd_research.core.errors import NetworkError
 
     kl.error = NetworkError("Keyless search (ddgs) could not reach any search engine: DNSError")
 
@@ -450,10 +450,10 @@ def test_stdout_is_one_json_document_in_a_real_process(run_bin, tavily):
 
 # -- Tavily /extract -------------------------------------------------------------------------------
 def test_tavily_extract(tavily):
-    from gsd_research.config import Config
-    from gsd_research.errors import MissingApiKey, UsageError
-    from gsd_research.http import HttpClient
-    from gsd_research.providers.tavily import Tavily
+    from gsd_research.core.config import Config
+    from gsd_research.core.errors import MissingApiKey, UsageError
+    from gsd_research.core.http import HttpClient
+    from gsd_research.search.tavily import Tavily
 
     cfg = Config()
     client = Tavily(HttpClient(cfg), cfg.base_url("tavily"), KEY, 60)

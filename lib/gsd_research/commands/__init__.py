@@ -1,1 +1,1 @@
-"""Command modules: thin click shells over the library."""
+"""Housekeeping commands (cache, config, doctor): thin click shells over the library."""

@@ -10,9 +10,10 @@ import click
 
 from gsd_research import __version__
 from gsd_research.commands.housekeeping import _redact_url, _sqlite_damage, _with_budget
-from gsd_research.config import PROVIDER_ENV, Config, home
-from gsd_research.errors import GsdError
-from gsd_research.runtime import agent_command
+from gsd_research.core.config import Config, home
+from gsd_research.core.errors import GsdError
+from gsd_research.core.provider_env import PROVIDER_ENV
+from gsd_research.core.runtime import agent_command
 
 PROBE_TIMEOUT = 2.0
 # Where a provider answers a cheap GET (any HTTP answer, even 401/404, means reachable).
@@ -118,7 +119,7 @@ def _backend_state(backend, reachable: bool, probe: bool) -> dict:
 
 
 def _cache_summary(cfg: Config, problems: list[str]) -> dict:
-    from gsd_research.http import cache_backend_name, cache_file
+    from gsd_research.core.http_cache import cache_backend_name, cache_file
 
     backend = cache_backend_name(cfg)
     info: dict = {"backend": backend}

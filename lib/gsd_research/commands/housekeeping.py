@@ -6,8 +6,7 @@ import os
 
 import click
 
-from gsd_research.config import (
-    PROVIDER_ENV,
+from gsd_research.core.config import (
     config_path,
     default_at,
     home,
@@ -15,13 +14,14 @@ from gsd_research.config import (
     load_user_config,
     redact,
 )
-from gsd_research.errors import GsdError, UsageError
-from gsd_research.runtime import agent_command
+from gsd_research.core.errors import GsdError, UsageError
+from gsd_research.core.provider_env import PROVIDER_ENV
+from gsd_research.core.runtime import agent_command
 
 
 def _with_budget(rt, doc: dict) -> dict:
     """Record the document's token cost; a housekeeping answer that does not fit is a usage error."""
-    from gsd_research.output import document_tokens
+    from gsd_research.core.output import document_tokens
 
     meta = doc.setdefault("metadata", {})
     meta.update({"tokens_used": rt.max_tokens, "max_tokens": rt.max_tokens})
@@ -78,7 +78,7 @@ def _open_cache(rt):
 
 def _storage_size(backend: str, cache_obj) -> int | None:
     if backend == "sqlite":
-        from gsd_research.http import cache_file
+        from gsd_research.core.http_cache import cache_file
 
         base = cache_file()
         return sum(p.stat().st_size for p in (base, base.with_name(base.name + "-wal")) if p.exists())
@@ -100,7 +100,8 @@ def _entries(cache_obj) -> int:
 @agent_command("stats")
 def stats(rt):
     """Entries, size and hit rate of the HTTP cache (hits and misses of every call since the last clear)."""
-    from gsd_research.http import cache_backend_name, cache_file, read_cache_stats
+    from gsd_research.core.cache_stats import read_cache_stats
+    from gsd_research.core.http_cache import cache_backend_name, cache_file
 
     backend = cache_backend_name(rt.config)
     counters = read_cache_stats()
@@ -127,7 +128,8 @@ def stats(rt):
 @click.option("--expired", is_flag=True, help="Remove only expired answers (keeps the counters).")
 def clear(rt, expired: bool):
     """Empty the HTTP cache and reset its hit/miss counters."""
-    from gsd_research.http import cache_backend_name, cache_file, record_cache_event
+    from gsd_research.core.cache_stats import record_cache_event
+    from gsd_research.core.http_cache import cache_backend_name, cache_file
 
     backend = cache_backend_name(rt.config)
     if backend == "off" or (backend == "sqlite" and not cache_file().exists()):
@@ -204,7 +206,7 @@ def capability_defaults() -> dict:
 
 
 def all_defaults() -> dict:
-    from gsd_research.config import DEFAULTS, _merge
+    from gsd_research.core.config import DEFAULTS, _merge
 
     return _merge(DEFAULTS, capability_defaults())
 
@@ -223,7 +225,7 @@ def _known_default(dotted: str) -> tuple[bool, object]:
 def show(rt):
     """The effective configuration (every capability's defaults + config.yaml), keys redacted, and the
     environment variables that override it."""
-    from gsd_research.config import _merge
+    from gsd_research.core.config import _merge
 
     cfg = rt.config
     return _with_budget(rt, {"path": str(config_path()), "exists": config_path().is_file(),
@@ -260,8 +262,8 @@ def validate(dotted: str, value) -> str | None:
 @click.argument("value")
 def set_(rt, key: str, value: str):
     """Set KEY (dotted, e.g. cache.ttl.docs) to VALUE (a YAML scalar) in config.yaml."""
-    from gsd_research.config import parse_value, set_value
-    from gsd_research.secrets import register
+    from gsd_research.core.config import parse_value, set_value
+    from gsd_research.core.secrets import register
 
     parsed = value if isinstance(default_at(key), str) else parse_value(value)
     note = validate(key, parsed)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from gsd_research import usage_ledger
+from gsd_research.core import usage_ledger
+from gsd_research.core.errors import BudgetExceeded
 from gsd_research.deep import cost as costs
 from gsd_research.deep.settings import DeepSettings
-from gsd_research.errors import BudgetExceeded
 
 PROVIDER = "perplexity"
 

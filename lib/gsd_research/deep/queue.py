@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from gsd_research.config import home
+from gsd_research.core.config import home
 from gsd_research.deep.store import JobStore, file_lock, read_json
 
 LOG_MAX_BYTES = 5_000_000

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gsd_research.budget import fit_text, json_tokens
-from gsd_research.output import document_tokens
+from gsd_research.core.budget import fit_text, json_tokens
+from gsd_research.core.output import document_tokens
 
 CITATION_SHARE = 0.35  # at most this part of --max-tokens goes to the citation list
 USAGE_KEYS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "citation_tokens", "num_search_queries",
@@ -30,7 +30,7 @@ def _fit_citations(citations: list[dict], max_tokens: int) -> list[dict]:
 def answer_payload(query: str, job_id: str, message: dict, max_tokens: int, *, extra_meta: dict | None = None,
                    warnings: list[str] | None = None) -> dict:
     """The envelope body for a finished job or blocking call, with the report cut to the budget."""
-    from gsd_research.untrusted import FENCE_CLOSE, FENCE_OPEN, NOTICE, neutralize, scan
+    from gsd_research.core.untrusted import FENCE_CLOSE, FENCE_OPEN, NOTICE, neutralize, scan
 
     citations = [dict(c, title=neutralize(str(c.get("title") or ""))) for c in message.get("citations") or []]
     shown = _fit_citations(citations, max_tokens)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from gsd_research import usage_ledger
-from gsd_research.config import home
+from gsd_research.core import usage_ledger
+from gsd_research.core.config import home
 from gsd_research.deep import cost as costs
+from gsd_research.deep.perplexity import EndpointGone, Perplexity, poll
 from gsd_research.deep.settings import DeepSettings
 from gsd_research.deep.store import now_iso, read_json, write_json
-from gsd_research.providers.perplexity import EndpointGone, Perplexity, poll
 
 PROVIDER = "perplexity"
 GONE_MEMORY_S = 7 * 86400  # once Sonar said it is gone, go straight to the Agent API for a week

@@ -6,7 +6,7 @@ import hashlib
 import time
 from pathlib import Path
 
-from gsd_research.config import home
+from gsd_research.core.config import home
 from gsd_research.deep.store import read_json, write_json
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from gsd_research.errors import UsageError
+from gsd_research.core.errors import UsageError
 
 EFFORTS = ("low", "medium", "high")
 APIS = ("auto", "sonar", "agent")
@@ -73,7 +73,7 @@ def _timeout_from_env() -> float | None:
 
 
 def load(config) -> DeepSettings:
-    """Settings from `config` (a gsd_research.config.Config) and the environment."""
+    """Settings from `config` (a gsd_research.core.config.Config) and the environment."""
     def get(key):
         return config.get(f"deep.{key}", DEFAULTS[key])
 

@@ -17,8 +17,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from gsd_research.config import home
-from gsd_research.errors import JobNotFound, UsageError
+from gsd_research.core.config import home
+from gsd_research.core.errors import JobNotFound, UsageError
 
 ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{2,80}$")
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
@@ -52,7 +52,7 @@ def write_json(path: Path, doc: Any, durable: bool = True) -> None:
     The rename makes it atomic for readers and against a killed writer; `durable` adds an fsync so
     the new content also survives a power loss (skipped for transient states that can be redone).
     """
-    from gsd_research.secrets import scrub
+    from gsd_research.core.secrets import scrub
 
     text = scrub(json.dumps(doc, ensure_ascii=False, indent=1, default=str))
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(3).hex()}{TMP_SUFFIX}")

@@ -17,13 +17,13 @@ import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
+from gsd_research.core.errors import GsdError
 from gsd_research.deep import queue, result_cache
 from gsd_research.deep.guard import check_budget
 from gsd_research.deep.render import message_from
 from gsd_research.deep.research import DeepResearch
 from gsd_research.deep.settings import DeepSettings
 from gsd_research.deep.store import JobStore, file_lock, now_iso, parse_iso, read_json, write_json
-from gsd_research.errors import GsdError
 
 PERMANENT = frozenset({"USAGE_ERROR", "MISSING_API_KEY", "BUDGET_EXCEEDED"})
 
@@ -33,7 +33,7 @@ class JobCancelled(Exception):
 
 
 def log(message: str) -> None:
-    from gsd_research.secrets import scrub
+    from gsd_research.core.secrets import scrub
 
     sys.stderr.write(scrub(f"{now_iso()} worker[{os.getpid()}] {message}") + "\n")
     sys.stderr.flush()
@@ -58,7 +58,7 @@ class Worker:
         if research is None:
             http = None
             if threading.current_thread() is not threading.main_thread():
-                from gsd_research.http import HttpClient
+                from gsd_research.core.http import HttpClient
 
                 http = HttpClient(self.rt.config, no_cache=self.rt.no_cache)
             research = self._local.research = DeepResearch(self.rt, self.s, http=http)

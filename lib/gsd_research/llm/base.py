@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gsd_research.errors import GsdError
+from gsd_research.core.errors import GsdError
 
 
 class BackendUnavailable(GsdError):
@@ -67,7 +67,7 @@ class Backend:
         raise NotImplementedError
 
     def _post(self, url: str, body: dict, headers: dict | None = None, key_hint: str | None = None):
-        from gsd_research.http import parse_json
+        from gsd_research.core.http import parse_json
 
         resp = self.rt.http.request(self.provider, "POST", url, json=body, headers=headers or {},
                                     ttl=self.rt.config.ttl("llm"), key_hint=key_hint)
@@ -75,7 +75,7 @@ class Backend:
 
 
 def malformed(provider: str, what: str) -> GsdError:
-    from gsd_research.errors import ProviderError
+    from gsd_research.core.errors import ProviderError
 
     return ProviderError(f"{provider.capitalize()} sent a malformed answer ({what})",
                          suggestions=["Retry later; if it persists the provider's API may have changed"],

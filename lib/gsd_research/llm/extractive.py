@@ -6,8 +6,8 @@ import math
 import re
 from collections import Counter
 
-from gsd_research.tokens import count_tokens
-from gsd_research.untrusted import scan
+from gsd_research.core.tokens import count_tokens
+from gsd_research.core.untrusted import scan
 
 LABEL = "extractive summary (no model reachable): sentences quoted from the source, not a model's summary"
 _SENTENCE = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[A-Z0-9\"'(\[])")

@@ -19,7 +19,7 @@ class GeminiBackend(Backend):
 
     def _post(self, url, body, headers=None, key_hint=None):
         """Gemini says 400 (not 401) for a bad key: map that to INVALID_API_KEY."""
-        from gsd_research.errors import InvalidApiKey, ProviderError
+        from gsd_research.core.errors import InvalidApiKey, ProviderError
 
         try:
             return super()._post(url, body, headers, key_hint)

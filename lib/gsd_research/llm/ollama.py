@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import re
 
-from gsd_research.errors import GsdError
+from gsd_research.core.errors import GsdError
 from gsd_research.llm.base import Backend, Generation, malformed
 
 _THINK = re.compile(r"<think>.*?</think>", re.S)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from gsd_research.errors import GsdError, UsageError
+from gsd_research.core.errors import GsdError, UsageError
 from gsd_research.llm.base import Backend, BackendUnavailable, Generation
 
 # summarize text: Ollama first (local, cheap); analyze (reasoning): OpenAI first; a URL summary: Gemini

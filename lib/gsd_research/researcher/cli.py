@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import click
 
-from gsd_research.errors import GsdError, UsageError
+from gsd_research.core.errors import GsdError, UsageError
 
 
 @dataclass

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
-from gsd_research.errors import UsageError
+from gsd_research.core.errors import UsageError
 
 CONFIG_NAME = "researcher.yaml"
 DEFAULT_FILE_TYPES = ["md", "txt", "pdf", "docx", "pptx", "xlsx", "html"]
@@ -41,7 +41,7 @@ class ResearcherConfig(BaseModel):
 
 
 def state_home() -> Path:
-    from gsd_research.config import home
+    from gsd_research.core.config import home
 
     return home()
 
@@ -74,7 +74,7 @@ class ConfigGateway:
     def save(self, config: ResearcherConfig) -> None:
         import yaml
 
-        from gsd_research.config import atomic_write_text
+        from gsd_research.core.config import atomic_write_text
 
         data = config.model_dump(mode="json")
         atomic_write_text(self.path, yaml.safe_dump(data, sort_keys=False))

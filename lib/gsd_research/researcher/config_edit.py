@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from gsd_research.errors import UsageError
+from gsd_research.core.errors import UsageError
 from gsd_research.researcher.config import PROVIDERS, ConfigGateway
 
 TOP_KEYS = ("default_embedding_provider", "default_embedding_model", "mcp_port", "chroma_url")

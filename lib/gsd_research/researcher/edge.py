@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from gsd_research.errors import GsdError
+from gsd_research.core.errors import GsdError
 
 
 def _wants_json(argv: list[str]) -> bool:
@@ -14,7 +14,7 @@ def _wants_json(argv: list[str]) -> bool:
 
 
 def _fail(kb, argv: list[str], error: dict, code: int) -> int:
-    from gsd_research.output import emit, failure
+    from gsd_research.core.output import emit, failure
 
     if kb.json or _wants_json(argv):
         emit(failure(kb.command or "researcher", error), kb.pretty)
@@ -53,7 +53,7 @@ def invoke(group: click.Group, kb, argv: list[str]) -> int:
 
 
 def _print(kb, payload: dict) -> None:
-    from gsd_research.output import emit, success
+    from gsd_research.core.output import emit, success
 
     if kb.json or kb.pretty:
         emit(success(kb.command or "researcher", payload), kb.pretty)

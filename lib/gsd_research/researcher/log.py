@@ -9,8 +9,8 @@ import time
 def event(name: str, **fields) -> None:
     """Append one structured event; logging never raises."""
     try:
-        from gsd_research.config import home
-        from gsd_research.secrets import scrub
+        from gsd_research.core.config import home
+        from gsd_research.core.secrets import scrub
 
         path = home() / "logs" / "researcher.log"
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gsd_research.errors import GsdError
+from gsd_research.core.errors import GsdError
 
 INSTRUCTIONS = ("Search the user's local document repositories (hybrid BM25 + vector ranking). "
                 "search_documents finds which files matter; search_fragments returns the passages themselves.")

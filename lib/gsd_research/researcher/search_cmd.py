@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from gsd_research.errors import GsdError, UsageError
+from gsd_research.core.errors import GsdError, UsageError
 
 SNIPPET_CHARS = 240
 
@@ -103,8 +103,8 @@ def _read_queries(path: str) -> list[tuple[object, str | None, dict | None]]:
 
 def run_batch(kb, path: str, repo_name, n_fragments: int, n_documents: int, mode: str) -> None:
     """Print one JSON line per input line, in input order."""
-    from gsd_research.output import dumps
-    from gsd_research.secrets import scrub
+    from gsd_research.core.output import dumps
+    from gsd_research.core.secrets import scrub
 
     items = _read_queries(path)
     repos, _ = _repositories(kb, repo_name)

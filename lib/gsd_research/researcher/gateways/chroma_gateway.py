@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from urllib.parse import urlparse
 
-from gsd_research.errors import GsdError, NetworkError
+from gsd_research.core.errors import GsdError, NetworkError
 from gsd_research.researcher.models import FragmentWithEmbedding, SearchResult
 
 PAGE = 2000

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gsd_research.errors import GsdError, MissingApiKey, NetworkError, NotFound, ProviderError, UsageError
+from gsd_research.core.errors import (
+    GsdError,
+    MissingApiKey,
+    NetworkError,
+    NotFound,
+    ProviderError,
+    UsageError,
+)
 
 MODEL_FILES = ("config.json", "model.onnx", "special_tokens_map.json", "tokenizer_config.json",
                "tokenizer.json", "vocab.txt")
@@ -107,7 +114,7 @@ class HttpEmbedder:
     BATCH = 64
 
     def __init__(self, provider: str, model: str | None, config=None) -> None:
-        from gsd_research.config import Config
+        from gsd_research.core.config import Config
 
         if not model:
             raise UsageError(f"The {provider} embedding provider needs a model",
@@ -123,13 +130,13 @@ class HttpEmbedder:
     @property
     def http(self):
         if self._http is None:
-            from gsd_research.http import HttpClient
+            from gsd_research.core.http import HttpClient
 
             self._http = HttpClient(self.config)
         return self._http
 
     def _post(self, path: str, body: dict, cache: bool) -> dict:
-        from gsd_research.http import parse_json
+        from gsd_research.core.http import parse_json
 
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         key_hint = "OPENAI_API_KEY" if self.provider == "openai" else "OLLAMA_API_KEY"

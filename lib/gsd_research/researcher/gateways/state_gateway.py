@@ -28,7 +28,7 @@ class StateGateway:
             return None  # corrupt: the caller rebuilds
 
     def _write(self, path: Path, data) -> None:
-        from gsd_research.config import atomic_write_text
+        from gsd_research.core.config import atomic_write_text
 
         atomic_write_text(path, json.dumps(data, ensure_ascii=False, default=str))
 

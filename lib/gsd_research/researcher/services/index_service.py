@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
-from gsd_research.errors import NotFound
+from gsd_research.core.errors import NotFound
 from gsd_research.researcher import log
 from gsd_research.researcher.gateways.docling_gateway import ConversionError, DoclingGateway
 from gsd_research.researcher.gateways.embedding_gateway import EmbeddingGateway

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gsd_research.errors import GsdError, NotFound, UsageError
+from gsd_research.core.errors import GsdError, NotFound, UsageError
 from gsd_research.researcher.config import NAME_RE, PROVIDERS, ConfigGateway, RepositoryConfig
 
 SUPPORTED_TYPES = ("md", "markdown", "txt", "text", "rst", "pdf", "docx", "pptx", "xlsx", "html", "htm",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from gsd_research.config import PROVIDER_ENV
+from gsd_research.core.provider_env import PROVIDER_ENV
 
 _MIN_SECRET = 6
 _REGISTERED: set[str] = set()

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import click
 
-from gsd_research.budget import check_echo
+from gsd_research.core.budget import check_echo
+from gsd_research.core.errors import MissingApiKey, UsageError
+from gsd_research.core.runtime import agent_command
 from gsd_research.deep import result_cache
 from gsd_research.deep.cost import price_table
 from gsd_research.deep.guard import check_budget, cost_warnings
 from gsd_research.deep.settings import EFFORTS, load
-from gsd_research.errors import MissingApiKey, UsageError
-from gsd_research.runtime import agent_command
 
 POLL_HINT = "gsd-research jobs wait {id} --timeout 100"
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -12,10 +11,9 @@ from typing import Any
 
 import requests
 
-from gsd_research import __version__
-from gsd_research.cache_stats import read_cache_stats, record_cache_event, stats_file  # noqa: F401 (re-exported)
-from gsd_research.config import Config, home
-from gsd_research.errors import (
+from gsd_research.core.cache_stats import record_cache_event
+from gsd_research.core.config import Config
+from gsd_research.core.errors import (
     GsdError,
     InvalidApiKey,
     NetworkError,
@@ -24,27 +22,18 @@ from gsd_research.errors import (
     RateLimited,
     TimeoutError_,
 )
+from gsd_research.core.http_cache import (
+    USER_AGENT,
+    build_session,
+    cache_backend_name,
+    canonical_headers,
+    import_requests_cache,
+    is_cache_failure,
+    safe_delete,
+)
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-# Credentials: never part of a cache key, redacted from stored responses.
-IGNORED_PARAMETERS = (
-    "Authorization",
-    "Proxy-Authorization",
-    "X-API-Key",
-    "x-api-key",
-    "x-goog-api-key",
-    "api_key",
-    "apikey",
-    "api-key",
-    "key",
-    "access_token",
-)
-_IGNORED_LOWER = {name.lower(): name for name in IGNORED_PARAMETERS}
-USER_AGENT = f"gsd-research/{__version__}"
 # Optional requests-cache backends whose client libraries cost start-up time when nobody uses them.
-_OPTIONAL_BACKEND_MODULES = ("redis", "pymongo", "boto3")
-
-
 @dataclass
 class RetryPolicy:
     """How often and how long to retry: 408/429/5xx and transport faults."""
@@ -164,82 +153,6 @@ def forget(response: requests.Response) -> None:
         evict()
 
 
-_IMPORT_LOCK = threading.Lock()
-
-
-def _import_requests_cache(need_redis: bool):
-    """requests_cache without importing the client libraries of backends this call does not use.
-
-    requests_cache imports every installed backend client at import time (redis alone costs ~130 ms
-    of a ~450 ms start); with the module name mapped to None the import fails fast and requests_cache
-    leaves a placeholder. The Redis backend is imported for real when it is configured.
-    """
-    with _IMPORT_LOCK:  # sys.modules is shared by every thread of a worker
-        if "requests_cache" in sys.modules:
-            return sys.modules["requests_cache"]
-        blocked = [] if need_redis else [m for m in _OPTIONAL_BACKEND_MODULES if m not in sys.modules]
-        for name in blocked:
-            sys.modules[name] = None  # type: ignore[assignment]
-        try:
-            import requests_cache
-        finally:
-            for name in blocked:
-                if sys.modules.get(name, 0) is None:
-                    del sys.modules[name]
-        return requests_cache
-
-
-def cache_backend_name(config: Config) -> str:
-    """sqlite, redis or off (YAML reads a bare `off` as false, so falsy values mean off too)."""
-    raw = config.get("cache.backend", "sqlite")
-    name = str(raw).strip().lower() if raw not in (False, None) else "off"
-    return "off" if name in ("off", "none", "memory", "false", "no", "0", "") else name
-
-
-def build_session(config: Config):
-    """The shared requests-cache session: SQLite under GSD_RESEARCH_HOME, Redis, or off."""
-    backend_name = cache_backend_name(config)
-    requests_cache = _import_requests_cache(backend_name == "redis")
-    common = dict(
-        allowable_codes=(200,),
-        allowable_methods=("GET", "POST"),
-        ignored_parameters=IGNORED_PARAMETERS,
-        match_headers=False,
-        expire_after=int(config.get("cache.ttl.default", 3600)),
-        stale_if_error=False,
-    )
-    if backend_name == "redis":
-        import redis
-        from requests_cache.backends.redis import RedisCache
-
-        url = str(config.get("cache.redis_url"))
-        connection = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=5)
-        backend = RedisCache(namespace="gsd_research", connection=connection)
-    elif backend_name == "off":
-        backend = requests_cache.backends.BaseCache()
-    elif backend_name != "sqlite":
-        from gsd_research.errors import UsageError
-
-        raise UsageError(f"Unknown cache backend '{backend_name}'",
-                         suggestions=["gsd-research config set cache.backend sqlite (or redis, off)"])
-    else:
-        from gsd_research.cache_stats import exclusive_lock
-
-        path = cache_file()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # Opening runs PRAGMA journal_mode=WAL, which fails at once ("database is locked", busy_timeout
-        # notwithstanding) when processes race to open a new file: they open it one at a time.
-        with exclusive_lock(path.with_name(path.name + ".lock")):
-            backend = requests_cache.SQLiteCache(str(path), wal=True, busy_timeout=30000)
-    session = requests_cache.CachedSession(backend=backend, **common)
-    session.headers["User-Agent"] = USER_AGENT
-    return session
-
-
-def cache_file():
-    return home() / "cache" / "http_cache.sqlite"
-
-
 class HttpClient:
     """Sends provider requests through the cached session with retries and typed errors."""
 
@@ -269,7 +182,7 @@ class HttpClient:
                 raise
             except Exception as exc:  # a broken cache backend must not break research: go uncached
                 self._degrade(exc)
-                requests_cache = _import_requests_cache(False)
+                requests_cache = import_requests_cache(False)
                 self._session = requests_cache.CachedSession(backend=requests_cache.backends.BaseCache())
                 self._session.headers["User-Agent"] = USER_AGENT
         return self._session
@@ -285,7 +198,7 @@ class HttpClient:
     def _degrade(self, exc: BaseException) -> None:
         """Bypass the cache for the rest of this call and say why on stderr (never on stdout)."""
         if self.cache_broken is None:
-            from gsd_research.secrets import scrub
+            from gsd_research.core.secrets import scrub
 
             self.cache_broken = scrub(f"{exc.__class__.__name__}: {str(exc)[:200]}")
             print(f"gsd-research: HTTP cache unavailable ({self.cache_broken}); continuing without it. "
@@ -346,7 +259,7 @@ class HttpClient:
         except requests.RequestException as exc:
             raise NetworkError(f"Request failed: {exc.__class__.__name__}", details={"url": _safe_url(url)}) from None
         except Exception as exc:  # the cache backend failed (SQLite locked or corrupt, Redis down)
-            if not use_cache or not _is_cache_failure(exc):
+            if not use_cache or not is_cache_failure(exc):
                 raise
             self._degrade(exc)
             return self._send_once(method, url, ttl=ttl, timeout=timeout, cache=cache, **kwargs)
@@ -370,7 +283,7 @@ class HttpClient:
         key = getattr(resp, "cache_key", None)
         if use_cache and key:
             cache = self.session.cache
-            resp._gsd_evict = lambda: _safe_delete(cache, key)
+            resp._gsd_evict = lambda: safe_delete(cache, key)
         if use_cache and self.config.get("cache.stats", True):
             kind = "hits" if getattr(resp, "from_cache", False) else ("refreshes" if self.no_cache else "misses")
             record_cache_event(kind)
@@ -423,26 +336,3 @@ def _safe_url(url: str) -> str:
     """A URL without its query string, which may carry a key."""
     return url.split("?", 1)[0]
 
-
-def canonical_headers(headers) -> dict:
-    """Headers with credential names spelled as in IGNORED_PARAMETERS (requests-cache matches them exactly)."""
-    out = {}
-    for name, value in dict(headers).items():
-        out[_IGNORED_LOWER.get(str(name).lower(), name)] = value
-    return out
-
-
-def _is_cache_failure(exc: BaseException) -> bool:
-    import sqlite3
-
-    if isinstance(exc, (sqlite3.Error, OSError)):
-        return True
-    redis = sys.modules.get("redis")
-    return bool(redis is not None and isinstance(exc, redis.exceptions.RedisError))
-
-
-def _safe_delete(cache, key: str) -> None:
-    try:
-        cache.delete(key)
-    except Exception:  # noqa: BLE001 - eviction is best effort
-        pass

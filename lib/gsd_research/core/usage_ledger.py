@@ -14,7 +14,7 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from gsd_research.config import home
+from gsd_research.core.config import home
 
 
 def ledger_path() -> Path:
@@ -31,7 +31,7 @@ def record(provider: str, model: str | None, tokens_in: int, tokens_out: int, co
     """Append one call to the ledger and return the entry (keys never reach it)."""
     import fcntl
 
-    from gsd_research.secrets import scrub
+    from gsd_research.core.secrets import scrub
 
     stamp = (when or _now()).astimezone(timezone.utc)
     entry: dict[str, Any] = {

@@ -8,7 +8,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from gsd_research.errors import UsageError
+from gsd_research.core.errors import UsageError
+from gsd_research.core.provider_env import PROVIDER_ENV
 
 CONFIG_FILE = "config.yaml"
 
@@ -36,16 +37,6 @@ DEFAULTS: dict[str, Any] = {
         "ollama": {"base_url": "http://localhost:11434"},
         "openai": {"base_url": "https://api.openai.com/v1"},
     },
-}
-
-# Environment variables that override config, per provider: (base-url variable, key variables).
-PROVIDER_ENV: dict[str, tuple[str | None, tuple[str, ...]]] = {
-    "context7": ("CONTEXT7_API_URL", ("CONTEXT7_API_KEY",)),
-    "perplexity": ("PERPLEXITY_BASE_URL", ("PERPLEXITY_API_KEY",)),
-    "tavily": ("TAVILY_BASE_URL", ("TAVILY_API_KEY", "OD_TAVILY_API_KEY")),
-    "gemini": ("GEMINI_BASE_URL", ("GEMINI_API_KEY", "GOOGLE_API_KEY")),
-    "ollama": ("OLLAMA_HOST", ("OLLAMA_API_KEY",)),
-    "openai": ("OPENAI_BASE_URL", ("OPENAI_API_KEY",)),
 }
 
 SECRET_MARKERS = ("key", "token", "secret", "password")
@@ -98,7 +89,7 @@ class Config:
         self.data = _merge(DEFAULTS, self.user)
         providers = self.user.get("providers") if isinstance(self.user, dict) else None
         if isinstance(providers, dict) and any(isinstance(p, dict) and p.get("api_key") for p in providers.values()):
-            from gsd_research.secrets import register
+            from gsd_research.core.secrets import register
 
             for entry in providers.values():
                 if isinstance(entry, dict):

@@ -22,7 +22,7 @@ class Runtime:
 
     def __setattr__(self, name, value):
         if name in ("pretty", "command"):  # budgets must count the document exactly as it will be printed
-            from gsd_research import output
+            from gsd_research.core import output
 
             output.set_pretty(value) if name == "pretty" else output.set_command(value)
         super().__setattr__(name, value)
@@ -30,7 +30,7 @@ class Runtime:
     @property
     def config(self):
         if self._config is None:
-            from gsd_research.config import Config
+            from gsd_research.core.config import Config
 
             self._config = Config()
         return self._config
@@ -38,7 +38,7 @@ class Runtime:
     @property
     def http(self):
         if self._http is None:
-            from gsd_research.http import HttpClient
+            from gsd_research.core.http import HttpClient
 
             self._http = HttpClient(self.config, no_cache=self.no_cache)
         return self._http

@@ -7,8 +7,8 @@ from datetime import date, datetime, timedelta, timezone
 
 import click
 
-from gsd_research.errors import UsageError
-from gsd_research.runtime import agent_command
+from gsd_research.core.errors import UsageError
+from gsd_research.core.runtime import agent_command
 
 RELATIVE = re.compile(r"^(\d{1,4})d$")
 
@@ -35,9 +35,9 @@ def parse_since(text: str | None) -> date | None:
 @click.option("--since", default=None, help="First UTC day to count: YYYY-MM-DD, 'today' or Nd (default: all).")
 def usage(rt, since: str | None):
     """Totals of the usage ledger: calls, tokens and dollars per provider and per day."""
-    from gsd_research import usage_ledger
+    from gsd_research.core import usage_ledger
+    from gsd_research.core.output import document_tokens
     from gsd_research.deep.settings import load
-    from gsd_research.output import document_tokens
 
     first = parse_since(since)
     summary = usage_ledger.summarize(first)

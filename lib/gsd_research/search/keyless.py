@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Protocol
 from urllib.parse import urlencode, urlsplit
 
-from gsd_research.errors import GsdError, NetworkError, ProviderError, RateLimited, TimeoutError_
+from gsd_research.core.errors import GsdError, NetworkError, ProviderError, RateLimited, TimeoutError_
 
 NAME = "ddgs"
 MAX_RESULTS = 30  # ddgs pages through engines; more than this is slow and mostly duplicates
@@ -147,7 +147,7 @@ class Keyless:
 
     def _record(self, kind: str) -> None:
         """Count a hit or miss in the shared cache statistics, where the HTTP layer keeps them."""
-        from gsd_research import http as http_layer
+        from gsd_research.core import http as http_layer
 
         record = getattr(http_layer, "record_cache_event", None)
         if record is not None and self.http.config.get("cache.stats", True):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 
-from gsd_research.budget import check_echo, fit_results
-from gsd_research.errors import UsageError
-from gsd_research.output import document_tokens
-from gsd_research.providers.context7 import Context7, snippets_to_results
-from gsd_research.runtime import agent_command
+from gsd_research.core.budget import check_echo, fit_results
+from gsd_research.core.errors import UsageError
+from gsd_research.core.output import document_tokens
+from gsd_research.core.runtime import agent_command
+from gsd_research.docs.context7 import Context7, snippets_to_results
 
 
 @agent_command("docs")

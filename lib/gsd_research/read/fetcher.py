@@ -9,7 +9,7 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
-from gsd_research.errors import BlockedUrl, ExtractionFailed, GsdError
+from gsd_research.core.errors import BlockedUrl, ExtractionFailed, GsdError
 
 REDIRECTS = (301, 302, 303, 307, 308)
 HTML_TYPES = ("text/html", "application/xhtml+xml")
@@ -90,7 +90,7 @@ def resolve(host: str, port: int) -> list[str]:
     try:
         infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
     except (socket.gaierror, UnicodeError, OSError) as exc:
-        from gsd_research.errors import NetworkError
+        from gsd_research.core.errors import NetworkError
 
         raise NetworkError(f"Cannot resolve host '{host}' ({exc.__class__.__name__})",
                            suggestions=["Check the URL and the network connection"]) from None

@@ -7,13 +7,13 @@ from datetime import timezone
 
 import click
 
-from gsd_research.budget import fit_results
-from gsd_research.errors import GsdError, UsageError
-from gsd_research.providers import keyless
-from gsd_research.providers.tavily import MAX_QUERY_CHARS, TIME_RANGES, TOPICS, Tavily
-from gsd_research.runtime import agent_command
-from gsd_research.tokens import count_tokens, cut_to_tokens
-from gsd_research.untrusted import NOTICE, fence, guard_results, scan
+from gsd_research.core.budget import fit_results
+from gsd_research.core.errors import GsdError, UsageError
+from gsd_research.core.runtime import agent_command
+from gsd_research.core.tokens import count_tokens, cut_to_tokens
+from gsd_research.core.untrusted import NOTICE, fence, guard_results, scan
+from gsd_research.search import keyless
+from gsd_research.search.tavily import MAX_QUERY_CHARS, TIME_RANGES, TOPICS, Tavily
 
 PROVIDERS = ("tavily", "ddgs")
 ALIASES = {"keyless": "ddgs", "duckduckgo": "ddgs"}
@@ -52,7 +52,7 @@ def search(rt, words, query_opt, max_sources, depth, topic, time_range, include_
     }
     plan = env = None
     if report is not None:
-        from gsd_research import reports
+        from gsd_research.search import reports
 
         plan = reports.plan_report_path(report, query)  # a bad path fails before any search is paid for
         env = reports.template_env(cfg)
@@ -236,8 +236,8 @@ def build_answer(rt, query: str, params: dict, answer: dict, failures: list[dict
 
 def write_report(rt, env, plan, doc: dict) -> str:
     """Render and write the report from the full answer; returns its path for the JSON answer."""
-    from gsd_research import reports
-    from gsd_research.secrets import known_secrets, scrub
+    from gsd_research.core.secrets import known_secrets, scrub
+    from gsd_research.search import reports
 
     text = reports.render(env, "search_report.md.j2", reports.search_report_context(doc))
     path = reports.write_new(plan[0], plan[1], scrub(text, known_secrets(rt.config)))

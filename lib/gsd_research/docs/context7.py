@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-from gsd_research.errors import GsdError, NotFound, ProviderError, RateLimited
-from gsd_research.http import HttpClient, error_message, forget, parse_json, raise_for_status
+from gsd_research.core.errors import GsdError, NotFound, ProviderError, RateLimited
+from gsd_research.core.http import HttpClient, error_message, forget, parse_json, raise_for_status
 
 LIBRARY_ID = re.compile(r"^/[^/\s]+/[^/\s]+([/@][^/\s]+)?$")
 KEY_HINT = "CONTEXT7_API_KEY (or unset it to use anonymous access)"

@@ -11,8 +11,8 @@ import re
 import time
 from collections.abc import Callable
 
-from gsd_research.errors import MissingApiKey, ProviderError, TimeoutError_
-from gsd_research.http import HttpClient, error_message, parse_json, raise_for_status
+from gsd_research.core.errors import MissingApiKey, ProviderError, TimeoutError_
+from gsd_research.core.http import HttpClient, error_message, parse_json, raise_for_status
 
 PROVIDER = "perplexity"
 KEY_HINT = "PERPLEXITY_API_KEY"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from gsd_research.errors import MissingApiKey, ProviderError, UsageError
-from gsd_research.http import HttpClient, parse_json
+from gsd_research.core.errors import MissingApiKey, ProviderError, UsageError
+from gsd_research.core.http import HttpClient, parse_json
 
 NAME = "tavily"
 MAX_RESULTS = 20  # Tavily answers 400 outside 0..20 (API-CONTRACTS.md §3.1)
@@ -36,7 +36,7 @@ def fetched_at(response) -> datetime:
 
 def _forget(response) -> None:
     """Evict a stored answer of the wrong shape so the next call asks again (when the HTTP layer can)."""
-    from gsd_research import http as http_layer
+    from gsd_research.core import http as http_layer
 
     forget = getattr(http_layer, "forget", None)
     if forget is not None:

@@ -6,7 +6,7 @@ import json
 import sys
 from typing import Any
 
-from gsd_research.tokens import count_tokens
+from gsd_research.core.tokens import count_tokens
 
 # How the document of this call will be printed (set from --json-pretty and the command's name), so
 # budgets count exactly that: the envelope the edge adds and the indentation of pretty JSON cost tokens too.
@@ -52,7 +52,7 @@ def failure(command: str | None, error: dict) -> dict:
 
 def emit(doc: dict, pretty: bool = False, stream=None) -> None:
     """Print the document, with any known API key scrubbed out."""
-    from gsd_research.secrets import scrub
+    from gsd_research.core.secrets import scrub
 
     stream = stream or sys.stdout
     text = scrub(dumps(doc, pretty)) + "\n"

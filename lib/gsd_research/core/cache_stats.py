@@ -6,7 +6,7 @@ import json
 import os
 import time
 
-from gsd_research.config import home
+from gsd_research.core.config import home
 
 
 def stats_file():

@@ -6,10 +6,10 @@ import time
 
 import click
 
+from gsd_research.core.errors import GsdError, TimeoutError_
+from gsd_research.core.runtime import Runtime, agent_command
 from gsd_research.deep.settings import load
 from gsd_research.deep.store import STATUSES, TERMINAL, JobStore, read_json
-from gsd_research.errors import GsdError, TimeoutError_
-from gsd_research.runtime import Runtime, agent_command
 
 STATUS_KEYS = ("status", "attempts", "priority", "effort", "model", "query", "createdAt", "startedAt", "completedAt",
                "failedAt", "cancelledAt", "retryAt", "error", "errors", "interruptions", "cost", "usage")
@@ -51,7 +51,7 @@ def _status_view(job_id: str, status: dict) -> dict:
 @click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
 def list_jobs(rt, only: str | None, limit: int):
     """Jobs newest first, with counts per status and the worker's state."""
-    from gsd_research.output import document_tokens
+    from gsd_research.core.output import document_tokens
 
     store = JobStore()
     rows, counts = [], dict.fromkeys(STATUSES, 0)

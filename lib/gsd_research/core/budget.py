@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from gsd_research.errors import UsageError
-from gsd_research.output import document_tokens
-from gsd_research.tokens import count_tokens, cut_to_tokens
+from gsd_research.core.errors import UsageError
+from gsd_research.core.output import document_tokens
+from gsd_research.core.tokens import count_tokens, cut_to_tokens
 
 MIN_CUT_TOKENS = 60  # a result cut shorter than this is not worth its framing
 

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import click
 
-from gsd_research.budget import check_echo, fit_text, json_tokens
-from gsd_research.errors import ExtractionFailed, GsdError, NotFound, UsageError
-from gsd_research.runtime import agent_command
+from gsd_research.core.budget import check_echo, fit_text, json_tokens
+from gsd_research.core.errors import ExtractionFailed, GsdError, NotFound, UsageError
+from gsd_research.core.runtime import agent_command
 
 
 def source_tokens(markdown: str) -> int:
     """cl100k estimate of the source; past 200k characters extrapolated from a sample (speed)."""
-    from gsd_research.tokens import count_tokens
+    from gsd_research.core.tokens import count_tokens
 
     if len(markdown) <= 200_000:
         return count_tokens(markdown)
@@ -32,7 +32,7 @@ EXTRACTIVE_CHARS = 300_000  # the extractive fallback reads this much of a huge 
 
 def page_markdown(page) -> tuple[str, str | None, list[str], str]:
     """(markdown, title, hidden texts, method) of a fetched page."""
-    from gsd_research import extract
+    from gsd_research.read import extract
 
     if page.kind == "html":
         found = extract.extract(page.body)
@@ -43,7 +43,7 @@ def page_markdown(page) -> tuple[str, str | None, list[str], str]:
 
 
 def _convert(body: bytes, kind: str) -> str:
-    from gsd_research.extract import convert_document
+    from gsd_research.read.extract import convert_document
 
     try:
         return convert_document(body, kind)
@@ -74,7 +74,7 @@ def read_input(source: str | None) -> tuple[str, str, list[str]]:
                                       "For an image use gsd-research image PATH"])
     text = data.decode("utf-8", "replace")
     if suffix in (".html", ".htm") or text.lstrip()[:200].lower().startswith(("<!doctype html", "<html")):
-        from gsd_research.extract import extract
+        from gsd_research.read.extract import extract
 
         found = extract(data)
         text, hidden = found.markdown, found.hidden_text
@@ -132,8 +132,8 @@ def _cache_hit(rt) -> bool:
 
 def _finish(doc: dict, field: str, text: str, warnings: list[dict], rt) -> dict:
     """Check the model's text, attach warnings and the notice, fit the budget."""
+    from gsd_research.core.untrusted import NOTICE
     from gsd_research.llm.tasks import guard_output
-    from gsd_research.untrusted import NOTICE
 
     max_tokens = rt.max_tokens
     doc["metadata"]["cache_hit"] = _cache_hit(rt)
@@ -157,9 +157,9 @@ def _finish(doc: dict, field: str, text: str, warnings: list[dict], rt) -> dict:
 @click.option("--page", type=click.IntRange(min=1), default=1, show_default=True, help="Page of --extract output.")
 def fetch(rt, url: str, focus: str | None, extract_: bool, page: int):
     """Read URL: its main content summarized (or, with --extract, as Markdown). Never the raw page."""
-    from gsd_research.fetcher import Fetcher
+    from gsd_research.core.untrusted import neutralize
     from gsd_research.llm.tasks import source_warnings
-    from gsd_research.untrusted import neutralize
+    from gsd_research.read.fetcher import Fetcher
 
     check_echo(url + " " + (focus or ""), rt.max_tokens, "URL and --focus text")
     fetched = Fetcher(rt).fetch(url)
@@ -219,8 +219,8 @@ def paginate(markdown: str, room: int) -> list[str]:
 
 
 def _extract_page(rt, doc: dict, markdown: str, page: int, warnings: list[dict]) -> dict:
-    from gsd_research.output import document_tokens
-    from gsd_research.untrusted import NOTICE, fence, neutralize, scan
+    from gsd_research.core.output import document_tokens
+    from gsd_research.core.untrusted import NOTICE, fence, neutralize, scan
 
     probe = dict(doc, content="", untrusted=NOTICE, injection_warnings=warnings, injection_flagged=True)
     probe["metadata"] = dict(doc["metadata"], page=9999, pages=9999, cache_hit=False, next_page="--page 9999",
@@ -361,9 +361,9 @@ def cite(text: str, grounding: dict | None) -> tuple[str, list[dict]]:
 @click.argument("query", nargs=-1, required=True)
 def web(rt, query: tuple[str, ...]):
     """A grounded web answer (Gemini with Google Search) with numbered sources."""
+    from gsd_research.core.untrusted import neutralize
     from gsd_research.llm import Router
     from gsd_research.llm.tasks import SYSTEM_WEB, output_tokens_for, words_for
-    from gsd_research.untrusted import neutralize
 
     text = " ".join(query).strip()
     if not text:

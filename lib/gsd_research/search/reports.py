@@ -8,7 +8,7 @@ import re
 import unicodedata
 from pathlib import Path
 
-from gsd_research.errors import GsdError, UsageError
+from gsd_research.core.errors import GsdError, UsageError
 
 SLUG_MAX = 60
 MAX_COLLISIONS = 999
@@ -148,7 +148,7 @@ def template_env(config=None):
                              suggestions=["gsd-research config set reports.template_dir <folder>",
                                           "Remove reports.template_dir to use the packaged templates"])
         loaders.append(jinja2.FileSystemLoader(str(folder)))
-    loaders.append(jinja2.PackageLoader("gsd_research", "templates"))
+    loaders.append(jinja2.PackageLoader("gsd_research.search", "templates"))
     env = jinja2.Environment(loader=jinja2.ChoiceLoader(loaders), autoescape=False, trim_blocks=True,
                              lstrip_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
     env.filters["md_inline"] = md_inline

@@ -1,0 +1,1 @@
+"""Web search: Tavily, the keyless ddgs fallback, cited Markdown reports and the `search` command."""

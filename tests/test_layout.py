@@ -1,0 +1,141 @@
+"""The package layout: one package per capability over a small core, no cycles, no reaching into another
+capability's modules, small modules. Read from the source with `ast` (nothing is imported)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+PACKAGE = ROOT / "lib" / "gsd_research"
+# DESIGN.md's capability table: docs, deep (+ jobs, usage), search, read (fetch, summarize, analyze, image,
+# web), researcher (knowledge base), memory (recall, verify); core and llm are shared layers, commands is
+# housekeeping (cache, config, doctor).
+CAPABILITIES = {"docs", "deep", "search", "read", "researcher", "memory"}
+SHARED = {"core", "llm"}
+HOUSEKEEPING = {"commands"}
+MAX_LINES = 400
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """Every gsd_research module `name` imports, at module level or inside functions."""
+    is_package = path.name == "__init__.py"
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = name.split(".")[: len(name.split(".")) - node.level + (1 if is_package else 0)]
+                base = ".".join(anchor + ([base] if base else []))
+            targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    known = set(modules)
+    return {name: _imports(name, path, known) for name, path in modules.items()}
+
+
+def _area(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_the_top_level_folders_are_the_capabilities_over_a_shared_core():
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert packages <= CAPABILITIES | SHARED | HOUSEKEEPING, packages - CAPABILITIES - SHARED - HOUSEKEEPING
+    assert {"core", "docs", "deep", "search", "read", "researcher"} <= packages
+    flat = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", "__main__", "cli"}
+    assert not flat, f"flat modules at the top of lib/gsd_research: {sorted(flat)} (move them into a package)"
+
+
+def test_no_capability_reaches_into_another_capabilitys_modules():
+    bad = []
+    for module, targets in _graph().items():
+        area = _area(module)
+        for target in targets:
+            other = _area(target)
+            if area in CAPABILITIES and other in CAPABILITIES and other != area:
+                if target not in (f"gsd_research.{other}", f"gsd_research.{other}.api"):
+                    bad.append(f"{module} -> {target}")
+            if area in SHARED and other not in SHARED | {""}:
+                bad.append(f"{module} -> {target} (a shared layer must not depend on a capability)")
+            if area == "core" and other == "llm":
+                bad.append(f"{module} -> {target} (core depends on nothing but itself)")
+    assert not bad, "\n".join(sorted(bad))
+
+
+def test_there_is_no_import_cycle():
+    graph = _graph()
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if _is_package_of(nxt, node):
+                continue  # a module importing its own package's __init__ is not a cycle of modules
+            if state.get(nxt) == 1:
+                cycles.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt, stack)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [])
+    assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
+
+
+def _is_package_of(package: str, module: str) -> bool:
+    return module.startswith(package + ".") and (PACKAGE.parent / package.replace(".", "/") / "__init__.py").exists()
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_every_module_is_small(path):
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_LINES, f"{path.relative_to(PACKAGE)} has {lines} lines: it holds two ideas"
+
+
+def test_the_layout_checks_can_fail(tmp_path, monkeypatch):
+    """The walker sees a cross-capability import and a cycle when there is one."""
+    pkg = tmp_path / "gsd_research"
+    for sub in ("docs", "search"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "docs" / "a.py").write_text("from gsd_research.search.b import x\n")
+    (pkg / "search" / "b.py").write_text("def f():\n    from gsd_research.docs import a\n")
+    monkeypatch.setattr(__import__(__name__, fromlist=["x"]), "PACKAGE", pkg)
+    graph = _graph()
+    assert graph["gsd_research.docs.a"] == {"gsd_research.search.b"}
+    assert "gsd_research.docs.a" in graph["gsd_research.search.b"]
+    with pytest.raises(AssertionError, match="docs.a -> gsd_research.search.b"):
+        test_no_capability_reaches_into_another_capabilitys_modules()
+    with pytest.raises(AssertionError, match="docs.a -> gsd_research.search.b -> gsd_research.docs.a"):
+        test_there_is_no_import_cycle()
