@@ -45,11 +45,11 @@ def user_home(home) -> Path:
     return user
 
 
-def install(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def install(*args: str, env: dict | None = None, script: Path = INSTALL) -> subprocess.CompletedProcess:
     full = {k: v for k, v in os.environ.items() if k not in ("XDG_DATA_HOME", "CLAUDE_CONFIG_DIR",
                                                               "GSD_RESEARCH_VENV", "GSD_RESEARCH_BIN_DIR")}
     full.update(env or {})
-    return subprocess.run(["bash", str(INSTALL), *args], capture_output=True, text=True, env=full, timeout=120)
+    return subprocess.run(["bash", str(script), *args], capture_output=True, text=True, env=full, timeout=120)
 
 
 def snapshot(root: Path) -> dict:
@@ -156,7 +156,10 @@ def test_install_merges_hooks_and_permissions_keeping_the_users(user_home):
     assert {g["matcher"] for g in pre[1:]} == {"WebFetch", "^mcp__(context7|plugin_context7_context7)__.*"}
     commands = [h["command"] for groups in settings["hooks"].values() for g in groups for h in g["hooks"]]
     run = user_home / ".claude" / "hooks" / "gsd-research" / "run"
-    assert f'"{run}" session-start' in commands and f'"{run}" user-prompt-submit' in commands
+    assert f"{run} session-start" in commands and f"{run} user-prompt-submit" in commands
+    # GSD's researchers get the tool strategy when they start (the hook answers subagent-start)
+    assert settings["hooks"]["SubagentStart"] == [{"matcher": "gsd-.*-researcher", "hooks": [
+        {"type": "command", "command": f"{run} subagent-start", "timeout": 5}]}]
     backup = user_home / ".local" / "share" / "gsd-research" / "backup" / "settings.json"
     assert backup.read_text() == USER_SETTINGS
 
@@ -294,3 +297,385 @@ def test_no_claude_installs_only_the_environment_and_path_links(user_home):
     assert (user_home / ".local" / "bin" / "gsd-research").is_symlink()
     assert install("--uninstall").returncode == 0
     assert not (user_home / ".local").exists()
+
+
+# -- settings.json: modes, symlinks, every valid shape; failures roll back -------------------------------
+
+SETTINGS_REL = Path(".claude") / "settings.json"
+RUN_REL = Path(".claude") / "hooks" / "gsd-research" / "run"
+
+
+def our_commands(settings: dict) -> list[str]:
+    hooks = settings.get("hooks") if isinstance(settings.get("hooks"), dict) else {}
+    return sorted(h["command"] for groups in hooks.values() if isinstance(groups, list) for g in groups
+                  if isinstance(g, dict) and isinstance(g.get("hooks"), list) for h in g["hooks"]
+                  if isinstance(h, dict) and "gsd-research/run" in h.get("command", ""))
+
+
+def assert_registered(user: Path, settings: dict) -> None:
+    run = user / RUN_REL
+    assert our_commands(settings) == sorted(f"{run} {sub}" for sub in (
+        "session-start", "user-prompt-submit", "pre-webfetch", "pre-context7", "subagent-start"))
+    assert {"Bash(gsd-research:*)", "Bash(researcher:*)"} <= set(settings["permissions"]["allow"])
+
+
+def test_a_private_settings_file_stays_private(user_home):
+    path = user_home / SETTINGS_REL
+    path.chmod(0o600)
+
+    assert install("--skip-venv", "--no-demo").returncode == 0
+    assert oct(path.stat().st_mode & 0o777) == oct(0o600)
+    backup = user_home / ".local" / "share" / "gsd-research" / "backup" / "settings.json"
+    assert oct(backup.stat().st_mode & 0o777) == oct(0o600) and oct(backup.parent.stat().st_mode & 0o777) == oct(0o700)
+    assert install("--skip-venv", "--no-demo").returncode == 0
+    assert oct(path.stat().st_mode & 0o777) == oct(0o600)
+
+    removed = install("--uninstall")
+    assert removed.returncode == 0 and "exactly as it was" in removed.stderr
+    assert path.read_text() == USER_SETTINGS and oct(path.stat().st_mode & 0o777) == oct(0o600)
+
+
+@pytest.fixture
+def dotfiles_settings(home) -> tuple[Path, Path]:
+    """~/.claude/settings.json as a relative symlink into a dotfiles checkout, the target 0600."""
+    user = Path(os.environ["HOME"])
+    target = user / "dotfiles" / "claude" / "settings.json"
+    target.parent.mkdir(parents=True)
+    target.write_text(USER_SETTINGS)
+    target.chmod(0o600)
+    (user / ".claude").mkdir()
+    (user / SETTINGS_REL).symlink_to(Path("..") / "dotfiles" / "claude" / "settings.json")
+    return user, target
+
+
+def test_a_symlinked_settings_file_stays_a_symlink_and_uninstall_restores_its_target(dotfiles_settings):
+    user, target = dotfiles_settings
+    link = user / SETTINGS_REL
+    before = snapshot(user)
+
+    assert install("--skip-venv", "--no-demo").returncode == 0
+
+    assert link.is_symlink() and os.readlink(link) == "../dotfiles/claude/settings.json"
+    assert oct(target.stat().st_mode & 0o777) == oct(0o600)
+    assert_registered(user, json.loads(target.read_text()))
+    assert not list(target.parent.glob(".settings.json.*"))  # no temporary file left beside the target
+    assert install("--skip-venv", "--no-demo").returncode == 0
+    assert link.is_symlink()
+
+    removed = install("--uninstall")
+    assert removed.returncode == 0 and f"restored {link} exactly as it was" in removed.stderr
+    assert snapshot(user) == before  # the link, the target's bytes, mode and mtime
+
+
+def test_uninstall_says_exactly_only_when_it_is_true(dotfiles_settings):
+    user, target = dotfiles_settings
+    link = user / SETTINGS_REL
+    assert install("--skip-venv", "--no-demo").returncode == 0
+    merged = link.read_bytes()
+    link.unlink()  # the user replaced the dotfiles link with a plain copy in the meantime
+    link.write_bytes(merged)
+
+    removed = install("--uninstall")
+
+    assert removed.returncode == 0
+    assert "exactly as it was" not in removed.stderr and "no longer a symlink" in removed.stderr, removed.stderr
+    assert link.read_text() == USER_SETTINGS
+
+
+def test_a_dangling_settings_symlink_is_refused_before_any_change(home):
+    user = Path(os.environ["HOME"])
+    (user / ".claude").mkdir()
+    (user / SETTINGS_REL).symlink_to(user / "dotfiles" / "settings.json")
+    before = snapshot(user)
+
+    proc = install("--skip-venv", "--no-demo")
+
+    assert proc.returncode == 1 and "which does not exist" in proc.stderr
+    assert_no_traceback(proc)
+    assert snapshot(user) == before
+
+
+HANDLED_SHAPES = {
+    "hooks null": '{"hooks": null}\n',
+    "hooks empty list": '{"hooks": []}\n',
+    "hooks empty object": '{"hooks": {}, "model": "opus"}\n',
+    "event null": '{"hooks": {"PreToolUse": null, "Stop": "left as it is"}}\n',
+    "odd groups": '{"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": null}, "junk", 3]}}\n',
+    "permissions null": '{"permissions": null}\n',
+    "permissions empty list": '{"permissions": []}\n',
+    "allow null": '{"permissions": {"allow": null, "deny": ["Read(./.env)"]}}\n',
+    "allow a single string": '{"permissions": {"allow": "Bash(ls:*)"}}\n',
+    "allow holding ours already": '{"permissions": {"allow": ["Bash(researcher:*)"]}}\n',
+    "empty file": "",
+    "whitespace only": "  \n",
+    "empty object": "{}",
+    "unicode, nesting, numbers": '{"env": {"GRÜSS": "dich ✓", "N": 1.5e3}, "x": [[{"y": null}]]}\n',
+}
+
+
+@pytest.mark.parametrize("text", list(HANDLED_SHAPES.values()), ids=list(HANDLED_SHAPES))
+def test_valid_settings_shapes_are_merged_and_restored_exactly(home, text):
+    user = Path(os.environ["HOME"])
+    path = user / SETTINGS_REL
+    path.parent.mkdir()
+    path.write_text(text)
+    path.chmod(0o640)
+    before = snapshot(user)
+
+    first = install("--skip-venv", "--no-demo")
+    assert first.returncode == 0, first.stderr
+    merged = json.loads(path.read_text())
+    assert_registered(user, merged)
+    original = json.loads(text) if text.strip() else {}
+    for key, value in original.items():  # the user's own settings are all still there
+        if key not in ("hooks", "permissions"):
+            assert merged[key] == value
+    if text.startswith('{"permissions": {"allow": "'):
+        assert merged["permissions"]["allow"][0] == "Bash(ls:*)"
+    if "deny" in text:
+        assert merged["permissions"]["deny"] == ["Read(./.env)"]
+    if '"Stop"' in text:
+        assert merged["hooks"]["Stop"] == "left as it is"
+    assert oct(path.stat().st_mode & 0o777) == oct(0o640)
+    after_first = snapshot(user)
+    assert install("--skip-venv", "--no-demo").returncode == 0
+    assert snapshot(user) == after_first
+
+    removed = install("--uninstall")
+    assert removed.returncode == 0 and "exactly as it was" in removed.stderr, removed.stderr
+    assert snapshot(user) == before
+    for proc in (first, removed):
+        assert_no_traceback(proc)
+
+
+def test_a_shape_merged_into_keeps_the_users_later_edits_on_uninstall(home):
+    user = Path(os.environ["HOME"])
+    path = user / SETTINGS_REL
+    path.parent.mkdir()
+    path.write_text('{"hooks": null, "permissions": {"allow": "Bash(ls:*)"}}')
+    assert install("--skip-venv", "--no-demo").returncode == 0
+    settings = json.loads(path.read_text())
+    settings["theme"] = "dark"
+    path.write_text(json.dumps(settings))
+
+    assert install("--uninstall").returncode == 0
+
+    assert json.loads(path.read_text()) == {"hooks": None, "permissions": {"allow": "Bash(ls:*)"}, "theme": "dark"}
+
+
+REFUSED_SHAPES = {
+    "a list": ("[]", "holds a list"),
+    "null": ("null", "holds null"),
+    "a string": ('"opus"', "holds a string"),
+    "hooks a string": ('{"hooks": "none"}', '"hooks" is a string'),
+    "hooks a list of groups": ('{"hooks": [{"matcher": "Bash", "hooks": []}]}', '"hooks" is a list'),
+    "event an object": ('{"hooks": {"PreToolUse": {"matcher": "Bash"}}}', '"hooks.PreToolUse" is an object'),
+    "permissions a string": ('{"permissions": "all"}', '"permissions" is a string'),
+    "permissions true": ('{"permissions": true}', '"permissions" is a boolean'),
+    "allow an object": ('{"permissions": {"allow": {"Bash": true}}}', '"permissions.allow" is an object'),
+    "allow a number": ('{"permissions": {"allow": 5}}', '"permissions.allow" is a number'),
+}
+
+
+@pytest.mark.parametrize("text,reason", list(REFUSED_SHAPES.values()), ids=list(REFUSED_SHAPES))
+def test_shapes_that_cannot_be_merged_are_refused_before_any_change(home, text, reason):
+    user = Path(os.environ["HOME"])
+    path = user / SETTINGS_REL
+    path.parent.mkdir()
+    path.write_text(text)
+    before = snapshot(user)
+
+    proc = install("--skip-venv", "--no-demo")
+
+    assert proc.returncode == 1
+    assert f"cannot merge into {path}: " in proc.stderr and reason in proc.stderr, proc.stderr
+    assert "Nothing was changed" in proc.stderr
+    assert_no_traceback(proc)
+    assert snapshot(user) == before  # nothing copied, no manifest, no link
+
+
+def test_not_plain_json_variants_are_left_untouched(home):
+    user = Path(os.environ["HOME"])
+    path = user / SETTINGS_REL
+    path.parent.mkdir()
+    for raw in (b'\xef\xbb\xbf{"model": "opus"}', b'{"a": NaN}', b'{"a": 1e999}', b"\xff\xfe{}", b'{"a": 1,}'):
+        path.write_bytes(raw)
+        proc = install("--skip-venv", "--no-demo")
+        assert proc.returncode == 0 and "left untouched" in proc.stderr, (raw, proc.stderr)
+        assert path.read_bytes() == raw
+        assert_no_traceback(proc)
+        assert install("--uninstall").returncode == 0
+        assert path.read_bytes() == raw
+
+
+def test_registrations_of_an_earlier_version_are_recognised(user_home):
+    """Earlier installers wrote `"<run>" session-start` (double-quoted): no second copy, and uninstall removes it."""
+    path = user_home / SETTINGS_REL
+    run = user_home / RUN_REL
+    old = json.loads(USER_SETTINGS)
+    old["hooks"]["SessionStart"] = [{"matcher": "startup|resume|clear|compact", "hooks": [
+        {"type": "command", "command": f'"{run}" session-start', "timeout": 5}]}]
+    path.write_text(json.dumps(old))
+
+    assert install("--skip-venv", "--no-demo").returncode == 0
+    starts = json.loads(path.read_text())["hooks"]["SessionStart"]
+    assert [h["command"] for g in starts for h in g["hooks"]] == [f'"{run}" session-start']
+
+    assert install("--uninstall").returncode == 0
+    assert our_commands(json.loads(path.read_text())) == []
+
+
+def test_a_failure_while_copying_rolls_everything_back(user_home):
+    blocker = user_home / ".claude" / "skills" / "web-search"  # the user's file where a skill folder goes
+    blocker.parent.mkdir()
+    blocker.write_text("mine\n")
+    before = snapshot(user_home)
+
+    proc = install("--skip-venv", "--no-demo")
+
+    assert proc.returncode == 1 and "install failed" in proc.stderr and "every change was rolled back" in proc.stderr
+    assert f"{blocker} is not a directory" in proc.stderr, proc.stderr
+    assert_no_traceback(proc)
+    assert snapshot(user_home) == before  # no copied file, no link, no manifest, no backup, no journal
+
+
+def test_a_failure_after_settings_and_project_were_written_rolls_them_back(dotfiles_settings, tmp_path):
+    user, target = dotfiles_settings
+    project = tmp_path / "app"
+    (project / ".planning").mkdir(parents=True)
+    (project / ".planning" / "config.json").write_text(GSD_CONFIG)
+    data = user / ".local" / "share" / "gsd-research"
+    (data / "install-manifest.json").mkdir(parents=True)  # the last step, writing the manifest, fails
+    before, project_before = snapshot(user), snapshot(project)
+
+    proc = install("--skip-venv", "--no-demo", "--gsd-project", str(project))
+
+    assert proc.returncode == 1 and "every change was rolled back" in proc.stderr, proc.stderr
+    assert "registered hooks and permissions" in proc.stderr and "wired global:" in proc.stderr  # got that far
+    assert_no_traceback(proc)
+    assert snapshot(user) == before and snapshot(project) == project_before  # bytes, modes, mtimes, the link
+
+
+def test_an_install_killed_midway_is_rolled_back_by_the_next_run(user_home, tmp_path):
+    import signal
+    import sys
+    import time
+
+    checkout = copy_checkout(tmp_path / "checkout")
+    fifo = checkout / "agents" / "zz-blocks.md"
+    os.mkfifo(fifo)  # reading it blocks: the run stops in the middle of copying, and is killed there
+    before = snapshot(user_home)
+    env = {k: v for k, v in os.environ.items() if k not in ("XDG_DATA_HOME", "CLAUDE_CONFIG_DIR", "GSD_RESEARCH_BIN_DIR")}
+    env["GSD_RESEARCH_VENV"] = sys.prefix  # the copy has no .venv of its own
+    proc = subprocess.Popen(["bash", str(checkout / "install.sh"), "--skip-venv", "--no-demo"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    journal = user_home / ".local" / "share" / "gsd-research" / "install-journal.json"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (user_home / ".claude" / "agents" / "gsd-researcher.md").exists():
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    out = proc.communicate()
+    assert journal.is_file() and (user_home / ".claude" / "hooks" / "gsd-research" / "run").is_file(), out
+    assert not (user_home / ".local" / "share" / "gsd-research" / "install-manifest.json").exists()
+
+    again = install("--uninstall", script=checkout / "install.sh")
+
+    assert again.returncode == 0 and "rolled back an install that was interrupted" in again.stderr
+    assert snapshot(user_home) == before
+
+
+# -- the Python environment: from the pinned lock; a failed install removes what it created -------------
+
+def copy_checkout(dest: Path) -> Path:
+    """The parts of this checkout install.sh uses, with a requirements.lock (a stand-in when none is committed)."""
+    import shutil
+
+    dest.mkdir(parents=True)
+    for name in ("install.sh", "README.md"):
+        shutil.copy2(ROOT / name, dest / name)
+    for name in ("installer", "bin", "hooks", "agents", "commands", "skills"):
+        shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"), symlinks=True)
+    lock = ROOT / "requirements.lock"
+    (dest / "requirements.lock").write_bytes(lock.read_bytes() if lock.is_file() else
+                                             b"click==8.1.7 --hash=sha256:" + b"0" * 64 + b"\n")
+    return dest
+
+
+FAKE_UV = """#!/bin/sh
+# uv as install.sh calls it, without the network: `uv venv DIR` makes DIR/bin/python, `uv pip install`
+# logs its arguments (and fails when they contain $FAKE_UV_FAIL, as a hash mismatch would).
+echo "$*" >> "$FAKE_UV_LOG"
+case "$1" in
+  venv) for a in "$@"; do d=$a; done; mkdir -p "$d/bin" && ln -s "$FAKE_UV_PYTHON" "$d/bin/python" ;;
+  pip) if [ -n "${FAKE_UV_FAIL:-}" ]; then case "$*" in *"$FAKE_UV_FAIL"*)
+         echo "error: hash mismatch for click==8.1.7" >&2; exit 1 ;; esac; fi ;;
+esac
+"""
+
+
+@pytest.fixture
+def fake_uv(tmp_path) -> tuple[dict, Path]:
+    import shutil
+    import sys
+
+    bindir = tmp_path / "fake-bin"
+    bindir.mkdir()
+    (bindir / "uv").write_text(FAKE_UV)
+    (bindir / "uv").chmod(0o755)
+    log = tmp_path / "uv.log"
+    python = shutil.which("python3") or sys.executable
+    return {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}", "FAKE_UV_LOG": str(log),
+            "FAKE_UV_PYTHON": python}, log
+
+
+def test_the_environment_is_installed_from_the_pinned_lock_then_the_package_without_deps(user_home, tmp_path, fake_uv):
+    env, log = fake_uv
+    checkout = copy_checkout(tmp_path / "checkout")
+    before = snapshot(user_home)
+
+    proc = install("--no-demo", env=env, script=checkout / "install.sh")
+
+    assert proc.returncode == 0, proc.stderr
+    venv = user_home / ".local" / "share" / "gsd-research" / "venv"
+    calls = log.read_text().splitlines()
+    assert calls[0] == f"venv -q {venv}"
+    assert calls[1] == f"pip install -q --python {venv}/bin/python --require-hashes -r {checkout}/requirements.lock"
+    assert calls[2] == f"pip install -q --python {venv}/bin/python --no-deps {checkout}"
+    assert install("--uninstall", script=checkout / "install.sh").returncode == 0
+    assert snapshot(user_home) == before  # the venv and ~/.local/share, ~/.local it created are gone
+
+
+def test_a_failed_dependency_install_removes_the_environment_it_created(user_home, tmp_path, fake_uv):
+    env, log = fake_uv
+    checkout = copy_checkout(tmp_path / "checkout")
+    before = snapshot(user_home)
+
+    proc = install("--no-demo", env={**env, "FAKE_UV_FAIL": "--require-hashes"}, script=checkout / "install.sh")
+
+    assert proc.returncode != 0 and "hash mismatch" in proc.stderr
+    assert "the Python environment this run created was removed" in proc.stderr
+    assert snapshot(user_home) == before
+
+
+def test_a_failed_file_step_removes_the_environment_it_created(user_home, tmp_path, fake_uv):
+    env, _ = fake_uv
+    checkout = copy_checkout(tmp_path / "checkout")
+    (user_home / ".claude" / "skills").write_text("not a folder\n")
+    before = snapshot(user_home)
+
+    proc = install("--no-demo", env=env, script=checkout / "install.sh")
+
+    assert proc.returncode == 1 and "every change was rolled back" in proc.stderr, proc.stderr
+    assert snapshot(user_home) == before
+
+
+def test_a_missing_lock_stops_before_anything_is_created(user_home, tmp_path, fake_uv):
+    env, log = fake_uv
+    checkout = copy_checkout(tmp_path / "checkout")
+    (checkout / "requirements.lock").unlink()
+    before = snapshot(user_home)
+
+    proc = install("--no-demo", env=env, script=checkout / "install.sh")
+
+    assert proc.returncode == 1 and "requirements.lock is missing" in proc.stderr
+    assert not log.exists() and snapshot(user_home) == before
