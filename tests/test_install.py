@@ -679,3 +679,127 @@ def test_a_missing_lock_stops_before_anything_is_created(user_home, tmp_path, fa
 
     assert proc.returncode == 1 and "requirements.lock is missing" in proc.stderr
     assert not log.exists() and snapshot(user_home) == before
+
+
+# -- GSD projects: what today's GSD reads (gsd-sdk query agent-skills) ------------------------------------
+
+def gsd_agent_skills(project: Path, agent: str, home: Path) -> list[str]:
+    """The SKILL.md files `gsd-sdk query agent-skills AGENT` injects (sdk/src/query/skills.ts, 2026-05):
+    a string or list under agent_skills[AGENT]; `global:<name>` ([A-Za-z0-9_-]+) is <homedir>/.claude/skills/
+    <name>/SKILL.md, whatever CLAUDE_CONFIG_DIR says, and must stay inside that folder; a missing one is skipped."""
+    import re
+
+    raw = (json.loads((project / ".planning" / "config.json").read_text()).get("agent_skills") or {}).get(agent)
+    entries = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else []
+    base = home / ".claude" / "skills"
+    found = []
+    for entry in entries:
+        if isinstance(entry, str) and entry.startswith("global:"):
+            name = entry[len("global:"):]
+            skill = base / name / "SKILL.md"
+            if re.fullmatch(r"[a-zA-Z0-9_-]+", name) and skill.exists() and \
+                    skill.resolve().is_relative_to(base.resolve()):
+                found.append(str(skill))
+        elif isinstance(entry, str) and (project / entry / "SKILL.md").exists():
+            found.append(str(project / entry / "SKILL.md"))
+    return found
+
+
+@pytest.fixture
+def gsd_project(tmp_path) -> Path:
+    project = tmp_path / "app"
+    (project / ".planning").mkdir(parents=True)
+    (project / ".planning" / "config.json").write_text(GSD_CONFIG)
+    return project
+
+
+OUR_SKILLS = sorted(p.parent.name for p in (ROOT / "skills").glob("*/SKILL.md"))
+
+
+def test_gsd_reads_the_wired_skills_even_with_another_claude_config_dir(user_home, gsd_project, tmp_path):
+    other = tmp_path / "claude-config"
+    proc = install("--skip-venv", "--no-demo", "--gsd-project", str(gsd_project), env={"CLAUDE_CONFIG_DIR": str(other)})
+    assert proc.returncode == 0, proc.stderr
+
+    assert (other / "agents" / "gsd-researcher.md").is_file()
+    for agent in ("gsd-phase-researcher", "gsd-project-researcher"):
+        assert gsd_agent_skills(gsd_project, agent, user_home) == [
+            str(user_home / ".claude" / "skills" / n / "SKILL.md") for n in OUR_SKILLS]
+    assert install("--uninstall", env={"CLAUDE_CONFIG_DIR": str(other)}).returncode == 0
+    assert not (user_home / ".claude" / "skills").exists()
+    assert (gsd_project / ".planning" / "config.json").read_text() == GSD_CONFIG
+
+
+def test_plugin_route_gsd_project_puts_only_the_skills_into_claude(user_home, gsd_project):
+    before = snapshot(user_home)
+
+    assert install("--skip-venv", "--no-demo", "--no-claude", "--gsd-project", str(gsd_project)).returncode == 0
+
+    added = sorted(set(snapshot(user_home)) - set(before))
+    assert [p for p in added if "/.claude/" in p and "/.claude/skills" not in p] == []
+    assert (user_home / SETTINGS_REL).read_text() == USER_SETTINGS
+    assert len(gsd_agent_skills(gsd_project, "gsd-phase-researcher", user_home)) == len(OUR_SKILLS)
+    assert install("--uninstall").returncode == 0
+    assert snapshot(user_home) == before
+
+
+GSD_SHAPES = {
+    "agent_skills null": '{"mode": "yolo", "agent_skills": null}\n',
+    "agent_skills empty list": '{"agent_skills": []}\n',
+    "no agent_skills": '{"mode": "yolo"}\n',
+    "a researcher's entry a string": '{"agent_skills": {"gsd-phase-researcher": "skills/house-rules"}}\n',
+    "a researcher's entry null": '{"agent_skills": {"gsd-project-researcher": null}}\n',
+}
+
+
+@pytest.mark.parametrize("text", list(GSD_SHAPES.values()), ids=list(GSD_SHAPES))
+def test_gsd_config_shapes_are_wired_and_restored_exactly(user_home, gsd_project, text):
+    config = gsd_project / ".planning" / "config.json"
+    config.write_text(text)
+    (gsd_project / "skills" / "house-rules").mkdir(parents=True)
+    (gsd_project / "skills" / "house-rules" / "SKILL.md").write_text("# house rules\n")
+    before = snapshot(gsd_project)
+
+    proc = install("--skip-venv", "--no-demo", "--gsd-project", str(gsd_project))
+
+    assert proc.returncode == 0, proc.stderr
+    ours = [str(user_home / ".claude" / "skills" / n / "SKILL.md") for n in OUR_SKILLS]
+    theirs = [str(gsd_project / "skills" / "house-rules" / "SKILL.md")] if "house-rules" in text else []
+    assert gsd_agent_skills(gsd_project, "gsd-phase-researcher", user_home) == theirs + ours
+    assert gsd_agent_skills(gsd_project, "gsd-project-researcher", user_home) == ours
+    assert json.loads(config.read_text()).get("mode") == json.loads(text).get("mode")
+    assert install("--uninstall").returncode == 0
+    assert snapshot(gsd_project) == before
+
+
+@pytest.mark.parametrize("text,reason", [
+    ('{"agent_skills": ["global:x"]}', '"agent_skills" is a list'),
+    ('{"agent_skills": {"gsd-phase-researcher": {"a": 1}}}', '"agent_skills.gsd-phase-researcher" is an object'),
+    ("[1, 2]", "holds a list"),
+    ('{"mode": "yolo",}', "is not plain JSON"),
+], ids=["agent_skills a list", "entry an object", "not an object", "trailing comma"])
+def test_gsd_config_shapes_that_cannot_be_wired_are_refused_before_any_change(user_home, gsd_project, text, reason):
+    config = gsd_project / ".planning" / "config.json"
+    config.write_text(text)
+    before, project_before = snapshot(user_home), snapshot(gsd_project)
+
+    proc = install("--skip-venv", "--no-demo", "--gsd-project", str(gsd_project))
+
+    assert proc.returncode == 1 and reason in proc.stderr and "nothing was changed" in proc.stderr, proc.stderr
+    assert_no_traceback(proc)
+    assert snapshot(user_home) == before and snapshot(gsd_project) == project_before
+
+
+def test_a_symlinked_gsd_config_stays_a_symlink(user_home, gsd_project, tmp_path):
+    config = gsd_project / ".planning" / "config.json"
+    shared = tmp_path / "shared-config.json"
+    shared.write_text(GSD_CONFIG)
+    shared.chmod(0o600)
+    config.unlink()
+    config.symlink_to(shared)
+
+    assert install("--skip-venv", "--no-demo", "--gsd-project", str(gsd_project)).returncode == 0
+    assert config.is_symlink() and oct(shared.stat().st_mode & 0o777) == oct(0o600)
+    assert "global:library-docs" in json.loads(shared.read_text())["agent_skills"]["gsd-phase-researcher"]
+    assert install("--uninstall").returncode == 0
+    assert config.is_symlink() and shared.read_text() == GSD_CONFIG
