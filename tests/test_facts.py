@@ -224,3 +224,20 @@ def test_jobs_wait_answers_as_the_facts_say(cli, fake, home, monkeypatch, outcom
         assert result.json["success"] is True and result.json["report"]
     else:
         assert result.json["error"]["code"] == outcome
+
+
+# -- today's GSD names (../shared/gsd/NOTES.md, the 2026-11 check) ------------------------------------------
+
+@pytest.mark.parametrize("rel", list(TEXTS))
+def test_texts_use_todays_gsd_command_names(rel):
+    text = flat(TEXTS[rel])
+    # global installs turn GSD's commands into skills: /gsd-plan-phase; /gsd:research-phase is gone
+    assert re.findall(r"/gsd:(?!research-phase)[a-z-]+", text) == [], rel
+    old = [m.start() for m in re.finditer(r"/gsd:research-phase", text)]
+    assert all(text[max(0, i - 10):i].endswith("replaced `") for i in old), f"{rel} still sends users to /gsd:research-phase"
+
+
+def test_gsd_researchers_context7_routes_are_named_where_docs_are_explained():
+    for rel in ("agents/gsd-researcher.md", "skills/library-docs/SKILL.md", "README.md"):
+        assert "mcp__context7__" in TEXTS[rel] and "ctx7" in TEXTS[rel], rel
+    assert "--research-phase N" in TEXTS["README.md"] and "--research-phase N" in TEXTS["agents/gsd-researcher.md"]
