@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -80,6 +81,8 @@ def test_index_search_incremental_remove_on_both_stores(tmp_path, store):
     status = kb("status", name, "--json").json["repositories"][0]
     assert (status["total_documents"], status["total_fragments"]) == (4, chroma_n)
     assert status["store"] == ("server" if store == "server" else "embedded")
+    if store == "server":  # counted by the server itself, not taken from the local bookkeeping
+        assert status["server_fragments"] == chroma_n
 
     removed = kb("remove", name, "guide/cooking.md", "--json")
     assert removed.json["removed"] == "guide/cooking.md"
@@ -290,3 +293,107 @@ def test_index_all_reports_a_broken_repository_and_indexes_the_others(tmp_path, 
     assert res.json["totals"]["documents_indexed"] == 1
     assert res.json["failed_repositories"][0]["repository_name"] == "gone"
     assert res.json["failed_repositories"][0]["error"]["code"] == "NOT_FOUND"
+
+
+# -- the command surface: --version, mcp_port, status against a server, human output --------------------
+
+def test_version_human_and_json():
+    from gsd_research import __version__
+
+    human = kb("--version")
+    assert (human.code, human.stdout) == (0, f"researcher {__version__}\n")
+    for args in (("--version", "--json"), ("--json", "--version")):
+        assert kb(*args).json == {"success": True, "command": "version", "version": __version__}
+    proc = subprocess.run([str(BIN / "researcher"), "--version"], capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout) == (0, f"researcher {__version__}\n")
+
+
+@pytest.mark.parametrize("value, reason", [
+    ("99999", "less than or equal to 65535"), ("65536", "less than or equal to 65535"),
+    ("0", "greater than or equal to 1"), ("true", "from 1 to 65535"), ("8080.5", "valid integer"),
+    ("http", "valid integer"),
+])
+def test_mcp_port_out_of_range_is_refused_and_the_file_unchanged(home, value, reason):
+    assert kb("config", "set", "mcp_port", "9000", "--json").code == 0
+    before = (home / "researcher.yaml").read_bytes()
+
+    res = kb("config", "set", "mcp_port", value, "--json")
+
+    assert (res.code, res.json["error"]["code"]) == (2, "USAGE_ERROR")
+    assert res.json["error"]["message"].startswith("Invalid value for mcp_port: ") and reason in res.json["error"]["message"]
+    assert (home / "researcher.yaml").read_bytes() == before
+
+
+@pytest.mark.parametrize("value", ["1", "65535"])
+def test_mcp_port_bounds_are_accepted(home, value):
+    assert kb("config", "set", "mcp_port", value, "--json").json["value"] == int(value)
+
+
+def test_serve_http_with_a_hand_written_bad_port_is_a_usage_error_not_an_internal_one(home):
+    (home / "researcher.yaml").write_text("mcp_port: 99999\n")
+
+    res = kb("serve", "--http", "--json")
+
+    assert (res.code, res.json["error"]["code"]) == (2, "USAGE_ERROR")
+    assert "mcp_port: Input should be less than or equal to 65535" in res.json["error"]["message"]
+
+
+@pytest.mark.parametrize("with_repo", [True, False], ids=["a repository", "no repository"])
+def test_status_against_an_unreachable_chroma_server_says_so(tmp_path, home, with_repo):
+    if with_repo:
+        kb("repo", "add", "d", str(make_repo(tmp_path / "repo")), "--json")
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+    res = kb("status", "--chroma-url", url, "--json")
+    human = kb("status", "--chroma-url", url)
+
+    assert (res.code, res.json["error"]["code"]) == (5, "NETWORK_ERROR")
+    assert url in res.json["error"]["message"] and "chroma run" in res.json["error"]["suggestions"][0]
+    assert human.code == 5 and "NETWORK_ERROR" in human.stderr and human.stdout == ""
+
+
+def test_status_on_a_server_without_the_collection_says_so_and_creates_none(tmp_path, home, chroma_server):
+    import chromadb
+    from chromadb.config import Settings
+
+    kb("repo", "add", "never-indexed", str(make_repo(tmp_path / "repo")), "--json")
+
+    res = kb("status", "--chroma-url", chroma_server, "--json")
+    human = kb("status", "--chroma-url", chroma_server)
+
+    assert res.code == 0 and res.json["store"] == "server" and res.json["chroma_url"] == chroma_server
+    assert res.json["repositories"][0]["server_fragments"] is None
+    assert "none: the server holds no collection for it" in human.stdout and chroma_server in human.stdout
+    client = chromadb.HttpClient(host="127.0.0.1", port=int(chroma_server.rsplit(":", 1)[1]),
+                                 settings=Settings(anonymized_telemetry=False))
+    names = [getattr(c, "name", c) for c in client.list_collections()]
+    assert "researcher-never-indexed" not in names
+
+
+def test_repo_and_config_human_output_is_formatted_not_a_data_dump(tmp_path, home):
+    folder = tmp_path / "docs [bold]x"  # text that rich would take as markup
+    folder.mkdir()
+
+    added = kb("repo", "add", "notes", str(folder), "--file-types", "md,pdf")
+    shown = kb("config", "show")
+    changed = kb("config", "set", "mcp_port", "9000")
+    path = kb("config", "path")
+    removed = kb("repo", "remove", "notes")
+
+    assert added.code == 0 and f"Added repository notes for {folder}" in added.stdout
+    assert "file types: md, pdf" in added.stdout and "researcher index notes" in added.stdout
+    assert "mcp_port" in shown.stdout and "8392" in shown.stdout and "notes" in shown.stdout and "┃" in shown.stdout
+    assert changed.stdout.startswith("Set mcp_port = 9000 in ")
+    assert path.stdout == f"{home / 'researcher.yaml'}\n"
+    assert removed.stdout.startswith("Removed repository notes, its index data deleted")
+    for res in (added, shown, changed, removed):
+        assert "repository:\n" not in res.stdout and "key: " not in res.stdout and "removed: " not in res.stdout
+        assert not res.stdout.lstrip().startswith("{")
+
+
+def test_human_errors_show_user_text_literally(tmp_path):
+    res = kb("repo", "add", "bad[bold]name", str(tmp_path))
+
+    assert res.code == 2 and "'bad[bold]name'" in res.stderr

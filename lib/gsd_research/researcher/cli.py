@@ -18,6 +18,7 @@ class KbContext:
     pretty: bool = False
     chroma_url: str | None = None
     command: str | None = None
+    argv: list[str] = field(default_factory=list)
     _factory: object = field(default=None, repr=False)
 
     @property
@@ -64,7 +65,24 @@ def kb_command(group: click.Group, name: str, **kwargs):
     return decorator
 
 
+def _version(ctx: click.Context, _param, value):
+    if not value or ctx.resilient_parsing:
+        return
+    from gsd_research import __version__
+
+    kb = ctx.ensure_object(KbContext)
+    if kb.json or kb.pretty or {"--json", "--json-pretty"} & set(kb.argv):
+        from gsd_research.core.output import emit
+
+        emit({"success": True, "command": "version", "version": __version__}, "--json-pretty" in kb.argv)
+    else:
+        click.echo(f"researcher {__version__}")
+    ctx.exit(0)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
+              help="Print the version (as JSON with --json) and exit.")
 @kb_options
 def cli():
     """Local knowledge base: index document folders (Markdown, text, PDF, DOCX, PPTX, XLSX, HTML) and
@@ -192,11 +210,19 @@ def search(kb, query, repo_name, n_fragments, n_documents, mode, queries_file):
 @kb_command(cli, "status")
 @click.argument("name", required=False)
 def status(kb, name):
-    """Index statistics of repository NAME or of all repositories."""
+    """Index statistics of repository NAME or of all repositories (with a Chroma server: what it holds;
+    an unreachable server is a NETWORK_ERROR)."""
     factory = kb.factory
     repos = [factory.repository_service.get_repository(name)] if name else factory.repository_service.list_repositories()
     stats = [factory.index_service(r).get_stats().model_dump(mode="json") for r in repos]
-    return {"repositories": stats, "store": "server" if factory.chroma_url else "embedded"}
+    if not factory.chroma_url:
+        return {"repositories": stats, "store": "embedded"}
+    from gsd_research.researcher.gateways.chroma_gateway import ChromaGateway
+
+    ChromaGateway(None, "", url=factory.chroma_url).heartbeat()  # NETWORK_ERROR when the server is unreachable
+    for repo_cfg, stat in zip(repos, stats, strict=True):  # what the server holds, asked of the server
+        stat["server_fragments"] = factory.chroma_factory(repo_cfg)().stored_count()
+    return {"repositories": stats, "store": "server", "chroma_url": factory.chroma_url}
 
 
 @kb_command(config_group, "show")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from gsd_research.core.errors import UsageError
 
@@ -31,8 +31,15 @@ class ResearcherConfig(BaseModel):
     repositories: list[RepositoryConfig] = Field(default_factory=list)
     default_embedding_provider: str = "chromadb"
     default_embedding_model: str | None = None
-    mcp_port: int = 8392
+    mcp_port: int = Field(8392, ge=1, le=65535)  # `serve --http` listens there
     chroma_url: str | None = None  # a Chroma server (http://host:port) instead of the embedded store
+
+    @field_validator("mcp_port", mode="before")
+    @classmethod
+    def _port_not_bool(cls, value):
+        if isinstance(value, bool):  # YAML's `true` would otherwise become port 1
+            raise ValueError("a port is a number from 1 to 65535")
+        return value
 
     def provider_of(self, repo: RepositoryConfig) -> tuple[str, str | None]:
         provider = repo.embedding_provider or self.default_embedding_provider
@@ -67,7 +74,12 @@ class ConfigGateway:
         try:
             data = yaml.safe_load(self.path.read_text(encoding="utf-8")) or {}
             return ResearcherConfig.model_validate(data)
-        except (yaml.YAMLError, OSError, UnicodeDecodeError, ValidationError) as exc:
+        except ValidationError as exc:
+            where = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg'].removeprefix('Value error, ')}"
+                              for e in exc.errors())
+            raise UsageError(f"Cannot read {self.path}: {where[:300]}",
+                             suggestions=[f"Fix or delete {self.path}"]) from None
+        except (yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"Cannot read {self.path}: {exc.__class__.__name__}: {str(exc)[:200]}",
                              suggestions=[f"Fix or delete {self.path}"]) from None
 

@@ -22,6 +22,10 @@ def _value(raw: str):
         return raw
 
 
+def _hint(field: str) -> list[str]:
+    return ["researcher config set mcp_port 8392  (a port from 1 to 65535)"] if field == "mcp_port" else []
+
+
 def set_key(gateway: ConfigGateway, key: str, raw: str) -> dict:
     config = gateway.load()
     value = _value(raw)
@@ -44,7 +48,10 @@ def set_key(gateway: ConfigGateway, key: str, raw: str) -> dict:
     try:
         setattr(target, field, value)
         config = type(config).model_validate(config.model_dump(warnings=False))
-    except (ValidationError, ValueError) as exc:
+    except ValidationError as exc:
+        reason = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+        raise UsageError(f"Invalid value for {key}: {reason[:200]}", suggestions=_hint(field)) from None
+    except ValueError as exc:
         raise UsageError(f"Invalid value for {key}: {str(exc).splitlines()[0][:200]}") from None
     gateway.save(config)
     return {"key": key, "value": value, "path": str(gateway.path)}

@@ -26,6 +26,7 @@ def _fail(kb, argv: list[str], error: dict, code: int) -> int:
 
 
 def invoke(group: click.Group, kb, argv: list[str]) -> int:
+    kb.argv = list(argv)
     try:
         rv = group.main(args=argv, prog_name="researcher", standalone_mode=False, obj=kb)
     except click.exceptions.NoArgsIsHelpError as exc:

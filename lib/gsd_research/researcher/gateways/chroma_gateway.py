@@ -113,6 +113,29 @@ class ChromaGateway:
     def count(self) -> int:
         return self.collection.count()
 
+    def heartbeat(self) -> None:
+        """Reach the store (a server: NETWORK_ERROR when it does not answer)."""
+        try:
+            self.client.heartbeat()
+        except GsdError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - connection errors vary by version
+            raise NetworkError(f"Chroma server at {self.url} is unreachable ({exc.__class__.__name__})",
+                               suggestions=["Start it with: chroma run --path DIR --port 8000",
+                                            "Or drop --chroma-url to use the embedded store"]) from None
+
+    def stored_count(self) -> int | None:
+        """Fragments the store holds for this repository, None when it has no collection (none is created)."""
+        try:
+            return self.client.get_collection(self.collection_name, embedding_function=None).count()
+        except GsdError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - NotFoundError (1.x) or ValueError (older) when absent
+            if exc.__class__.__name__ == "NotFoundError" or "does not exist" in str(exc):
+                return None
+            raise GsdError(f"Chroma store unavailable: {exc.__class__.__name__}: {str(exc)[:200]}",
+                           code="UPSTREAM_ERROR") from None
+
     def get_all_document_paths(self) -> list[str]:
         paths: set[str] = set()
         offset = 0
