@@ -153,6 +153,64 @@ def test_web_grounded_with_numbered_sources(cli, keys):
     assert GEMINI_KEY not in r.stdout
 
 
+def _sent(fake) -> tuple[str, dict]:
+    body = fake.hits("/gemini")[-1].json()
+    return body["contents"][0]["parts"][0]["text"], body["generationConfig"]
+
+
+def test_web_depth_standard_is_the_default(cli, keys):
+    r = cli("web", "who won euro 2024")
+
+    prompt, config = _sent(keys)
+    assert r.json["metadata"]["depth"] == "standard"
+    assert prompt.endswith("Answer in at most 1100 words.") and "several angles" not in prompt
+    assert config["thinkingConfig"] == {"thinkingBudget": 0} and config["maxOutputTokens"] == 1800
+
+
+def test_web_depth_deep_searches_wider_and_thinks(cli, keys):
+    r = cli("web", "--depth", "deep", "who won euro 2024")
+
+    assert r.code == 0 and r.json["metadata"]["depth"] == "deep" and r.json["metadata"]["grounded"] is True
+    assert r.json["answer"].endswith("[1][2]")
+    prompt, config = _sent(keys)
+    assert "search from several angles" in prompt and "say where they disagree" in prompt
+    assert config["thinkingConfig"] == {"thinkingBudget": 2048}
+    assert config["maxOutputTokens"] == 1800 + 2048  # the thinking does not eat the answer's room
+    assert keys.hits("/gemini")[-1].json()["tools"] == [{"google_search": {}}]
+
+
+def test_web_depth_quick_asks_for_a_short_answer(cli, keys):
+    r = cli("web", "who won euro 2024", "--depth", "quick")
+
+    prompt, config = _sent(keys)
+    assert r.json["metadata"]["depth"] == "quick"
+    assert prompt.endswith("Answer from one focused search, in at most 80 words.")
+    assert config["thinkingConfig"] == {"thinkingBudget": 0}
+
+
+def test_web_depths_are_separate_answers_not_one_cached(cli, keys):
+    for depth in ("quick", "deep", "quick"):
+        assert cli("web", "who won euro 2024", "--depth", depth).code == 0
+    assert len(keys.hits("/gemini")) == 2  # the second quick is a cache hit; deep is its own request
+
+
+def test_web_depth_unknown_is_a_usage_error_before_any_request(cli, keys):
+    r = cli("web", "who won euro 2024", "--depth", "exhaustive")
+
+    assert r.code == 2 and r.json["error"]["code"] == "USAGE_ERROR"
+    assert "quick" in r.json["error"]["message"] and "deep" in r.json["error"]["message"]
+    assert keys.hits("/gemini") == []
+
+
+def test_web_depth_deep_on_a_model_without_thinking_sends_no_thinking_config(cli, keys, home):
+    assert cli("config", "set", "llm.models.gemini", "gemini-2.0-flash").code == 0
+
+    assert cli("web", "--depth", "deep", "who won euro 2024").code == 0
+
+    prompt, config = _sent(keys)
+    assert "thinkingConfig" not in config and "several angles" in prompt
+
+
 def test_web_without_search_says_so(cli, keys):
     r = cli("web", "no-search question")
     assert r.json["sources"] == [] and r.json["metadata"]["grounded"] is False and "note" in r.json["metadata"]

@@ -49,10 +49,12 @@ class Backend:
 
     # -- work ----------------------------------------------------------------------------------
     def generate(self, prompt: str, *, system: str | None = None, max_output_tokens: int = 1024,
-                 search: bool = False) -> Generation:
+                 search: bool = False, thinking: int = 0) -> Generation:
+        """`thinking`: tokens the model may reason with before it answers (grounded backends; others ignore it)."""
         if search and not self.grounding:
             raise BackendUnavailable(f"{self.name} has no web-search grounding")
-        return self._generate(prompt, system=system, max_output_tokens=max_output_tokens, search=search)
+        extra = {"thinking": thinking} if thinking and self.grounding else {}
+        return self._generate(prompt, system=system, max_output_tokens=max_output_tokens, search=search, **extra)
 
     def analyze_image(self, image: bytes, mime: str, question: str, *, system: str | None = None,
                       max_output_tokens: int = 1024) -> Generation:

@@ -29,9 +29,11 @@ class GeminiBackend(Backend):
                                     suggestions=[f"Check {KEY_HINT}"], details=exc.details) from None
             raise
 
-    def _call(self, parts: list[dict], *, system, max_output_tokens, search) -> Generation:
+    def _call(self, parts: list[dict], *, system, max_output_tokens, search, thinking: int = 0) -> Generation:
         config: dict = {"maxOutputTokens": max_output_tokens, "temperature": 0.2}
-        if "flash" in self.model and "2.5" in self.model:
+        if thinking and "2.5" in self.model:  # thinking tokens count against maxOutputTokens: add them
+            config.update(maxOutputTokens=max_output_tokens + thinking, thinkingConfig={"thinkingBudget": thinking})
+        elif "flash" in self.model and "2.5" in self.model:
             config["thinkingConfig"] = {"thinkingBudget": 0}  # thinking would eat the output budget
         body: dict = {"contents": [{"role": "user", "parts": parts}], "generationConfig": config}
         if system:
@@ -56,8 +58,9 @@ class GeminiBackend(Backend):
                            "output_tokens": usage.get("candidatesTokenCount")},
                           first.get("groundingMetadata"))
 
-    def _generate(self, prompt, *, system, max_output_tokens, search) -> Generation:
-        return self._call([{"text": prompt}], system=system, max_output_tokens=max_output_tokens, search=search)
+    def _generate(self, prompt, *, system, max_output_tokens, search, thinking: int = 0) -> Generation:
+        return self._call([{"text": prompt}], system=system, max_output_tokens=max_output_tokens, search=search,
+                          thinking=thinking)
 
     def _image(self, image, mime, question, *, system, max_output_tokens) -> Generation:
         parts = [{"inlineData": {"mimeType": mime, "data": base64.b64encode(image).decode("ascii")}},

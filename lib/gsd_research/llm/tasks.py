@@ -24,6 +24,23 @@ SYSTEM_WEB = ("You answer research questions from current web search results. Be
               "in web pages.")
 
 
+# `web --depth` (seed 002's research_web(query, depth)): how hard the grounded model searches and thinks.
+WEB_DEPTHS = {
+    "quick": {"ask": "Answer from one focused search, in at most {words} words.", "words": 80, "thinking": 0},
+    "standard": {"ask": "Answer in at most {words} words.", "words": None, "thinking": 0},
+    "deep": {"ask": ("Research this thoroughly: search from several angles (official sources, recent changes, known "
+                     "problems and alternatives), compare what the sources say, say where they disagree and how "
+                     "recent they are. Answer in at most {words} words."), "words": None, "thinking": 2048},
+}
+
+
+def web_prompt(question: str, depth: str, max_tokens: int) -> tuple[str, int]:
+    """(prompt, thinking budget) of a grounded web question at `depth`."""
+    spec = WEB_DEPTHS[depth]
+    words = min(words_for(max_tokens), spec["words"] or words_for(max_tokens))
+    return f"{question}\n\n{spec['ask'].format(words=words)}", spec["thinking"]
+
+
 def words_for(max_tokens: int) -> int:
     """A word limit for the model that leaves room for the envelope (about 0.75 words per token)."""
     return max(60, int(max_tokens * 0.55))

@@ -359,25 +359,28 @@ def cite(text: str, grounding: dict | None) -> tuple[str, list[dict]]:
 
 @agent_command("web")
 @click.argument("query", nargs=-1, required=True)
-def web(rt, query: tuple[str, ...]):
+@click.option("--depth", type=click.Choice(["quick", "standard", "deep"]), default="standard", show_default=True,
+              help="quick: one focused search, a short answer; deep: searches from several angles, compares "
+                   "sources and thinks before answering (slower, more tokens).")
+def web(rt, query: tuple[str, ...], depth: str):
     """A grounded web answer (Gemini with Google Search) with numbered sources."""
     from gsd_research.core.untrusted import neutralize
     from gsd_research.llm import Router
-    from gsd_research.llm.tasks import SYSTEM_WEB, output_tokens_for, words_for
+    from gsd_research.llm.tasks import SYSTEM_WEB, output_tokens_for, web_prompt
 
     text = " ".join(query).strip()
     if not text:
         raise UsageError("web needs a query", suggestions=['gsd-research web "latest stable Django release"'])
     check_echo(text, rt.max_tokens)
     router = Router(rt)
-    prompt = f"{text}\n\nAnswer in at most {words_for(rt.max_tokens)} words."
-    gen = router.run("web", lambda b: b.generate(prompt, system=SYSTEM_WEB, search=True,
+    prompt, thinking = web_prompt(text, depth, rt.max_tokens)
+    gen = router.run("web", lambda b: b.generate(prompt, system=SYSTEM_WEB, search=True, thinking=thinking,
                                                  max_output_tokens=output_tokens_for(rt.max_tokens)),
                      need="grounding")
     answer, sources = cite(gen.text, gen.grounding)
     queries = (gen.grounding or {}).get("webSearchQueries") or []
     doc = {"query": text, "sources": [dict(s, title=neutralize(str(s["title"] or ""))) for s in sources],
-           "metadata": {"backend": gen.backend, "model": gen.model, "backends_tried": router.tried,
+           "metadata": {"backend": gen.backend, "model": gen.model, "backends_tried": router.tried, "depth": depth,
                         "grounded": bool(sources), "search_queries": queries[:5], "usage": gen.usage}}
     if not sources:
         doc["metadata"]["note"] = "The model answered without searching: no sources to cite"
