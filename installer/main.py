@@ -69,8 +69,8 @@ def planned_files() -> list[tuple[Path, Path]]:
     """(source, destination) of everything copied into a Claude config directory."""
     pairs = []
     if claude_files == "1":
-        pairs += [(p, HOOK_DIR / p.name) for p in sorted((ROOT / "hooks").iterdir())
-                  if p.is_file() and p.name != "hooks.json"]
+        pairs += [(src, dst) for src, dst in _tree(ROOT / "hooks", HOOK_DIR)  # the entry and its modules
+                  if src != ROOT / "hooks" / "hooks.json"]
         pairs += [(p, CLAUDE / "agents" / p.name) for p in sorted((ROOT / "agents").glob("*.md"))]
         pairs += [(p, CLAUDE / "commands" / "research" / p.name) for p in sorted((ROOT / "commands").glob("*.md"))]
     skill_dirs = [CLAUDE / "skills"] if claude_files == "1" else []

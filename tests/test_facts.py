@@ -12,8 +12,10 @@ import yaml
 from tests.conftest import ROOT
 
 FACTS = yaml.safe_load((ROOT / "lib" / "gsd_research" / "data" / "facts.yaml").read_text())
+# the hooks' context texts (the SubagentStart tool strategy) are read as they are written, in their source
 TEXT_FILES = [ROOT / "README.md", *sorted((ROOT / "agents").glob("*.md")), *sorted((ROOT / "commands").glob("*.md")),
-              *sorted((ROOT / "skills").glob("*/SKILL.md"))]
+              *sorted((ROOT / "skills").glob("*/SKILL.md")),
+              *sorted(p for p in (ROOT / "hooks").rglob("*.py") if "__pycache__" not in p.parts)]
 TEXTS = {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in TEXT_FILES}
 STATED = [(name, rel) for name, fact in FACTS.items() for rel in fact.get("stated_in", [])]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -558,7 +559,6 @@ def test_a_failure_after_settings_and_project_were_written_rolls_them_back(dotfi
 
 def test_an_install_killed_midway_is_rolled_back_by_the_next_run(user_home, tmp_path):
     import signal
-    import sys
     import time
 
     checkout = copy_checkout(tmp_path / "checkout")
@@ -616,7 +616,6 @@ esac
 @pytest.fixture
 def fake_uv(tmp_path) -> tuple[dict, Path]:
     import shutil
-    import sys
 
     bindir = tmp_path / "fake-bin"
     bindir.mkdir()
@@ -803,3 +802,20 @@ def test_a_symlinked_gsd_config_stays_a_symlink(user_home, gsd_project, tmp_path
     assert "global:library-docs" in json.loads(shared.read_text())["agent_skills"]["gsd-phase-researcher"]
     assert install("--uninstall").returncode == 0
     assert config.is_symlink() and shared.read_text() == GSD_CONFIG
+
+
+def test_the_hooks_whole_tree_is_installed_and_removed(user_home, tmp_path):
+    checkout = copy_checkout(tmp_path / "checkout")
+    modules = checkout / "hooks" / "gsd_research_hooks"  # hooks/run's per-event modules live in a package
+    modules.mkdir(exist_ok=True)
+    (modules / "subagent_start_extra.py").write_text("STRATEGY = 'x'\n")
+    before = snapshot(user_home)
+
+    proc = install("--skip-venv", "--no-demo", script=checkout / "install.sh", env={"GSD_RESEARCH_VENV": sys.prefix})
+
+    assert proc.returncode == 0, proc.stderr
+    hooks = user_home / ".claude" / "hooks" / "gsd-research"
+    assert (hooks / "gsd_research_hooks" / "subagent_start_extra.py").read_text() == "STRATEGY = 'x'\n"
+    assert (hooks / "run").is_file() and not (hooks / "hooks.json").exists()
+    assert install("--uninstall", script=checkout / "install.sh").returncode == 0
+    assert snapshot(user_home) == before
