@@ -39,7 +39,7 @@ else
 fi
 
 say "ruff"
-"$VENV/bin/ruff" check lib tests bench
+"$VENV/bin/ruff" check lib tests bench installer
 
 say "pytest"
 exec "$VENV/bin/python" -m pytest -p no:cacheprovider --timeout 600 -rs "$@"
