@@ -11,9 +11,9 @@ import pytest
 from tests.conftest import ROOT
 
 PACKAGE = ROOT / "lib" / "gsd_research"
-# DESIGN.md's capability table: docs, deep (+ jobs, usage), search, read (fetch, summarize, analyze, image,
-# web), researcher (knowledge base), memory (recall, verify); core and llm are shared layers, commands is
-# housekeeping (cache, config, doctor).
+# DESIGN.md's capability table: docs, deep (+ jobs), search, read (fetch, summarize, analyze, image, web),
+# researcher (knowledge base), memory (recall, verify); core and llm are shared layers, commands is
+# housekeeping (cache, usage, doctor, config).
 CAPABILITIES = {"docs", "deep", "search", "read", "researcher", "memory"}
 SHARED = {"core", "llm"}
 HOUSEKEEPING = {"commands"}
@@ -79,8 +79,10 @@ def test_no_capability_reaches_into_another_capabilitys_modules():
         for target in targets:
             other = _area(target)
             if area in CAPABILITIES and other in CAPABILITIES and other != area:
-                if target not in (f"gsd_research.{other}", f"gsd_research.{other}.api"):
+                if target != f"gsd_research.{other}.api":
                     bad.append(f"{module} -> {target}")
+            if area in CAPABILITIES | SHARED and (other in HOUSEKEEPING or target == "gsd_research.cli"):
+                bad.append(f"{module} -> {target} (housekeeping and the CLI sit above the capabilities)")
             if area in SHARED and other not in SHARED | {""}:
                 bad.append(f"{module} -> {target} (a shared layer must not depend on a capability)")
             if area == "core" and other == "llm":
@@ -97,8 +99,6 @@ def test_there_is_no_import_cycle():
         state[node] = 1
         stack.append(node)
         for nxt in sorted(graph.get(node, ())):
-            if _is_package_of(nxt, node):
-                continue  # a module importing its own package's __init__ is not a cycle of modules
             if state.get(nxt) == 1:
                 cycles.append(stack[stack.index(nxt):] + [nxt])
             elif nxt not in state:
@@ -110,10 +110,6 @@ def test_there_is_no_import_cycle():
         if node not in state:
             visit(node, [])
     assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
-
-
-def _is_package_of(package: str, module: str) -> bool:
-    return module.startswith(package + ".") and (PACKAGE.parent / package.replace(".", "/") / "__init__.py").exists()
 
 
 @pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
@@ -138,4 +134,24 @@ def test_the_layout_checks_can_fail(tmp_path, monkeypatch):
     with pytest.raises(AssertionError, match="docs.a -> gsd_research.search.b"):
         test_no_capability_reaches_into_another_capabilitys_modules()
     with pytest.raises(AssertionError, match="docs.a -> gsd_research.search.b -> gsd_research.docs.a"):
+        test_there_is_no_import_cycle()
+
+
+def test_the_layout_checks_see_package_reexports_housekeeping_and_init_cycles(tmp_path, monkeypatch):
+    pkg = tmp_path / "gsd_research"
+    for sub in ("docs", "search", "commands", "llm"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "search" / "__init__.py").write_text("from gsd_research.search.b import x\n")
+    (pkg / "search" / "b.py").write_text("from gsd_research.search import y\n")
+    (pkg / "docs" / "a.py").write_text("from gsd_research.search import x\nfrom gsd_research.commands import z\n")
+    (pkg / "llm" / "c.py").write_text("import gsd_research.docs.a as a\n")
+    monkeypatch.setattr(__import__(__name__, fromlist=["x"]), "PACKAGE", pkg)
+    with pytest.raises(AssertionError) as crossing:
+        test_no_capability_reaches_into_another_capabilitys_modules()
+    assert "docs.a -> gsd_research.search\n" in str(crossing.value) + "\n"
+    assert "docs.a -> gsd_research.commands (housekeeping" in str(crossing.value)
+    assert "llm.c -> gsd_research.docs.a (a shared layer" in str(crossing.value)
+    with pytest.raises(AssertionError, match="gsd_research.search -> gsd_research.search.b -> gsd_research.search"):
         test_there_is_no_import_cycle()

@@ -16,7 +16,7 @@ COMMANDS: dict[str, str] = {
     "docs": "gsd_research.docs.command:docs",
     "deep": "gsd_research.deep.command:deep",
     "jobs": "gsd_research.deep.jobs_command:jobs",
-    "usage": "gsd_research.deep.usage_command:usage",
+    "usage": "gsd_research.commands.usage:usage",
     "search": "gsd_research.search.command:search",
     "fetch": "gsd_research.read.command:fetch",
     "summarize": "gsd_research.read.command:summarize",
@@ -136,13 +136,14 @@ def run(group: click.Group, argv: list[str] | None, prog_name: str, known: dict)
 
 def _unexpected(exc: Exception, rt: Runtime, argv: list[str]) -> int:
     """An exception no command turned into a GsdError: state we cannot write, else an internal error."""
+    from gsd_research.core.internal_errors import log_internal_error
     from gsd_research.core.output import emit, failure
 
     state = _state_error(exc) if isinstance(exc, OSError) else None
     if state is not None:
         emit(failure(rt.command or _guess_command(argv), state.to_dict()), rt.pretty)
         return state.exit_code
-    _log_internal_error(exc)
+    log_internal_error(exc)
     emit(failure(rt.command or _guess_command(argv), {
         "code": "INTERNAL_ERROR",
         "message": f"Unexpected {exc.__class__.__name__}: {str(exc)[:300]}",
@@ -225,22 +226,6 @@ def _help(group: click.Group, argv: list[str], prog_name: str, rt: Runtime) -> i
     name = ctx.command_path.split(" ", 1)[1] if " " in ctx.command_path else "help"
     emit({"success": True, "command": name, "help": text}, rt.pretty)
     return 0
-
-
-def _log_internal_error(exc: BaseException) -> None:
-    """Keep the traceback in a log file (keys scrubbed), out of the agent's stdout."""
-    import traceback
-
-    try:
-        from gsd_research.core.config import home
-        from gsd_research.core.secrets import scrub
-
-        path = home() / "logs" / "errors.log"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8") as fh:
-            fh.write(scrub("".join(traceback.format_exception(exc))) + "\n")
-    except Exception:  # noqa: BLE001 - logging must never raise
-        pass
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -33,7 +33,7 @@ from gsd_research.core.http_cache import (
 )
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-# Optional requests-cache backends whose client libraries cost start-up time when nobody uses them.
+
 @dataclass
 class RetryPolicy:
     """How often and how long to retry: 408/429/5xx and transport faults."""

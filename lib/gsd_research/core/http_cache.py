@@ -24,8 +24,7 @@ IGNORED_PARAMETERS = (
 )
 _IGNORED_LOWER = {name.lower(): name for name in IGNORED_PARAMETERS}
 USER_AGENT = f"gsd-research/{__version__}"
-
-
+# Optional requests-cache backends whose client libraries cost start-up time when nobody uses them.
 _OPTIONAL_BACKEND_MODULES = ("redis", "pymongo", "boto3")
 
 

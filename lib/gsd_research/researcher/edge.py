@@ -42,9 +42,9 @@ def invoke(group: click.Group, kb, argv: list[str]) -> int:
     except GsdError as exc:
         return _fail(kb, argv, exc.to_dict(), exc.exit_code)
     except Exception as exc:  # the last line of defence: never a traceback
-        from gsd_research.cli import _log_internal_error
+        from gsd_research.core.internal_errors import log_internal_error
 
-        _log_internal_error(exc)
+        log_internal_error(exc)
         return _fail(kb, argv, {"code": "INTERNAL_ERROR",
                                 "message": f"Unexpected {exc.__class__.__name__}: {str(exc)[:300]}",
                                 "suggestions": ["See GSD_RESEARCH_HOME/logs/errors.log"]}, 1)
