@@ -129,6 +129,7 @@ def fake(fake_server, monkeypatch):
     monkeypatch.setenv("OPENAI_BASE_URL", url + "/openai/v1")
     yield fake_server
     fake_server.clear_faults()
+    fake_server.state.pop("pplx_hang", None)  # wake handlers still hanging on a never-answering route
 
 
 @dataclass
