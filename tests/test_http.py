@@ -13,6 +13,7 @@ import requests
 from gsd_research.core.cache_stats import read_cache_stats
 from gsd_research.core.config import Config
 from gsd_research.core.errors import (
+    GsdError,
     InvalidApiKey,
     NetworkError,
     NotFound,
@@ -248,6 +249,47 @@ def test_per_request_deadline_stops_retrying(echo, fake):
 
     assert time.monotonic() - started < 1.0
     assert len(fake.hits("/test/echo")) == 1
+
+
+def test_the_deadline_also_cuts_each_tries_read_timeout(echo, fake):
+    """Regression: the deadline only stopped retries; a try itself could outlast it by a full read timeout."""
+    fake.add_fault("/test/echo", "timeout", times=5, delay=3)
+    http = client()
+    http.timeout = (2.0, 10.0)
+    started = time.monotonic()
+
+    with pytest.raises(TimeoutError_):
+        http.request("test", "GET", echo, ttl=60, cache=False, deadline=0.6)
+
+    assert time.monotonic() - started < 1.5
+
+
+@pytest.mark.parametrize("kind, opts, sends, maybe", [
+    ("status", {"status": 500}, 1, True),
+    ("status", {"status": 503}, 1, True),
+    ("timeout", {"delay": 3}, 1, True),
+    ("drop", {}, 1, True),
+    ("status", {"status": 429, "retry_after": "0"}, 4, None),  # refused: certainly not taken, sent again
+])
+def test_a_non_idempotent_post_is_sent_again_only_when_certainly_not_taken(echo, fake, kind, opts, sends, maybe):
+    fake.add_fault("/test/echo", kind, times=10, **opts)
+    http = client()
+    http.timeout = (2.0, 0.5)
+
+    with pytest.raises(GsdError) as info:
+        http.request("test", "POST", echo, json={"paid": True}, cache=False, idempotent=False)
+
+    assert len(fake.hits("/test/echo")) == sends
+    assert info.value.details.get("maybe_accepted") is maybe
+
+
+def test_an_idempotent_post_is_retried_on_5xx_and_says_it_may_have_been_taken(echo, fake):
+    fake.add_fault("/test/echo", "status", times=10, status=502)
+
+    with pytest.raises(ProviderError) as info:
+        client().request("test", "POST", echo, json={"idempotency_key": "k"}, cache=False)
+
+    assert len(fake.hits("/test/echo")) == 4 and info.value.details["maybe_accepted"] is True
 
 
 def test_connection_faults_become_network_error_with_attempts(echo, fake):

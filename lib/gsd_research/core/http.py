@@ -216,16 +216,25 @@ class HttpClient:
         timeout: tuple[float, float] | float | None = None,
         deadline: float | None = None,
         cache: bool = True,
+        idempotent: bool = True,
         **kwargs: Any,
     ) -> requests.Response:
-        """Send with retries; return answers whose status is in `expected`, raise typed errors otherwise."""
+        """Send with retries; return answers whose status is in `expected`, raise typed errors otherwise.
+
+        `deadline` (seconds from now) bounds the whole call: every try's timeouts are cut to what is left.
+        `idempotent=False` (a paid POST without an idempotency key) is sent again only when the provider
+        certainly did not take it (429, 408, or no connection made); otherwise the error says
+        `details.maybe_accepted` so the caller never pays twice.
+        """
         started = time.monotonic()
         limit = deadline if deadline is not None else self.deadline
         if kwargs.get("headers"):
             kwargs["headers"] = canonical_headers(kwargs["headers"])
         attempt = 0
         while True:
-            response, fault = self._send_once(method, url, ttl=ttl, timeout=timeout or self.timeout, cache=cache, **kwargs)
+            left = limit - (time.monotonic() - started)
+            response, fault = self._send_once(method, url, ttl=ttl, timeout=_capped(timeout or self.timeout, left),
+                                              cache=cache, **kwargs)
             retryable = fault is not None or response.status_code in RETRY_STATUSES
             if not retryable:
                 if response.status_code in expected:
@@ -234,8 +243,8 @@ class HttpClient:
             wait = self.policy.delay(attempt, response)
             elapsed = time.monotonic() - started
             if (attempt >= self.policy.max_retries or elapsed + wait >= limit or self.policy.waits_too_long(response)
-                    or unresolvable(fault)):
-                self._give_up(provider, response, fault, key_hint, attempt + 1)
+                    or unresolvable(fault) or not (idempotent or not_taken(response, fault))):
+                self._give_up(provider, response, fault, key_hint, attempt + 1, method)
             time.sleep(wait)
             attempt += 1
 
@@ -288,9 +297,11 @@ class HttpClient:
             kind = "hits" if getattr(resp, "from_cache", False) else ("refreshes" if self.no_cache else "misses")
             record_cache_event(kind)
 
-    def _give_up(self, provider, response, fault, key_hint, attempts):
+    def _give_up(self, provider, response, fault, key_hint, attempts, method="GET"):
         name = provider.capitalize()
         details = {"provider": provider, "attempts": attempts}
+        if method.upper() not in ("GET", "HEAD") and not not_taken(response, fault):
+            details["maybe_accepted"] = True  # the provider may have taken (and billed) the request
         if isinstance(fault, requests.Timeout):
             raise TimeoutError_(
                 f"{name} did not answer in time after {attempts} attempt(s)",
@@ -312,8 +323,38 @@ class HttpClient:
         try:
             raise_for_status(provider, response, key_hint)
         except GsdError as exc:
-            exc.details.setdefault("attempts", attempts)
+            for key, value in details.items():
+                exc.details.setdefault(key, value)
             raise
+
+
+def _capped(timeout, left: float):
+    """`timeout` (one number or (connect, read)) cut to the `left` seconds of a deadline (at least 10 ms)."""
+    left = max(0.01, left)
+    if isinstance(timeout, tuple):
+        return tuple(min(float(t), left) for t in timeout)
+    return min(float(timeout), left)
+
+
+def not_taken(response: requests.Response | None, fault: BaseException | None) -> bool:
+    """True when the provider certainly did not take the request: it answered 408/429, or no connection
+    was ever made. A timeout or a dropped connection after sending, a 5xx: it may have."""
+    if fault is None:
+        return response is not None and response.status_code in (408, 429)
+    if isinstance(fault, requests.exceptions.ConnectTimeout):
+        return True
+    if not isinstance(fault, requests.ConnectionError):
+        return False
+    from urllib3.exceptions import NewConnectionError
+
+    seen, cause = 0, fault
+    while cause is not None and seen < 8:
+        if isinstance(cause, NewConnectionError):
+            return True
+        cause = getattr(cause, "reason", None) or (cause.args[0] if cause.args and
+                                                   isinstance(cause.args[0], BaseException) else None)
+        seen += 1
+    return False
 
 
 def unresolvable(fault: BaseException | None) -> bool:
