@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import TEST_CONFIG, assert_no_traceback
+from tests.fakes.perplexity import paid
 
 CANARY = "pplx-canary-7c1d9e2f4b8a"
+SUBMIT = "/perplexity/async/chat/completions"  # blocking calls submit through the async API too
 FAST_DEEP = {"poll_interval": 0.02, "retry_backoff": 0.02, "retry_backoff_max": 0.05, "idle_exit": 0.3,
              "autostart": False, "concurrency": 1}
 
@@ -65,11 +67,12 @@ def test_blocking_returns_report_citations_usage_and_cost_without_think(cli, ppl
     assert doc["citations"][0]["url"] == "https://example.org/source-1"
     assert doc["usage"]["completion_tokens"] == 3000 and doc["usage"]["reasoning_tokens"] == 80000
     assert doc["cost"] == {"usd": 0.464038, "source": "api"}
-    assert doc["metadata"]["confidence"] == "MEDIUM-HIGH" and doc["metadata"]["api"] == "sonar"
+    assert doc["metadata"]["confidence"] == "MEDIUM-HIGH" and doc["metadata"]["api"] == "sonar-async"
     assert doc["metadata"]["tokens_used"] <= 2000
-    sent = pplx.hits("/perplexity/chat/completions")[0].json()
+    sent = pplx.hits(SUBMIT, method="POST")[0].json()["request"]
     assert sent["model"] == "sonar-deep-research" and sent["reasoning_effort"] == "medium"
-    assert pplx.hits("/perplexity/chat/completions")[0].headers["authorization"] == f"Bearer {CANARY}"
+    assert pplx.hits(SUBMIT, method="POST")[0].headers["authorization"] == f"Bearer {CANARY}"
+    assert result.stderr == ""  # the foreground run logs nothing on success
 
 
 def test_blocking_stores_a_completed_conversation(cli, pplx, home):
@@ -81,45 +84,55 @@ def test_blocking_stores_a_completed_conversation(cli, pplx, home):
     assert conv["messages"][0]["content"] == "rust async runtimes"
     assert "<think>" not in conv["messages"][1]["content"]
     assert status["status"] == "completed" and status["completedAt"] and status["effort"] == "low"
+    assert status["mode"] == "blocking" and status["remoteId"] == paid(pplx.state)[0]["id"]
     assert not (folder / "job.json").exists()
-    assert pplx.hits("/perplexity/chat/completions")[0].json()["reasoning_effort"] == "low"
+    assert pplx.hits(SUBMIT, method="POST")[0].json()["request"]["reasoning_effort"] == "low"
 
 
-@pytest.mark.parametrize("kind, opts, code, exit_code", [
-    ("status", {"status": 429, "times": 10}, "RATE_LIMITED", 5),
-    ("status", {"status": 503, "times": 10}, "UPSTREAM_ERROR", 5),
-    ("malformed", {"times": 10}, "UPSTREAM_ERROR", 5),
-    ("html", {"times": 10}, "INVALID_API_KEY", 3),
+@pytest.mark.parametrize("kind, opts, code, exit_code, kept", [
+    ("status", {"status": 429, "times": 10}, "RATE_LIMITED", 5, False),  # refused: nothing was taken
+    ("html", {"times": 10}, "INVALID_API_KEY", 3, False),
+    ("status", {"status": 503, "times": 10}, "UPSTREAM_ERROR", 5, True),  # it may have taken it
+    ("malformed", {"times": 10}, "UPSTREAM_ERROR", 5, True),  # a 200: it took it
 ])
-def test_blocking_api_errors_return_json_error_and_write_nothing(cli, pplx, home, kind, opts, code, exit_code):
-    pplx.add_fault("/perplexity/chat/completions", kind, **opts)
+def test_blocking_api_errors_return_json_error_at_once(cli, pplx, home, kind, opts, code, exit_code, kept):
+    """Refused at once: no trace. Possibly taken: the job keeps its idempotency key and retries in the
+    background (re-sending under the same key cannot pay twice)."""
+    pplx.add_fault(SUBMIT, kind, method="POST", **opts)
 
     result = cli("deep", "anything at all")
 
+    err = result.json["error"]
     assert result.code == exit_code
-    assert result.json["success"] is False and result.json["error"]["code"] == code
-    assert job_dirs(home) == []
+    assert result.json["success"] is False and err["code"] == code
+    assert len(job_dirs(home)) == int(kept)
+    if kept:
+        status = read(job_dirs(home)[0] / "status.json")
+        assert err["details"]["conversation_id"] == status["id"] and status["status"] == "pending"
+        assert status["submitKey"] and status["attempts"] == 1
+        assert f"gsd-research jobs wait {status['id']}" in err["suggestions"][0]
     assert not (home / "usage" / "ledger.jsonl").exists()
     assert CANARY not in result.stdout + result.stderr
     assert_no_traceback(result)
 
 
-def test_blocking_timeout_is_exit_6_and_writes_nothing(cli, pplx, home):
-    pplx.state["pplx_delay"] = 1.5
+def test_blocking_timeout_is_exit_6_and_keeps_the_paid_request(cli, pplx, home):
+    pplx.state["pplx_async_delay"] = 1.5
 
     result = cli("deep", "slow question", "--timeout", "1")
 
     assert result.code == 6 and result.json["error"]["code"] == "TIMEOUT"
-    assert job_dirs(home) == []
+    status = read(job_dirs(home)[0] / "status.json")
+    assert status["remoteId"] == paid(pplx.state)[0]["id"] and status["status"] == "pending"
 
 
 def test_rate_limit_then_success_is_retried_transparently(cli, pplx):
-    pplx.add_fault("/perplexity/chat/completions", "status", status=429, times=1, retry_after="0")
+    pplx.add_fault(SUBMIT, "status", status=429, times=1, retry_after="0", method="POST")
 
     result = cli("deep", "retry me")
 
     assert result.code == 0 and result.json["status"] == "completed"
-    assert len(pplx.hits("/perplexity/chat/completions")) == 2
+    assert len(pplx.hits(SUBMIT, method="POST")) == 2
 
 
 def test_missing_key_is_exit_3_and_no_request(cli, pplx, monkeypatch):
@@ -159,11 +172,11 @@ def test_falls_back_to_agent_api_when_sonar_is_gone(cli, pplx, gone):
     again = cli("--no-cache", "deep", "post-sonar world")  # remembered: straight to the Agent API
 
     assert again.json["metadata"]["api"] == "agent"
-    assert len(pplx.hits("/perplexity/chat/completions")) == 1
+    assert len(pplx.hits(SUBMIT, method="POST")) == 1
 
 
 def test_an_ordinary_bad_request_does_not_fall_back(cli, pplx):
-    pplx.add_fault("/perplexity/chat/completions", "status", status=400)
+    pplx.add_fault(SUBMIT, "status", status=400, method="POST")
 
     result = cli("deep", "bad request")
 
@@ -187,9 +200,10 @@ def test_api_agent_by_config_and_preset_per_effort(cli, pplx, home):
     doc = cli("deep", "--effort", "low", "agent only").json
 
     assert doc["metadata"]["api"] == "agent" and doc["metadata"]["fallback"] is False
-    assert pplx.hits("/perplexity/chat/completions") == []
+    assert pplx.hits(SUBMIT) == []
     assert pplx.hits("/perplexity/v1/agent")[0].json() == {
-        "preset": "medium", "input": [{"type": "message", "role": "user", "content": "agent only"}], "stream": False}
+        "preset": "medium", "input": [{"type": "message", "role": "user", "content": "agent only"}], "stream": False,
+        "background": True}
 
 
 # -- cost, budget, cache -------------------------------------------------------------------------
@@ -241,7 +255,7 @@ def test_daily_budget_refuses_once_spent(cli, pplx, home):
 
     assert first.code == 0
     assert second.code == 1 and second.json["error"]["code"] == "BUDGET_EXCEEDED"
-    assert len(pplx.hits("/perplexity/chat/completions")) == 1
+    assert len(paid(pplx.state)) == 1
     queued = cli("deep", "--async", "over budget too")
     assert queued.json["error"]["code"] == "BUDGET_EXCEEDED" and len(job_dirs(home)) == 1
 
@@ -256,7 +270,7 @@ def test_identical_query_and_effort_is_served_from_cache(cli, pplx, home):
     assert second["metadata"]["cache_hit"] is True and second["report"] == first["report"]
     assert second["cost"]["source"] == "cache"
     assert other_effort["metadata"]["cache_hit"] is False and fresh["metadata"]["cache_hit"] is False
-    assert len(pplx.hits("/perplexity/chat/completions")) == 3
+    assert len(paid(pplx.state)) == 3
     assert len((home / "usage" / "ledger.jsonl").read_text().splitlines()) == 3
 
 
@@ -267,7 +281,7 @@ def test_cache_expires_after_the_deep_ttl(cli, pplx, home):
     again = cli("deep", "short lived").json
 
     assert again["metadata"]["cache_hit"] is False
-    assert len(pplx.hits("/perplexity/chat/completions")) == 2
+    assert len(paid(pplx.state)) == 2
 
 
 def test_report_is_cut_to_max_tokens_with_a_pointer_to_the_rest(cli, pplx):
@@ -339,7 +353,7 @@ def test_canary_key_never_reaches_logs_status_ledger_or_cache(cli, pplx, home):
     queued = cli("deep", "--async", "leaky async")
     cli("jobs", "worker", "--once")
     result = cli("jobs", "result", queued.json["conversation_id"])
-    pplx.add_fault("/perplexity/chat/completions", "html", times=10)
+    pplx.add_fault(SUBMIT, "html", times=10, method="POST")
     failed = cli("--no-cache", "deep", "leaky failure")
 
     assert "Debug: request authorized with" in result.json["report"]
@@ -359,7 +373,7 @@ def test_async_with_a_cached_answer_completes_at_once(cli, pplx, home):
     assert again["status"] == "completed" and again["metadata"]["cache_hit"] is True
     assert again["report"] == first["report"] and again["conversation_id"] != first["conversation_id"]
     assert not (home / "conversation-logs" / again["conversation_id"] / "job.json").exists()
-    assert len(pplx.hits("/perplexity")) == 1
+    assert len(paid(pplx.state)) == 1
 
 
 @pytest.mark.parametrize("raw, clean", [

@@ -198,13 +198,7 @@ def test_each_check_fails_on_a_text_that_contradicts_the_facts(bad):
 
 # -- the jobs wait loop, as the command answers it ------------------------------------------------------------
 
-PENDING_JOBS_WAIT = pytest.mark.xfail(strict=True, reason="jobs wait still answers TIMEOUT while a job runs and the "
-                                      "provider's code for a failed job; the deep research change makes it the "
-                                      "facts' JOB_RUNNING / JOB_FAILED (remove this mark then)")
-
-
-@pytest.mark.parametrize("outcome", ["done", pytest.param("JOB_RUNNING", marks=PENDING_JOBS_WAIT),
-                                     pytest.param("JOB_FAILED", marks=PENDING_JOBS_WAIT), "JOB_CANCELLED"])
+@pytest.mark.parametrize("outcome", ["done", "JOB_RUNNING", "JOB_FAILED", "JOB_CANCELLED"])
 def test_jobs_wait_answers_as_the_facts_say(cli, fake, home, monkeypatch, outcome):
     from tests.test_deep import CANARY, configure
 

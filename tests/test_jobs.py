@@ -14,15 +14,16 @@ import requests
 from tests.conftest import assert_no_traceback
 from tests.test_deep import CANARY, all_state_text, configure, read
 
-# (fault, options, error code, exit status of `jobs result`, HTTP requests per try: the HTTP layer
-# itself retries 408/429/5xx/timeouts once more with http.max_retries 1)
+# (fault, options, error code of each attempt, HTTP requests per try: the HTTP layer itself retries
+# 408/429/5xx/timeouts once more with http.max_retries 1). A job that failed for good answers JOB_FAILED
+# (exit 5) with the attempts' code as its cause.
 FAULTS = [
-    ("status", {"status": 429}, "RATE_LIMITED", 5, 2),
-    ("status", {"status": 500}, "UPSTREAM_ERROR", 5, 2),
-    ("status", {"status": 503}, "UPSTREAM_ERROR", 5, 2),
-    ("timeout", {"delay": 0.6}, "TIMEOUT", 6, 2),
-    ("malformed", {}, "UPSTREAM_ERROR", 5, 1),
-    ("html", {}, "INVALID_API_KEY", 3, 1),
+    ("status", {"status": 429}, "RATE_LIMITED", 2),
+    ("status", {"status": 500}, "UPSTREAM_ERROR", 2),
+    ("status", {"status": 503}, "UPSTREAM_ERROR", 2),
+    ("timeout", {"delay": 0.6}, "TIMEOUT", 2),
+    ("malformed", {}, "UPSTREAM_ERROR", 1),
+    ("html", {}, "INVALID_API_KEY", 1),
 ]
 
 
@@ -114,9 +115,8 @@ def test_list_respects_max_tokens(cli, pplx):
 
 # -- retries and failures ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kind, opts, code, exit_code, per_try", FAULTS, ids=[f"{f[0]}-{f[2]}" for f in FAULTS])
-def test_faults_are_retried_then_the_job_fails_with_the_error_code(cli, pplx, home, kind, opts, code, exit_code,
-                                                                    per_try):
+@pytest.mark.parametrize("kind, opts, code, per_try", FAULTS, ids=[f"{f[0]}-{f[2]}" for f in FAULTS])
+def test_faults_are_retried_then_the_job_fails_with_the_error_code(cli, pplx, home, kind, opts, code, per_try):
     configure(home, http={"max_retries": 1, "read_timeout": 0.3})
     pplx.add_fault("/perplexity/async/chat/completions", kind, times=100, method="POST", **opts)
     job_id = enqueue(cli, "doomed")
@@ -128,8 +128,11 @@ def test_faults_are_retried_then_the_job_fails_with_the_error_code(cli, pplx, ho
     assert status["status"] == "failed" and status["attempts"] == 3 and status["failedAt"]
     assert status["error"]["code"] == code and [e["code"] for e in status["errors"]] == [code] * 3
     assert not (home / "conversation-logs" / job_id / "job.json").exists()
-    assert len(pplx.hits("/perplexity/async/chat/completions", method="POST")) == 3 * per_try
-    assert result.code == exit_code and result.json["error"]["code"] == code
+    posts = pplx.hits("/perplexity/async/chat/completions", method="POST")
+    assert len(posts) == 3 * per_try
+    assert len({p.json()["idempotency_key"] for p in posts}) == 1  # every try under the same key: never paid twice
+    assert result.code == 5 and result.json["error"]["code"] == "JOB_FAILED"
+    assert result.json["error"]["details"]["cause"] == code
     assert CANARY not in result.stdout and CANARY not in all_state_text(home)
     assert_no_traceback(result)
 
@@ -160,7 +163,8 @@ def test_polling_timeout_fails_the_attempt(cli, pplx, home):
     status = status_of(home, job_id)
     assert status["status"] == "failed" and status["error"]["code"] == "TIMEOUT" and status["attempts"] == 2
     assert 2 <= time.monotonic() - started < 6
-    assert len(pplx.hits("/perplexity/async/chat/completions", method="POST")) == 2  # resubmitted after a timeout
+    assert len(pplx.hits("/perplexity/async/chat/completions", method="POST")) == 1  # resumed, not bought again
+    assert status["error"]["remote_id"] == status["remoteId"]
 
 
 def test_budget_spent_fails_a_queued_job_without_retry(cli, pplx, home):
@@ -210,7 +214,7 @@ def test_wait_times_out_with_exit_6_while_pending(cli, pplx):
     started = time.monotonic()
     result = cli("jobs", "wait", job_id, "--timeout", "0.3")
 
-    assert result.code == 6 and result.json["error"]["code"] == "TIMEOUT"
+    assert result.code == 6 and result.json["error"]["code"] == "JOB_RUNNING"
     assert result.json["error"]["details"]["status"] == "pending"
     assert 0.3 <= time.monotonic() - started < 2
 

@@ -13,6 +13,8 @@ EXIT_CODES: dict[str, int] = {
     "LIBRARY_NOT_FOUND": 4,
     "JOB_NOT_FOUND": 4,
     "JOB_CANCELLED": 1,
+    "JOB_RUNNING": 6,  # jobs wait: still running, wait again
+    "JOB_FAILED": 5,  # jobs wait/result: the job failed for good (cause in the message and details)
     "NOT_FOUND": 4,
     "REPOSITORY_NOT_FOUND": 4,
     "DOCUMENT_NOT_FOUND": 4,

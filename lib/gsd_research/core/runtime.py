@@ -78,11 +78,13 @@ class AgentCommand(click.Command):
 
 
 def agent_command(name: str | None = None, **kwargs):
-    """Declare a subcommand: global options accepted, envelope name set, Runtime passed first."""
+    """Declare a subcommand: global options accepted, envelope name set, Runtime passed first.
+    `cls` may name an AgentCommand subclass (e.g. one with a help text built at run time)."""
+    kwargs.setdefault("cls", AgentCommand)
 
     def decorator(f):
         f = pass_runtime(f)
         f = agent_options(f)
-        return click.command(name, cls=AgentCommand, **kwargs)(f)
+        return click.command(name, **kwargs)(f)
 
     return decorator

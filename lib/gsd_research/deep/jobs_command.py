@@ -6,7 +6,7 @@ import time
 
 import click
 
-from gsd_research.core.errors import GsdError, TimeoutError_
+from gsd_research.core.errors import GsdError
 from gsd_research.core.runtime import Runtime, agent_command
 from gsd_research.deep.settings import load
 from gsd_research.deep.store import STATUSES, TERMINAL, JobStore, read_json
@@ -32,10 +32,10 @@ def jobs():
 
 
 def _revive(rt, store: JobStore) -> dict | None:
-    """Start a worker when jobs are queued and none is alive (a killed worker's jobs resume)."""
+    """Start a worker when queued jobs wait for one and none is alive (a killed runner's jobs resume)."""
     from gsd_research.deep.queue import ensure_worker
 
-    if not store.queued():
+    if not store.claimable():
         return None
     return ensure_worker(load(rt.config).autostart)
 
@@ -47,24 +47,22 @@ def _status_view(job_id: str, status: dict) -> dict:
 
 
 @agent_command("list")
-@click.option("--status", "only", type=click.Choice(STATUSES), default=None, help="Only jobs in this state.")
+@click.option("--status", "only", type=click.Choice((*STATUSES, "damaged")), default=None,
+              help="Only jobs in this state.")
 @click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
 def list_jobs(rt, only: str | None, limit: int):
-    """Jobs newest first, with counts per status and the worker's state."""
+    """Jobs newest first, with counts per status and the worker's state; damaged jobs with their fix."""
     from gsd_research.core.output import document_tokens
 
     store = JobStore()
-    rows, counts = [], dict.fromkeys(STATUSES, 0)
+    rows, counts = [], dict.fromkeys((*STATUSES, "damaged"), 0)
     for job_id in store.ids():
-        status = read_json(store.logs / job_id / "status.json")
-        if status is None:
+        row = _list_row(store, job_id)
+        if row is None:
             continue
-        state = str(status.get("status"))
-        counts[state] = counts.get(state, 0) + 1
-        if (only is None or state == only) and len(rows) < limit:
-            row = {k: status.get(k) for k in ("status", "priority", "effort", "attempts", "createdAt") if k in status}
-            row["query"] = str(status.get("query") or "")[:120]
-            rows.append({"conversation_id": job_id, **row})
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+        if (only is None or row["status"] == only) and len(rows) < limit:
+            rows.append(row)
     rows.sort(key=lambda r: (str(r.get("createdAt") or ""), r["conversation_id"]), reverse=True)
     worker = _revive(rt, store)
     doc = {"jobs": rows, "counts": counts, "worker": worker or {"running": False, "needed": False},
@@ -75,6 +73,30 @@ def list_jobs(rt, only: str | None, limit: int):
         doc["metadata"].update(returned=len(doc["jobs"]), truncated=True)
     doc["metadata"]["tokens_used"] = document_tokens(doc)
     return doc
+
+
+def _list_row(store: JobStore, job_id: str) -> dict | None:
+    """One job's row; a damaged job (unreadable status.json) says so and how to fix it. None for a folder
+    still being created (no status.json yet, under a minute old)."""
+    folder = store.logs / job_id
+    status = read_json(folder / "status.json")
+    if status is not None:
+        row = {k: status.get(k) for k in ("status", "priority", "effort", "attempts", "createdAt") if k in status}
+        row["status"] = str(status.get("status"))
+        return {"conversation_id": job_id, **row, "query": str(status.get("query") or "")[:120]}
+    exists = (folder / "status.json").exists()
+    try:
+        age = time.time() - folder.stat().st_mtime
+    except OSError:
+        return None
+    if not exists and age < 60:
+        return None
+    messages = (read_json(folder / "conversation.json") or {}).get("messages") or [{}]
+    query = str(messages[0].get("content") or "") if isinstance(messages[0], dict) else ""
+    again = f"gsd-research deep {_quoted({'query': query})} --async" if query else "run the research again"
+    return {"conversation_id": job_id, "status": "damaged", "query": query[:120],
+            "problem": "status.json is unreadable (damaged)" if exists else "status.json is missing",
+            "fix": f"rm -r {folder} ; then {again}"}
 
 
 @agent_command("status")
@@ -95,30 +117,41 @@ def job_status(rt, job_id: str):
     return doc
 
 
+def terminal_error(store: JobStore, job_id: str, status: dict) -> GsdError:
+    """The error of a job that ended without a report: JOB_FAILED (exit 5) with its cause, or JOB_CANCELLED."""
+    if status.get("status") == "cancelled":
+        return GsdError(f"Job {job_id} was cancelled", code="JOB_CANCELLED", details={"conversation_id": job_id},
+                        suggestions=[f"Enqueue it again: gsd-research deep {_quoted(status)} --async"])
+    if status.get("status") == "completed":  # completed, but the report in conversation.json is gone or damaged
+        return GsdError(f"The report of job {job_id} is unreadable (its conversation.json is missing or damaged)",
+                        code="JOB_NOT_FOUND", details={"conversation_id": job_id},
+                        suggestions=[f"Run the research again: gsd-research deep {_quoted(status)} --async"])
+    err = status.get("error") or {}
+    remote_id = err.get("remote_id") or status.get("remoteId")
+    details = {"conversation_id": job_id, "cause": str(err.get("code") or "UPSTREAM_ERROR"),
+               "attempts": status.get("attempts"), "errors": status.get("errors") or []}
+    if remote_id:
+        details["remote_id"] = remote_id
+    return GsdError(f"Job {job_id} failed after {status.get('attempts', 0)} attempt(s): "
+                    f"{err.get('code', 'UPSTREAM_ERROR')}: {err.get('message', '')}"
+                    + (f" (Perplexity request {remote_id})" if remote_id else ""),
+                    code="JOB_FAILED", details=details,
+                    suggestions=[f"gsd-research jobs status {job_id}",
+                                 f"Ask again (a new, paid request): gsd-research deep {_quoted(status)} --async"])
+
+
 def _result(rt, store: JobStore, job_id: str, status: dict) -> dict:
     from gsd_research.deep.render import answer_payload
 
     state = status.get("status")
-    if state == "completed":
-        message = store.has_answer(job_id)
-        if message is None:  # completed, but the report in conversation.json is gone or damaged
-            raise GsdError(f"The report of job {job_id} is unreadable (its conversation.json is missing or damaged)",
-                           code="JOB_NOT_FOUND", details={"conversation_id": job_id},
-                           suggestions=[f"Run the research again: gsd-research deep {_quoted(status)} --async"])
+    message = store.has_answer(job_id) if state == "completed" else None
+    if message is not None:
         messages = store.conversation(job_id).get("messages") or [{}]
         query = str(messages[0].get("content") or status.get("query") or "")
         return answer_payload(query, job_id, message, rt.max_tokens,
                               extra_meta={"effort": status.get("effort"), "attempts": status.get("attempts")})
-    if state == "failed":
-        err = status.get("error") or {}
-        raise GsdError(f"Job {job_id} failed after {status.get('attempts', 0)} attempt(s): {err.get('message', '')}",
-                       code=str(err.get("code") or "UPSTREAM_ERROR"),
-                       suggestions=["gsd-research jobs status " + job_id, "Enqueue it again with gsd-research deep --async"],
-                       details={"conversation_id": job_id, "attempts": status.get("attempts"),
-                                "errors": status.get("errors") or []})
-    if state == "cancelled":
-        raise GsdError(f"Job {job_id} was cancelled", code="JOB_CANCELLED", details={"conversation_id": job_id},
-                       suggestions=[f"Enqueue it again: gsd-research deep {_quoted(status)} --async"])
+    if state in TERMINAL:
+        raise terminal_error(store, job_id, status)
     doc = _status_view(job_id, status)
     doc.update(ready=False, next=f"gsd-research jobs wait {job_id} --timeout 100")
     return doc
@@ -138,12 +171,23 @@ def job_result(rt, job_id: str):
     return _result(rt, store, job_id, store.status(job_id))
 
 
-@agent_command("wait")
+WAIT_HELP = """Wait for a job to finish and return its report.
+
+\b
+Outcomes (the same in the skill, the agent and the README):
+  exit 0                           completed: the report is in the answer
+  exit 6, error.code JOB_RUNNING   still running: run the same jobs wait again
+  exit 5, error.code JOB_FAILED    failed for good: the cause is in error.message and
+                                   error.details (cause, attempts, remote_id); stop
+  exit 1, error.code JOB_CANCELLED cancelled: stop
+"""
+
+
+@agent_command("wait", help=WAIT_HELP)
 @click.argument("job_id")
 @click.option("--timeout", type=click.FloatRange(min=0), default=100.0, show_default=True,
               help="Seconds to wait (keep it under the Bash tool's timeout; run wait again after).")
 def job_wait(rt, job_id: str, timeout: float):
-    """Wait for a job to finish and return its report."""
     store = JobStore()
     interval = max(0.02, min(0.5, load(rt.config).poll_interval))
     deadline = time.monotonic() + timeout
@@ -156,10 +200,10 @@ def job_wait(rt, job_id: str, timeout: float):
             _revive(rt, store)
             next_revive = time.monotonic() + 5.0
         if time.monotonic() >= deadline:
-            raise TimeoutError_(f"Job {job_id} is still {status.get('status')} after {timeout:g} s",
-                                suggestions=[f"gsd-research jobs wait {job_id} --timeout 100"],
-                                details={"conversation_id": job_id, "status": status.get("status"),
-                                         "attempts": status.get("attempts", 0)})
+            raise GsdError(f"Job {job_id} is still {status.get('status')} after {timeout:g} s: wait again",
+                           code="JOB_RUNNING", suggestions=[f"gsd-research jobs wait {job_id} --timeout 100"],
+                           details={"conversation_id": job_id, "status": status.get("status"),
+                                    "attempts": status.get("attempts", 0)})
         time.sleep(interval)
 
 

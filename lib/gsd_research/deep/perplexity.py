@@ -3,6 +3,10 @@
 A result is {"report", "citations", "usage", "model", "api", "remote_id"} with `<think>` blocks
 stripped and `usage` in chat-completions field names (the Agent API's are mapped onto them).
 When Sonar answers that the model or endpoint is gone, `EndpointGone` tells the caller to switch.
+Every request of one attempt is bounded by the attempt's deadline (a `time.monotonic()` instant): its
+timeouts are cut to what is left and nothing is sent once it has passed. Paid submits go out either under
+an idempotency key (Sonar async: sending it again cannot pay twice) or, without one (Agent API), never
+again once the provider may have taken them (`details.maybe_accepted`).
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import re
 import time
 from collections.abc import Callable
 
-from gsd_research.core.errors import MissingApiKey, ProviderError, TimeoutError_
+from gsd_research.core.errors import MissingApiKey, NotFound, ProviderError, TimeoutError_
 from gsd_research.core.http import HttpClient, error_message, parse_json, raise_for_status
 
 PROVIDER = "perplexity"
@@ -25,6 +29,21 @@ AGENT_FAILED = frozenset({"failed", "cancelled", "incomplete"})
 
 class EndpointGone(ProviderError):
     """Sonar says its model or endpoint no longer exists: use the Agent API."""
+
+
+class RemoteRunFailed(ProviderError):
+    """The provider ended the research run itself (failed, cancelled) or no longer knows it: only a new,
+    paid submission can answer the question now."""
+
+
+def attempt_timeout(maybe_accepted: bool = False) -> TimeoutError_:
+    details = {"provider": PROVIDER}
+    if maybe_accepted:
+        details["maybe_accepted"] = True
+    return TimeoutError_("Perplexity deep research did not finish within its timeout",
+                         suggestions=["Raise it: --timeout SECONDS, deep.timeout or PERPLEXITY_POLLING_TIMEOUT_MS",
+                                      "Use deep --async and gsd-research jobs wait ID"],
+                         details=details)
 
 
 def strip_think(text: str) -> str:
@@ -150,47 +169,68 @@ class Perplexity:
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
 
-    def _send(self, method: str, path: str, *, body: dict | None = None, timeout=None, deadline=None,
-              sonar: bool = False):
+    def _send(self, method: str, path: str, *, body: dict | None = None, deadline: float | None = None,
+              sonar: bool = False, idempotent: bool = True) -> dict:
+        """One request (with the HTTP layer's retries) bounded by the monotonic `deadline`."""
         headers = {"Authorization": f"Bearer {self.api_key}", "Accept": "application/json"}
         expected = (200, 201, 400, 404, 410) if sonar else (200, 201)
-        resp = self.http.request(PROVIDER, method, self.base_url + path, json=body, headers=headers, cache=False,
-                                 expected=expected, key_hint=KEY_HINT, timeout=timeout, deadline=deadline)
+        post = method.upper() == "POST"
+        bound = {}
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise attempt_timeout()
+            bound["deadline"] = left
+        try:
+            resp = self.http.request(PROVIDER, method, self.base_url + path, json=body, headers=headers, cache=False,
+                                     expected=expected, key_hint=KEY_HINT, idempotent=idempotent, **bound)
+        except TimeoutError_ as exc:
+            if deadline is None:
+                raise
+            raise attempt_timeout(bool(exc.details.get("maybe_accepted"))) from None
         if resp.status_code in (400, 404, 410):
-            if _is_gone(resp):
+            if _is_gone(resp) and sonar:
                 raise EndpointGone(f"Perplexity Sonar is not available at {path} (HTTP {resp.status_code}): "
                                    f"{error_message(resp)}", details={"status": resp.status_code, "provider": PROVIDER},
                                    suggestions=["gsd-research config set deep.api agent"])
             raise_for_status(PROVIDER, resp, KEY_HINT)
-        body = parse_json(PROVIDER, resp)
-        if not isinstance(body, dict):
-            raise _malformed("not a JSON object")
-        return body
+        try:
+            doc = parse_json(PROVIDER, resp)
+            if not isinstance(doc, dict):
+                raise _malformed("not a JSON object")
+        except ProviderError as exc:
+            if post:  # it answered 200: it took the request
+                exc.details["maybe_accepted"] = True
+            raise
+        return doc
 
-    # -- Sonar ---------------------------------------------------------------------------------
+    # -- Sonar async ---------------------------------------------------------------------------
     @staticmethod
     def chat_request(query: str, model: str, effort: str) -> dict:
         return {"model": model, "messages": [{"role": "user", "content": query}], "reasoning_effort": effort,
                 "stream": False}
 
-    def chat(self, query: str, model: str, effort: str, timeout: float) -> dict:
-        """One blocking chat completion (the answer may take minutes: read timeout = `timeout`)."""
-        connect = self.http.timeout[0] if isinstance(self.http.timeout, tuple) else 10.0
-        body = self._send("POST", "/chat/completions", body=self.chat_request(query, model, effort),
-                          timeout=(connect, timeout), deadline=timeout, sonar=True)
-        return from_chat_completion(body)
+    def submit_async(self, query: str, model: str, effort: str, idempotency_key: str,
+                     deadline: float | None = None) -> tuple[str, dict | None]:
+        """(remote id, the result when the answer is already complete, e.g. a repeated idempotency key).
 
-    def submit_async(self, query: str, model: str, effort: str, idempotency_key: str) -> tuple[str, dict | None]:
-        """(remote id, the result when the answer is already complete, e.g. a repeated idempotency key)."""
-        body = self._send("POST", "/async/chat/completions", sonar=True, body={
+        Sent again by the HTTP layer on 5xx and timeouts: the idempotency key makes that free."""
+        body = self._send("POST", "/async/chat/completions", sonar=True, deadline=deadline, body={
             "request": self.chat_request(query, model, effort), "idempotency_key": idempotency_key})
         if not body.get("id"):
             raise _malformed("async request without id")
         return str(body["id"]), self.async_result(body)
 
-    def poll_async(self, remote_id: str) -> dict | None:
+    def poll_async(self, remote_id: str, deadline: float | None = None) -> dict | None:
         """The result when the async request is done, None while it runs; failures raise."""
-        return self.async_result(self._send("GET", f"/async/chat/completions/{remote_id}"))
+        return self.async_result(self._get(f"/async/chat/completions/{remote_id}", remote_id, deadline))
+
+    def _get(self, path: str, remote_id: str, deadline: float | None) -> dict:
+        try:
+            return self._send("GET", path, deadline=deadline)
+        except NotFound:
+            raise RemoteRunFailed(f"Perplexity no longer knows research request {remote_id} (HTTP 404)",
+                                  details={"provider": PROVIDER, "remote_id": remote_id}) from None
 
     @staticmethod
     def async_result(body: dict) -> dict | None:
@@ -201,23 +241,22 @@ class Perplexity:
                 raise _malformed("COMPLETED without response")
             return from_chat_completion(body["response"], "sonar-async", remote_id)
         if state == "FAILED":
-            raise ProviderError(f"Perplexity deep research failed: {str(body.get('error_message') or 'no reason')[:300]}",
-                                details={"provider": PROVIDER, "remote_id": remote_id})
+            raise RemoteRunFailed(f"Perplexity deep research failed: "
+                                  f"{str(body.get('error_message') or 'no reason')[:300]}",
+                                  details={"provider": PROVIDER, "remote_id": remote_id})
         if state in ("CREATED", "IN_PROGRESS", "PENDING"):
             return None
         raise _malformed(f"unknown async status '{state[:40]}'")
 
     # -- Agent API -----------------------------------------------------------------------------
-    def agent_create(self, query: str, preset: str, background: bool, timeout: float | None = None) -> dict:
-        body = {"preset": preset, "input": [{"type": "message", "role": "user", "content": query}], "stream": False}
-        if background:
-            body["background"] = True
-        connect = self.http.timeout[0] if isinstance(self.http.timeout, tuple) else 10.0
-        return self._send("POST", "/v1/agent", body=body,
-                          timeout=(connect, timeout) if timeout else None, deadline=timeout)
+    def agent_create(self, query: str, preset: str, deadline: float | None = None) -> dict:
+        """Start a background run. No idempotency key exists: never sent again once it may have been taken."""
+        body = {"preset": preset, "input": [{"type": "message", "role": "user", "content": query}], "stream": False,
+                "background": True}
+        return self._send("POST", "/v1/agent", body=body, deadline=deadline, idempotent=False)
 
-    def agent_get(self, remote_id: str) -> dict:
-        return self._send("GET", f"/v1/responses/{remote_id}")
+    def agent_get(self, remote_id: str, deadline: float | None = None) -> dict:
+        return self._get(f"/v1/responses/{remote_id}", remote_id, deadline)
 
     @staticmethod
     def agent_result(body: dict) -> dict | None:
@@ -229,24 +268,27 @@ class Perplexity:
             return None
         if state in AGENT_FAILED:
             err = body.get("error") if isinstance(body.get("error"), dict) else {}
-            raise ProviderError(f"Perplexity Agent API run {state}: {str(err.get('message') or 'no reason')[:300]}",
-                                details={"provider": PROVIDER, "remote_id": body.get("id")})
+            raise RemoteRunFailed(f"Perplexity Agent API run {state}: {str(err.get('message') or 'no reason')[:300]}",
+                                  details={"provider": PROVIDER, "remote_id": body.get("id")})
         raise _malformed(f"unknown agent status '{state[:40]}'")
 
 
 def poll(fetch: Callable[[], dict | None], *, deadline: float, interval: float,
-         check: Callable[[], None] | None = None) -> dict:
-    """Call `fetch` until it returns a result or the monotonic `deadline` passes (TIMEOUT)."""
+         check: Callable[[], None] | None = None, warn_at: float | None = None,
+         on_warn: Callable[[], None] | None = None) -> dict:
+    """Call `fetch` until it returns a result or the monotonic `deadline` passes (TIMEOUT); `on_warn` once
+    when `warn_at` has passed (the run nears its timeout)."""
     while True:
         result = fetch()
         if result is not None:
             return result
         if check is not None:
             check()
-        left = deadline - time.monotonic()
+        now = time.monotonic()
+        if warn_at is not None and now >= warn_at and on_warn is not None:
+            on_warn()
+            warn_at = None
+        left = deadline - now
         if left <= 0:
-            raise TimeoutError_("Perplexity deep research did not finish within the polling timeout",
-                                suggestions=["Raise it with --timeout or PERPLEXITY_POLLING_TIMEOUT_MS",
-                                             "Use --async and poll with gsd-research jobs wait"],
-                                details={"provider": PROVIDER})
+            raise attempt_timeout()
         time.sleep(min(interval, left))

@@ -67,8 +67,10 @@ def ensure_worker(autostart: bool = True) -> dict:
     return {"running": True, "pid": spawn_worker(), "started": True}
 
 
-def enqueue(query: str, params: dict, priority: int, *, autostart: bool = True) -> tuple[str, dict, dict]:
-    """Queue a job (job.json written last) and then check for a worker; returns (id, status, worker)."""
+def enqueue(query: str, params: dict, priority: int, *, autostart: bool = True,
+            key: str | None = None) -> tuple[str, dict, dict]:
+    """Queue a job (job.json written last) and then check for a worker; returns (id, status, worker).
+    `key` lets a later call asking the same question attach to this job."""
     store = JobStore()
-    job_id, status = store.create(query, params, priority=priority, enqueue=True)
+    job_id, status = store.create(query, params, priority=priority, enqueue=True, key=key)
     return job_id, status, ensure_worker(autostart)

@@ -1,12 +1,14 @@
-"""One deep research call, blocking or as a resumable async request, with API fallback, cost and ledger."""
+"""One attempt of a deep research job: a resumable async request with API fallback, cost and ledger."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from gsd_research.core import usage_ledger
 from gsd_research.core.config import home
+from gsd_research.core.errors import GsdError, ProviderError
 from gsd_research.deep import cost as costs
 from gsd_research.deep.perplexity import EndpointGone, Perplexity, poll
 from gsd_research.deep.settings import DeepSettings
@@ -14,6 +16,33 @@ from gsd_research.deep.store import now_iso, read_json, write_json
 
 PROVIDER = "perplexity"
 GONE_MEMORY_S = 7 * 86400  # once Sonar said it is gone, go straight to the Agent API for a week
+WARN_SHARE = 0.8  # warn once a run has used this share of its timeout
+
+
+class MaybeTaken(ProviderError):
+    """A paid request without an idempotency key may have been accepted: never sent again automatically."""
+
+    def __init__(self, message: str, **kwargs) -> None:
+        kwargs["details"] = {**(kwargs.get("details") or {}), "provider": PROVIDER, "maybe_accepted": True}
+        kwargs.setdefault("suggestions", ["Check what was spent (gsd-research usage; the Perplexity dashboard) "
+                                          "before asking again", "Asking again sends a new, paid request"])
+        super().__init__(message, **kwargs)
+
+
+class AttemptHooks(Protocol):
+    """What an attempt tells its job as it goes (the job store persists it)."""
+
+    def check(self) -> None:
+        """Raise to stop the attempt (the job was cancelled, or the caller stops waiting)."""
+
+    def submitting(self, key: str | None, api: str) -> None:
+        """A paid submit is about to be sent (under idempotency `key`, or none)."""
+
+    def remote(self, remote_id: str, api: str) -> None:
+        """The provider gave the request this id."""
+
+    def warn(self, started: float, timeout: float) -> None:
+        """The attempt nears its timeout."""
 
 
 def _state_path():
@@ -63,61 +92,71 @@ class DeepResearch:
                 remember_sonar_gone()
         raise AssertionError("unreachable")  # pragma: no cover
 
-    # -- blocking ------------------------------------------------------------------------------
-    def blocking(self, query: str, effort: str, timeout: float) -> dict:
-        """One call that waits for the report (Sonar chat completions or a polled Agent API run)."""
-        def run(api: str) -> dict:
-            if api == "sonar":
-                result = self.client.chat(query, self.s.model, effort, timeout)
-                result["fallback"] = False
-                return result
-            deadline = time.monotonic() + timeout
-            body = self.client.agent_create(query, self.s.preset(effort), background=False, timeout=timeout)
-            result = self._agent_finish(body, deadline)
-            result["fallback"] = self.s.api == "auto"
-            return result
+    def resumable(self, job: dict, status: dict, hooks: AttemptHooks, stop_at: float | None = None) -> dict:
+        """One attempt of a job: submit (or resume polling) its request, all within one deadline.
 
-        return self._with_fallback(self.api_order(), run)
-
-    def _agent_finish(self, body: dict, deadline: float, check=None) -> dict:
-        done = self.client.agent_result(body)
-        if done is not None:
-            return done
-        remote = str(body.get("id") or "")
-        return poll(lambda: self.client.agent_result(self.client.agent_get(remote)), deadline=deadline,
-                    interval=self.s.poll_interval, check=check)
-
-    # -- background ----------------------------------------------------------------------------
-    def resumable(self, job: dict, status: dict, *, check: Callable[[], None],
-                  on_remote: Callable[[str, str], None]) -> dict:
-        """Submit (or resume polling) the job's async request; `on_remote` records the remote id first."""
-        query, effort = job["query"], job.get("effort") or "medium"
+        The deadline (the job's timeout from now, or `stop_at` when sooner) bounds every request of the
+        attempt: the submit, each poll and the Agent API fallback. Before a paid submit is sent, `hooks`
+        persist what makes it safe to repeat (the idempotency key) or forbid repeating it (Agent API);
+        its remote id is persisted as soon as it is known.
+        """
         timeout = float(job.get("timeout") or self.s.timeout)
+        started = time.monotonic()
+        deadline = started + timeout if stop_at is None else min(started + timeout, stop_at)
         remote_id, remote_api = status.get("remoteId"), status.get("remoteApi")
-        deadline = time.monotonic() + timeout
-        key = f"{job['id']}-{int(status.get('attempts') or 0) + 1}"
+
+        def wait_for(fetch: Callable[[], dict | None]) -> dict:
+            return poll(fetch, deadline=deadline, interval=self.s.poll_interval, check=hooks.check,
+                        warn_at=started + WARN_SHARE * timeout, on_warn=lambda: hooks.warn(started, timeout))
 
         def run(api: str) -> dict:
             if api == "sonar":
-                rid = remote_id if remote_api == "sonar" and remote_id else None
-                if rid is None:
-                    rid, done = self.client.submit_async(query, self.s.model, effort, key)
-                    on_remote(rid, "sonar")
-                    if done is not None:
-                        return done
-                return poll(lambda: self.client.poll_async(rid), deadline=deadline,
-                            interval=self.s.poll_interval, check=check)
+                return self._sonar(job, status, hooks, deadline, wait_for)
             if remote_api == "agent" and remote_id:
-                body = self.client.agent_get(remote_id)
+                rid = str(remote_id)
             else:
-                body = self.client.agent_create(query, self.s.preset(effort), background=True)
-                if body.get("id"):
-                    on_remote(str(body["id"]), "agent")
-            return self._agent_finish(body, deadline, check)
+                rid, done = self._agent_submit(job, status, hooks, deadline)
+                if done is not None:
+                    return done
+            return wait_for(lambda: self.client.agent_result(self.client.agent_get(rid, deadline)))
 
-        result = self._with_fallback(self.api_order(remote_api), run)
+        resume_api = remote_api or ("agent" if status.get("agentSubmittedAt") else None)
+        result = self._with_fallback(self.api_order(resume_api), run)
         result["fallback"] = result["api"] == "agent" and self.s.api == "auto"
         return result
+
+    def _sonar(self, job: dict, status: dict, hooks: AttemptHooks, deadline: float, wait_for) -> dict:
+        if status.get("remoteApi") == "sonar" and status.get("remoteId"):
+            rid = str(status["remoteId"])
+        else:
+            key = status.get("submitKey") or f"{job['id']}-{int(status.get('submissions') or 0) + 1}"
+            hooks.submitting(key, "sonar")
+            rid, done = self.client.submit_async(job["query"], self.s.model, job.get("effort") or "medium", key,
+                                                 deadline)
+            hooks.remote(rid, "sonar")
+            if done is not None:
+                return done
+        return wait_for(lambda: self.client.poll_async(rid, deadline))
+
+    def _agent_submit(self, job: dict, status: dict, hooks: AttemptHooks, deadline: float) -> tuple[str, dict | None]:
+        """Start the Agent API run: once only, as it has no idempotency key."""
+        if status.get("agentSubmittedAt"):
+            raise MaybeTaken(f"An Agent API request for this job was sent at {status['agentSubmittedAt']} and its "
+                             "answer never arrived: Perplexity may have accepted (and billed) it, so it is not "
+                             "sent again")
+        hooks.submitting(None, "agent")
+        try:
+            body = self.client.agent_create(job["query"], self.s.preset(job.get("effort") or "medium"), deadline)
+        except GsdError as exc:
+            if exc.details.get("maybe_accepted"):
+                raise MaybeTaken(f"{exc.message}. Perplexity may have accepted (and billed) this Agent API request "
+                                 "before its answer was lost, so it is not sent again", code=exc.code) from None
+            raise
+        rid = str(body.get("id") or "")
+        if not rid:
+            raise MaybeTaken("Perplexity accepted an Agent API request but sent no id for it; it is not sent again")
+        hooks.remote(rid, "agent")
+        return rid, self.client.agent_result(body)
 
     # -- accounting ----------------------------------------------------------------------------
     def priced(self, result: dict) -> dict:

@@ -58,6 +58,11 @@ class DeepSettings:
         return str(self.agent_presets.get(effort) or DEFAULTS["agent_presets"].get(effort, "high"))
 
 
+def disclaimer_enabled() -> bool:
+    """PERPLEXITY_ENABLE_SECURITY_DISCLAIMER: show the security disclaimer in deep's help and answers."""
+    return _truthy(os.environ.get("PERPLEXITY_ENABLE_SECURITY_DISCLAIMER"))
+
+
 def _timeout_from_env() -> float | None:
     raw = os.environ.get("PERPLEXITY_POLLING_TIMEOUT_MS", "").strip()
     if not raw:

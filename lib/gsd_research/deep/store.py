@@ -95,6 +95,19 @@ def file_lock(path: Path, blocking: bool = True):
         os.close(fd)
 
 
+class RunLock:
+    """The right to run one job: an flock on its `.run` file, held for as long as one process runs it.
+    The kernel drops it when that process dies (kill -9 included), which is how others see an orphan."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd: int | None = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
 class JobStore:
     """Conversation directories of one GSD_RESEARCH_HOME."""
 
@@ -140,6 +153,41 @@ class JobStore:
     def lock(self, job_id: str):
         return file_lock(self.dir(job_id) / ".lock")
 
+    def claim(self, job_id: str) -> RunLock | None:
+        """The job's run lock, or None when another process (worker or blocking call) runs it."""
+        try:
+            fd = os.open(self.dir(job_id) / ".run", os.O_RDWR | os.O_CREAT, 0o600)
+        except FileNotFoundError:  # the job folder is gone
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        return RunLock(fd)
+
+    def held(self, job_id: str) -> bool:
+        """True while some process runs the job."""
+        lock = self.claim(job_id)
+        if lock is None:
+            return True
+        lock.release()
+        return False
+
+    def claimable(self) -> list[tuple[dict, dict]]:
+        """Queued jobs nobody runs right now (what a worker could take)."""
+        return [js for js in self.queued() if not self.held(js[0]["id"])]
+
+    # -- the same question asked again ------------------------------------------------------------
+    def _index_path(self, key: str) -> Path:
+        return self.control / "by-question" / f"{key}.json"
+
+    def lookup(self, key: str) -> str | None:
+        """The id of the latest job that asked the question with this key (see result_cache.key)."""
+        doc = read_json(self._index_path(key)) or {}
+        job_id = str(doc.get("id") or "")
+        return job_id if ID_PATTERN.match(job_id) else None
+
     # -- enqueue -------------------------------------------------------------------------------
     def next_seq(self) -> int:
         """The next enqueue number of this home, strictly increasing across processes."""
@@ -165,23 +213,40 @@ class JobStore:
         return best
 
     def create(self, query: str, params: dict, *, priority: int = 0, enqueue: bool = True,
-               answer: dict | None = None) -> tuple[str, dict]:
+               answer: dict | None = None, mode: str | None = None, key: str | None = None) -> tuple[str, dict]:
         """A new conversation directory: conversation.json, status.json, then job.json (which queues it).
 
-        With `answer` (a finished blocking call) the conversation is written complete, never queued.
+        With `answer` (a finished call served from the result cache) the conversation is written complete,
+        never queued. With `key` the job is the one a later call asking the same question attaches to.
         """
-        enqueue = enqueue and answer is None
-        self.logs.mkdir(parents=True, exist_ok=True)
-        seq = self.next_seq() if enqueue else 0
+        job_id, status, _ = self._create(query, params, priority, enqueue, answer, mode, key, claim=False)
+        return job_id, status
+
+    def create_claimed(self, query: str, params: dict, *, priority: int = 0, mode: str = "blocking",
+                       key: str | None = None) -> tuple[str, dict, RunLock]:
+        """A queued job that this process runs itself: its run lock is taken before any file exists,
+        so no worker starts it, and a worker takes it over once this process dies."""
+        job_id, status, lock = self._create(query, params, priority, True, None, mode, key, claim=True)
+        assert lock is not None
+        return job_id, status, lock
+
+    def _allocate(self) -> str:
         for _ in range(10):
             job_id = new_id()
             try:
                 (self.logs / job_id).mkdir()
-                break
+                return job_id
             except FileExistsError:
                 continue
-        else:  # pragma: no cover - 32 random bits colliding ten times
-            raise UsageError("Could not allocate a job id")
+        raise UsageError("Could not allocate a job id")  # pragma: no cover - 32 random bits colliding ten times
+
+    def _create(self, query: str, params: dict, priority: int, enqueue: bool, answer: dict | None,
+                mode: str | None, key: str | None, *, claim: bool) -> tuple[str, dict, RunLock | None]:
+        enqueue = enqueue and answer is None
+        self.logs.mkdir(parents=True, exist_ok=True)
+        seq = self.next_seq() if enqueue else 0
+        job_id = self._allocate()
+        lock = self.claim(job_id) if claim else None
         created = now_iso()
         path = self.logs / job_id
         conversation = {"id": job_id, "createdAt": created, "model": params.get("model"),
@@ -190,7 +255,9 @@ class JobStore:
         status = {"id": job_id, "status": "pending", "attempts": 0, "interruptions": 0, "priority": priority,
                   "seq": seq, "createdAt": created, "updatedAt": created, "model": params.get("model"),
                   "effort": params.get("effort"), "query": query[:200], "error": None,
-                  "mode": "async" if enqueue else "blocking"}
+                  "mode": mode or ("async" if enqueue else "blocking")}
+        if key:
+            status["key"] = key
         if answer is not None:
             conversation["messages"].append(answer)
             conversation["completedAt"] = answer.get("timestamp")
@@ -201,7 +268,10 @@ class JobStore:
         if enqueue:
             write_json(path / "job.json", dict(params, id=job_id, query=query, priority=priority, seq=seq,
                                                createdAt=created))
-        return job_id, status
+        if key:
+            self._index_path(key).parent.mkdir(parents=True, exist_ok=True)
+            write_json(self._index_path(key), {"id": job_id, "at": created}, durable=False)
+        return job_id, status, lock
 
     # -- transitions ---------------------------------------------------------------------------
     def update_status(self, job_id: str, durable: bool = True, **changes: Any) -> dict:
@@ -238,6 +308,18 @@ class JobStore:
             (self.dir(job_id) / "job.json").unlink()
         return result
 
+    def discard(self, job_id: str) -> None:
+        """Remove a job the provider took nothing for (a blocking call refused at once): no trace, as if it
+        had never been asked (caller holds its run lock)."""
+        import shutil
+
+        status = read_json(self.dir(job_id) / "status.json") or {}
+        key = status.get("key")
+        if key and self.lookup(key) == job_id:
+            with contextlib.suppress(OSError):
+                self._index_path(key).unlink()
+        shutil.rmtree(self.dir(job_id), ignore_errors=True)
+
     def queued(self) -> list[tuple[dict, dict]]:
         """(job, status) of every queued job, best first: higher priority, then lower seq (FIFO)."""
         out = []
@@ -271,7 +353,7 @@ class JobStore:
                         out.append(job_id)
                 continue
             created = parse_iso(status.get("createdAt"))
-            if (status.get("status") == "pending" and status.get("mode") == "async"
+            if (status.get("status") == "pending" and status.get("mode") in ("async", "blocking")
                     and created is not None and created < cutoff):
                 out.append(job_id)
         return out

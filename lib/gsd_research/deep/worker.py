@@ -1,10 +1,15 @@
 """The background worker: one per home (flock), best job first, retries with backoff, crash recovery.
 
-A job's life: pending → running → completed | failed | cancelled. The commit point of a run is the
-assistant message written into conversation.json; a worker that finds one already there (its
-predecessor died just after committing) only finishes the bookkeeping, so no job completes twice.
-A job found `running` when a worker takes the lock lost its worker and is picked up again; its
-async request id in status.json lets the new worker resume polling instead of paying twice.
+A job's life: pending → running → completed | failed | cancelled. Whoever runs a job (this worker, or
+a blocking `deep` call in the foreground) holds its run lock (`JobStore.claim`); a job found `running`
+with a free run lock lost its runner and is picked up again, resuming its remote request by the id in
+status.json instead of paying twice. The commit point of a run is the assistant message written into
+conversation.json; a runner that finds one already there only finishes the bookkeeping.
+
+Retries never buy the same question twice: a retry resumes the remote request (its id, or its
+idempotency key when the submit's answer was lost); only a run the provider itself ended (failed,
+unknown) is submitted anew, and an Agent API submit that may have been taken (no idempotency key
+exists there) is never sent again: the job fails saying so.
 """
 
 from __future__ import annotations
@@ -17,19 +22,61 @@ import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
-from gsd_research.core.errors import GsdError
-from gsd_research.deep import queue, result_cache
+from gsd_research.core.errors import GsdError, TimeoutError_
+from gsd_research.deep import joblog, queue, result_cache
 from gsd_research.deep.guard import check_budget
+from gsd_research.deep.perplexity import RemoteRunFailed
 from gsd_research.deep.render import message_from
-from gsd_research.deep.research import DeepResearch
+from gsd_research.deep.research import DeepResearch, MaybeTaken
 from gsd_research.deep.settings import DeepSettings
-from gsd_research.deep.store import JobStore, file_lock, now_iso, parse_iso, read_json, write_json
+from gsd_research.deep.store import JobStore, RunLock, file_lock, now_iso, parse_iso, read_json, write_json
 
 PERMANENT = frozenset({"USAGE_ERROR", "MISSING_API_KEY", "BUDGET_EXCEEDED"})
+REMOTE_FIELDS = ("remoteId", "remoteApi", "submitKey", "agentSubmittedAt")
 
 
 class JobCancelled(Exception):
     """The job was cancelled while it ran."""
+
+
+class HandOver(Exception):  # noqa: N818 - an outcome, not an error
+    """A blocking caller stops waiting before the attempt's own deadline: the job goes on without it."""
+
+
+class Interrupted(BaseException):  # noqa: N818 - like KeyboardInterrupt
+    """SIGTERM (what the Bash tool's timeout sends) reached a process running a job."""
+
+
+class JobHooks:
+    """What an attempt persists as it goes: the idempotency key before a paid submit, the remote id after."""
+
+    def __init__(self, store: JobStore, job: dict, mode: str, stop_at: float | None = None) -> None:
+        self.store, self.job, self.mode, self.stop_at = store, job, mode, stop_at
+        self.job_id = job["id"]
+
+    def check(self) -> None:
+        current = read_json(self.store.dir(self.job_id) / "status.json") or {}
+        if current.get("status") == "cancelled":
+            raise JobCancelled(self.job_id)
+        if self.stop_at is not None and time.monotonic() >= self.stop_at:
+            raise HandOver(self.job_id)
+
+    def submitting(self, key: str | None, api: str) -> None:
+        with self.store.lock(self.job_id):
+            self.check()
+            if key:
+                self.store.update_status(self.job_id, submitKey=key)
+            else:
+                self.store.update_status(self.job_id, agentSubmittedAt=now_iso())
+
+    def remote(self, remote_id: str, api: str) -> None:
+        with self.store.lock(self.job_id):
+            self.store.update_status(self.job_id, remoteId=remote_id, remoteApi=api)
+
+    def warn(self, started: float, timeout: float) -> None:
+        used = time.monotonic() - started
+        joblog.warn(f"deep research job {self.job_id} nears its timeout: {used:.0f} s of {timeout:g} s used",
+                    conversation_id=self.job_id, mode=self.mode)
 
 
 def log(message: str) -> None:
@@ -42,14 +89,21 @@ def log(message: str) -> None:
 class Worker:
     """Drains the queue of one home while holding its worker lock."""
 
-    def __init__(self, rt, settings: DeepSettings, *, once: bool = False, store: JobStore | None = None) -> None:
+    def __init__(self, rt, settings: DeepSettings, *, once: bool = False, store: JobStore | None = None,
+                 command: str = "jobs worker") -> None:
         self.rt = rt
+        self.quiet = command != "jobs worker"  # a blocking call keeps stderr for warnings
         self.s = settings
         self.once = once
         self.store = store or JobStore()
+        self.command = command
         self.counts = {"completed": 0, "failed": 0, "retried": 0, "cancelled": 0, "recovered": 0}
         self._local = threading.local()
         self._counts_lock = threading.Lock()
+
+    def log(self, message: str) -> None:
+        if not self.quiet:
+            log(message)
 
     @property
     def research(self) -> DeepResearch:
@@ -78,34 +132,19 @@ class Worker:
                     break
                 ran = True
                 write_json(queue.info_path(), {"pid": os.getpid(), "startedAt": now_iso()})
-                log("started")
+                self.log("started")
                 self.recover()
                 self.drain()
             # A job enqueued while we were deciding to leave saw the lock held and started no worker.
-            if not self.store.queued():
+            if not self.store.claimable():
                 break
-        log(f"exiting {self.counts}")
+        self.log(f"exiting {self.counts}")
         return {"ran": ran, **self.counts}
 
     def recover(self) -> None:
-        """Jobs left `running` by a dead worker go back to pending (their remote request kept); enqueues cut
-        short before the job was queued are failed (or removed when not even their status was written)."""
+        """Enqueues cut short before the job was queued are failed (or removed when not even their status
+        was written). Jobs left `running` by a dead runner are taken over by `start` (free run lock)."""
         self.fail_abandoned()
-        for job, status in self.store.queued():
-            if status.get("status") != "running":
-                continue
-            job_id = job["id"]
-            with self.store.lock(job_id):
-                self.store.sweep_temp_files(job_id)
-                died = int(status.get("interruptions") or 0) + 1
-                if died > self.s.max_interruptions:
-                    err = {"code": "INTERNAL_ERROR", "message": f"The worker died {died} times running this job"}
-                    self.store.finish(job_id, "failed", error=err, interruptions=died)
-                    self.counts["failed"] += 1
-                    continue
-                self.store.update_status(job_id, status="pending", interruptions=died)
-                self.counts["recovered"] += 1
-                log(f"recovered {job_id} (interruption {died})")
 
     def fail_abandoned(self) -> None:
         for job_id in self.store.abandoned():
@@ -115,16 +154,17 @@ class Worker:
                     continue
                 if not (path / "status.json").exists():
                     shutil.rmtree(path, ignore_errors=True)
-                    log(f"removed {job_id}: enqueue interrupted before its status was written")
+                    self.log(f"removed {job_id}: enqueue interrupted before its status was written")
                     continue
                 err = {"code": "INTERNAL_ERROR",
                        "message": "The process queueing this job died before the job was queued; run the research again"}
                 self.store.finish(job_id, "failed", error=err)
                 self.counts["failed"] += 1
-                log(f"failed {job_id}: enqueue interrupted")
+                self.log(f"failed {job_id}: enqueue interrupted")
 
     def drain(self) -> None:
-        """Start ready jobs best first, up to deep.concurrency at a time, until the queue stays empty."""
+        """Start ready jobs best first, up to deep.concurrency at a time, until the queue stays empty.
+        Jobs another process runs (a blocking call in the foreground) are left to it."""
         if self.s.concurrency > 1:
             _ = self.rt.http.session  # import the HTTP stack here: module imports race in threads
         with ThreadPoolExecutor(max_workers=self.s.concurrency, thread_name_prefix="deep-job") as pool:
@@ -134,19 +174,19 @@ class Worker:
                 self._reap(running)
                 jobs = [js for js in self.store.queued() if js[0]["id"] not in running]
                 now = time.time()
-                ready = [js for js in jobs if (parse_iso(js[1].get("retryAt")) or 0) <= now]
-                while ready and len(running) < self.s.concurrency:
-                    job, status = ready.pop(0)
+                later = [parse_iso(js[1].get("retryAt")) for js in jobs if (parse_iso(js[1].get("retryAt")) or 0) > now]
+                for job, status in (js for js in jobs if (parse_iso(js[1].get("retryAt")) or 0) <= now):
+                    if len(running) >= self.s.concurrency:
+                        break
                     started = self.start(job, status)
                     if started is not None:
-                        running[job["id"]] = pool.submit(self.execute, job, started)
+                        running[job["id"]] = pool.submit(self.execute, job, *started)
                 if running:
                     wait(list(running.values()), timeout=self.s.poll_interval, return_when=FIRST_COMPLETED)
                     idle_since = time.monotonic()
                     continue
-                if jobs:  # only jobs waiting out a backoff
-                    wake = min(parse_iso(js[1].get("retryAt")) or now for js in jobs)
-                    time.sleep(max(0.01, min(wake - now, self.s.poll_interval)))
+                if later:  # jobs waiting out a backoff
+                    time.sleep(max(0.01, min(min(later) - now, self.s.poll_interval)))
                     idle_since = time.monotonic()
                     continue
                 idle = time.monotonic() - idle_since
@@ -154,112 +194,188 @@ class Worker:
                     return
                 time.sleep(max(0.01, min(self.s.poll_interval, self.s.idle_exit - idle)))
 
-    @staticmethod
-    def _reap(running: dict) -> None:
+    def _reap(self, running: dict) -> None:
         for job_id in [j for j, future in running.items() if future.done()]:
             exc = running.pop(job_id).exception()
             if exc is not None:  # bookkeeping itself failed (disk full…): the job stays queued
-                log(f"job {job_id} crashed: {exc.__class__.__name__}: {exc}")
+                self.log(f"job {job_id} crashed: {exc.__class__.__name__}: {exc}")
 
     # -- one job -------------------------------------------------------------------------------
     def process(self, job: dict, status: dict) -> None:
         """Run one job to its next state in this thread."""
         started = self.start(job, status)
         if started is not None:
-            self.execute(job, started)
+            self.execute(job, *started)
 
-    def start(self, job: dict, status: dict) -> dict | None:
-        """Mark a job running (None when there is nothing to run: finished, cancelled, or already committed)."""
+    def start(self, job: dict, status: dict, lock: RunLock | None = None) -> tuple[dict, RunLock] | None:
+        """Claim a job and mark it running: (status, run lock), or None when there is nothing to run
+        (another process runs it; finished, cancelled, or already committed)."""
         job_id = job["id"]
-        with self.store.lock(job_id):
-            status = read_json(self.store.dir(job_id) / "status.json") or status
-            if status.get("status") in ("completed", "failed", "cancelled") or self.store.job(job_id) is None:
-                return None
-            answer = self.store.has_answer(job_id)
-            if answer is not None:  # committed before a crash: finish the bookkeeping only
-                self.store.finish(job_id, "completed", usage=answer.get("usage"), cost=answer.get("cost"), error=None)
-                self.count("completed")
-                return None
-            status = self.store.update_status(job_id, durable=False, status="running", workerPid=os.getpid(),
-                                              startedAt=status.get("startedAt") or now_iso(),
-                                              attemptStartedAt=now_iso())
-        log(f"running {job_id} (attempt {int(status.get('attempts') or 0) + 1}, priority {job.get('priority')})")
-        return status
-
-    def execute(self, job: dict, status: dict) -> None:
-        job_id = job["id"]
+        lock = lock or self.store.claim(job_id)
+        if lock is None:
+            return None
         try:
-            result = self.run(job, status)
+            with self.store.lock(job_id):
+                self.store.sweep_temp_files(job_id)  # left by a killed runner
+                status = self._begin(job, read_json(self.store.dir(job_id) / "status.json") or status)
+        except BaseException:
+            lock.release()
+            raise
+        if status is None:
+            lock.release()
+            return None
+        self.log(f"running {job_id} (attempt {int(status.get('attempts') or 0) + 1}, priority {job.get('priority')})")
+        return status, lock
+
+    def _begin(self, job: dict, status: dict) -> dict | None:
+        job_id = job["id"]
+        if status.get("status") in ("completed", "failed", "cancelled") or self.store.job(job_id) is None:
+            return None
+        answer = self.store.has_answer(job_id)
+        if answer is not None:  # committed before a crash: finish the bookkeeping only
+            self._account(job_id, status, answer)
+            self.store.finish(job_id, "completed", usage=answer.get("usage"), cost=answer.get("cost"), error=None,
+                              ledgerRecorded=True)
+            self.count("completed")
+            return None
+        changes = {"status": "running", "workerPid": os.getpid(), "startedAt": status.get("startedAt") or now_iso(),
+                   "attemptStartedAt": now_iso()}
+        if status.get("status") == "running":  # its runner died mid-attempt
+            died = int(status.get("interruptions") or 0) + 1
+            if died > self.s.max_interruptions:
+                err = {"code": "INTERNAL_ERROR", "message": f"The job's runner died {died} times running it"}
+                self.store.finish(job_id, "failed", error=err, interruptions=died)
+                self.count("failed")
+                return None
+            changes["interruptions"] = died
+            self.count("recovered")
+            self.log(f"recovered {job_id} (interruption {died})")
+        return self.store.update_status(job_id, durable=False, **changes)
+
+    def execute(self, job: dict, status: dict, lock: RunLock, *, stop_at: float | None = None,
+                discard_untaken: bool = False) -> tuple[str, object]:
+        """Run one attempt of a claimed job and record its outcome; releases the run lock.
+
+        Returns (state, value): ("completed", result), ("pending" | "failed" | "discarded", error),
+        ("cancelled", None) or ("handed_over", None). `stop_at` and `discard_untaken` serve a blocking
+        caller: stop waiting then (the job goes on without it), and remove a job it created when the
+        provider certainly took nothing."""
+        mode = "blocking" if discard_untaken or stop_at is not None else str(status.get("mode") or "async")
+        try:
+            state, value = self._attempt(job, status, JobHooks(self.store, job, mode, stop_at), discard_untaken)
+            if state == "completed":  # committed while the run lock is still held
+                self.completed(job["id"], job, value)
+            return state, value
+        finally:
+            lock.release()
+
+    def _attempt(self, job: dict, status: dict, hooks: JobHooks, discard_untaken: bool) -> tuple[str, object]:
+        job_id, started = job["id"], time.monotonic()
+        try:
+            try:
+                return "completed", self.run(job, status, hooks, hooks.stop_at)
+            except TimeoutError_ as exc:
+                if hooks.stop_at is None or time.monotonic() < hooks.stop_at:
+                    raise
+                raise HandOver(job_id) from exc
         except JobCancelled:
             self.count("cancelled")
-            log(f"cancelled {job_id}")
-            return
+            self.log(f"cancelled {job_id}")
+            return "cancelled", None
+        except HandOver:
+            self.interrupted(job_id, count=False)
+            return "handed_over", None
+        except (Interrupted, KeyboardInterrupt):
+            self.interrupted(job_id)
+            raise
         except GsdError as exc:
-            self.failed(job_id, exc.code, exc.message, exc.retry_after)
-            return
+            joblog.failure(job, read_json(self.store.dir(job_id) / "status.json") or status, exc, mode=hooks.mode,
+                           elapsed=time.monotonic() - started)
+            if discard_untaken and self._untaken(job_id, exc):
+                self.store.discard(job_id)
+                return "discarded", exc
+            return self.failed(job_id, exc), exc
         except Exception as exc:  # noqa: BLE001 - a bug in one job must not kill the queue
-            log("".join(traceback.format_exception(exc)))
-            self.failed(job_id, "INTERNAL_ERROR", f"Unexpected {exc.__class__.__name__}: {str(exc)[:200]}")
-            return
-        self.completed(job_id, job, status, result)
+            self.log("".join(traceback.format_exception(exc)))
+            joblog.event("internal_error", conversation_id=job_id, trace="".join(traceback.format_exception(exc)))
+            err = GsdError(f"Unexpected {exc.__class__.__name__}: {str(exc)[:200]}")
+            return self.failed(job_id, err), err
 
-    def run(self, job: dict, status: dict) -> dict:
+    def run(self, job: dict, status: dict, hooks: JobHooks, stop_at: float | None = None) -> dict:
         query, effort, model = job["query"], job.get("effort") or "medium", job.get("model") or self.s.model
         if not job.get("no_cache"):
             cached = result_cache.get(query, effort, model, self.rt.config.ttl("deep"))
             if cached is not None:
                 return dict(cached, cache_hit=True)
         check_budget(self.s)
-        job_id = job["id"]
+        return self.research.priced(self.research.resumable(job, status, hooks, stop_at))
 
-        def check() -> None:
-            current = read_json(self.store.dir(job_id) / "status.json") or {}
-            if current.get("status") == "cancelled":
-                raise JobCancelled(job_id)
+    def _untaken(self, job_id: str, exc: GsdError) -> bool:
+        """True when the provider certainly took nothing for this job (no remote id, a clear refusal)."""
+        status = read_json(self.store.dir(job_id) / "status.json") or {}
+        return not status.get("remoteId") and not exc.details.get("maybe_accepted") and not isinstance(
+            exc, RemoteRunFailed)
 
-        def on_remote(remote_id: str, api: str) -> None:
-            with self.store.lock(job_id):
-                check()
-                self.store.update_status(job_id, durable=False, remoteId=remote_id, remoteApi=api)
+    def _account(self, job_id: str, status: dict, message: dict) -> None:
+        """The ledger line of a committed answer (once: its ref is the job and its remote request)."""
+        if message.get("cacheHit") or status.get("ledgerRecorded"):
+            return
+        result = dict(message, cost=message.get("cost") or {"usd": 0.0, "source": "unknown"})
+        self.research.record(result, self.command, ref=f"{job_id}:{status.get('remoteId') or status.get('attempts')}")
 
-        result = self.research.resumable(job, status, check=check, on_remote=on_remote)
-        return self.research.priced(result)
-
-    def completed(self, job_id: str, job: dict, status: dict, result: dict) -> None:
-        cached = bool(result.get("cache_hit"))
-        if not cached:
-            self.research.record(result, "jobs worker", ref=f"{job_id}:{result.get('remote_id') or status.get('attempts')}")
+    def completed(self, job_id: str, job: dict, result: dict) -> None:
         message = message_from(result)
         with self.store.lock(job_id):
             current = read_json(self.store.dir(job_id) / "status.json") or {}
             if current.get("status") == "cancelled":
                 self.count("cancelled")
                 return
-            self.store.commit_answer(job_id, message)
+            self.store.commit_answer(job_id, message)  # the commit point
+            self._account(job_id, current, message)
             self.store.finish(job_id, "completed", usage=message["usage"], cost=message["cost"], error=None,
-                              attempts=int(current.get("attempts") or 0) + 1)
-        if not cached:
+                              attempts=int(current.get("attempts") or 0) + 1, ledgerRecorded=True)
+        if not result.get("cache_hit"):
             result_cache.put(job["query"], job.get("effort") or "medium", job.get("model") or self.s.model, result)
         self.count("completed")
-        log(f"completed {job_id}")
+        self.log(f"completed {job_id}")
 
-    def failed(self, job_id: str, code: str, message: str, retry_after: float | None = None) -> None:
+    def interrupted(self, job_id: str, count: bool = True) -> None:
+        """The runner stops mid-attempt (SIGTERM, or a blocking caller stops waiting): back to the queue
+        with its remote request, for the next runner to resume."""
+        with self.store.lock(job_id):
+            current = read_json(self.store.dir(job_id) / "status.json") or {}
+            if current.get("status") != "running":
+                return
+            changes = {"status": "pending"}
+            if count:
+                changes["interruptions"] = int(current.get("interruptions") or 0) + 1
+            self.store.update_status(job_id, **changes)
+        self.log(f"{job_id} handed over to the queue")
+
+    def failed(self, job_id: str, exc: GsdError) -> str:
+        """Record a failed attempt: retried after a backoff ("pending") or finally "failed"."""
         with self.store.lock(job_id):
             current = read_json(self.store.dir(job_id) / "status.json") or {}
             if current.get("status") == "cancelled":
-                return
+                return "cancelled"
             attempts = int(current.get("attempts") or 0) + 1
-            error = {"code": code, "message": message, "at": now_iso(), "attempt": attempts}
+            error = {"code": exc.code, "message": exc.message, "at": now_iso(), "attempt": attempts}
+            remote_id = exc.details.get("remote_id") or current.get("remoteId")
+            if remote_id:
+                error["remote_id"] = remote_id
             history = list(current.get("errors") or [])[-9:] + [error]
-            if attempts >= self.s.max_attempts or code in PERMANENT:
+            if attempts >= self.s.max_attempts or exc.code in PERMANENT or isinstance(exc, MaybeTaken):
                 self.store.finish(job_id, "failed", attempts=attempts, error=error, errors=history)
                 self.count("failed")
-                log(f"failed {job_id}: {code} after {attempts} attempt(s)")
-                return
-            retry_at = time.time() + max(self.s.backoff(attempts), float(retry_after or 0))
-            self.store.update_status(job_id, status="pending", attempts=attempts, error=error, errors=history,
-                                     remoteId=None, remoteApi=None,
-                                     retryAt=time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(retry_at))
-                                     + f".{int(retry_at % 1 * 1000):03d}Z")
+                self.log(f"failed {job_id}: {exc.code} after {attempts} attempt(s)")
+                return "failed"
+            retry_at = time.time() + max(self.s.backoff(attempts), float(exc.retry_after or 0))
+            changes = {"status": "pending", "attempts": attempts, "error": error, "errors": history,
+                       "retryAt": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(retry_at))
+                       + f".{int(retry_at % 1 * 1000):03d}Z"}
+            if isinstance(exc, RemoteRunFailed):  # the provider ended that run: the next try submits anew
+                changes.update(dict.fromkeys(REMOTE_FIELDS), submissions=int(current.get("submissions") or 0) + 1)
+            self.store.update_status(job_id, **changes)
             self.count("retried")
-            log(f"attempt {attempts} of {job_id} failed ({code}); retry after backoff")
+            self.log(f"attempt {attempts} of {job_id} failed ({exc.code}); retry after backoff")
+            return "pending"

@@ -1,0 +1,183 @@
+"""Blocking `deep`: a foreground wait on the same persisted, crash-safe job `--async` queues.
+
+The call creates the job (or attaches to the one already asking the same question), takes its run lock
+and runs its attempt itself; the idempotency key and then the remote id are in status.json before any
+waiting. Killed with SIGTERM (the Bash tool's timeout), it hands the job back to the queue and starts
+the background worker; killed with kill -9, its run lock dies with it and the next `jobs list|status|
+wait` or the same `deep` call takes the job over. Either way the request already paid for is resumed,
+never bought again. A job another process runs is waited on, and taken over if that process dies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+
+from gsd_research.core.errors import GsdError, TimeoutError_
+from gsd_research.deep.store import TERMINAL, JobStore, parse_iso, read_json
+from gsd_research.deep.worker import Interrupted, Worker
+
+WAIT_STEP = 0.25  # seconds between looks at a job another process runs
+
+
+def find_attachable(store: JobStore, key: str, ttl: float, finished_too: bool = True) -> tuple[str, dict] | None:
+    """The job already asking this question: queued or running, or (with `finished_too`) completed within
+    the `deep` cache TTL with its report readable. None when a new job is needed."""
+    job_id = store.lookup(key)
+    if job_id is None:
+        return None
+    status = read_json(store.logs / job_id / "status.json")
+    if status is None or status.get("key") != key:
+        return None
+    state = status.get("status")
+    if state in ("pending", "running") and store.job(job_id) is not None:
+        return job_id, status
+    if state == "completed" and finished_too and store.has_answer(job_id) is not None:
+        done = parse_iso(status.get("completedAt")) or 0
+        if time.time() - done <= ttl:
+            return job_id, status
+    return None
+
+
+@contextlib.contextmanager
+def sigterm_interrupts():
+    """SIGTERM raises Interrupted in the main thread while the block runs (the job is then handed over)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(_signum, _frame):
+        raise Interrupted()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class Foreground:
+    """Runs or waits on one job for a blocking caller, within `timeout` seconds of waiting."""
+
+    def __init__(self, rt, ctx: dict, render) -> None:
+        self.rt, self.ctx, self.render = rt, ctx, render
+        self.s = ctx["settings"]
+        self.store = JobStore()
+        self.job_id: str | None = None
+        self.until = time.monotonic() + float(ctx["timeout"])
+
+    def run(self, attached: tuple[str, dict] | None) -> dict:
+        with sigterm_interrupts():
+            try:
+                return self._run(attached)
+            except (Interrupted, KeyboardInterrupt):
+                return self._interrupted()
+
+    def _run(self, attached: tuple[str, dict] | None) -> dict:
+        created = attached is None
+        if created:
+            params = {"effort": self.ctx["effort"], "model": self.s.model, "timeout": self.ctx["timeout"],
+                      "no_cache": self.rt.no_cache}
+            self.job_id, _, lock = self.store.create_claimed(self.ctx["text"], params, priority=self.ctx["priority"],
+                                                             key=self.ctx["key"])
+        else:
+            self.job_id, lock = attached[0], self.store.claim(attached[0])
+        while True:
+            if lock is not None:
+                outcome = self._attempt(lock, created)
+                if outcome is not None:
+                    return outcome
+            status = self.store.status(self.job_id)
+            if status.get("status") in TERMINAL:
+                return self._finished(status, created)
+            if time.monotonic() >= self.until:
+                raise self._still_running(status, "the wait ended")
+            time.sleep(min(WAIT_STEP, max(0.0, self.until - time.monotonic())))
+            lock = self.store.claim(self.job_id)  # its runner died: take the job over
+
+    def _attempt(self, lock, created: bool) -> dict | None:
+        """One attempt in this process; None when there was nothing to run (the caller looks at the status)."""
+        job = self.store.job(self.job_id)
+        status = read_json(self.store.dir(self.job_id) / "status.json") or {}
+        retry_at = parse_iso(status.get("retryAt")) or 0
+        if job is None or time.time() + max(0.0, self.until - time.monotonic()) < retry_at:
+            lock.release()  # finished, or waiting out a backoff past our wait: left to the worker
+            return None
+        time.sleep(max(0.0, retry_at - time.time()))
+        worker = Worker(self.rt, self.s, once=True, store=self.store, command="deep")
+        started = worker.start(job, status, lock=lock)
+        if started is None:
+            return None
+        state, value = worker.execute(job, *started, stop_at=None if created else self.until,
+                                      discard_untaken=created)
+        if state == "completed":
+            return self._finished(self.store.status(self.job_id), created)
+        if state == "cancelled":
+            return None  # the status says cancelled: _finished reports it
+        if state == "handed_over":
+            raise self._still_running(self.store.status(self.job_id), "the wait ended")
+        raise self._error(value, state)
+
+    # -- answers and errors ----------------------------------------------------------------------
+    def _finished(self, status: dict, created: bool) -> dict:
+        state = status.get("status")
+        if state == "completed":
+            message = self.store.has_answer(self.job_id)
+            if message is not None:
+                meta = {} if created else {"attached_to_job": self.job_id}
+                return self.render(self.job_id, message, meta)
+        from gsd_research.deep.jobs_command import terminal_error
+
+        raise terminal_error(self.store, self.job_id, status)
+
+    def _error(self, exc: GsdError, state: str) -> GsdError:
+        """The attempt's own error, saying what became of the job."""
+        if state == "discarded":
+            return exc
+        exc.details.update(conversation_id=self.job_id)
+        if state == "failed":
+            exc.suggestions = [f"gsd-research jobs status {self.job_id}", *exc.suggestions]
+            return exc
+        exc.message += f". The job keeps its request and retries in the background ({self._where()})"
+        exc.suggestions = [f"gsd-research jobs wait {self.job_id} --timeout 100",
+                           f"gsd-research jobs cancel {self.job_id}", *exc.suggestions]
+        if isinstance(exc, TimeoutError_):
+            exc.suggestions = [*exc.suggestions[:2], *TIMEOUT_TIPS]
+        return exc
+
+    def _still_running(self, status: dict, why: str) -> TimeoutError_:
+        return TimeoutError_(
+            f"Deep research job {self.job_id} is still {status.get('status')} after {self.ctx['timeout']:g} s "
+            f"({why}); its request is kept ({self._where()})",
+            suggestions=[f"gsd-research jobs wait {self.job_id} --timeout 100", *TIMEOUT_TIPS],
+            details={"conversation_id": self.job_id, "status": status.get("status"),
+                     "attempts": status.get("attempts", 0), "remote_id": status.get("remoteId")})
+
+    def _interrupted(self) -> dict:
+        if self.job_id is None:
+            raise GsdError("Interrupted before the job was created: nothing was sent", code="INTERNAL_ERROR")
+        status = read_json(self.store.dir(self.job_id) / "status.json") or {}
+        if status.get("status") == "completed":
+            return self._finished(status, created=True)
+        raise GsdError(
+            f"Interrupted: deep research job {self.job_id} goes on in the background ({self._where()}); "
+            "its request is kept, nothing is paid twice",
+            code="JOB_RUNNING", suggestions=[f"gsd-research jobs wait {self.job_id} --timeout 100"],
+            details={"conversation_id": self.job_id, "status": status.get("status"),
+                     "remote_id": status.get("remoteId")})
+
+    def _where(self) -> str:
+        """Who finishes the job now: another process, the background worker (started if needed), or nobody."""
+        from gsd_research.deep.queue import ensure_worker
+
+        if self.store.held(self.job_id):
+            return "another process runs it"
+        if ensure_worker(self.s.autostart)["running"]:
+            return "the background worker runs it"
+        return "no worker runs (deep.autostart is off): run gsd-research jobs worker"
+
+
+TIMEOUT_TIPS = ["For long questions use deep --async, then gsd-research jobs wait ID",
+                "Or wait longer: --timeout SECONDS (default deep.timeout / PERPLEXITY_POLLING_TIMEOUT_MS, 600 s)"]
