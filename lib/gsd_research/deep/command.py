@@ -72,10 +72,9 @@ def deep(rt, query: tuple[str, ...], effort: str, run_async: bool | None, priori
     cached = None if rt.no_cache else result_cache.get(text, effort, settings.model, ttl)
     if cached is not None:
         return _finished(rt, ctx, dict(cached, cache_hit=True))
-    from gsd_research.deep.foreground import find_attachable
     from gsd_research.deep.store import JobStore
 
-    attached = find_attachable(JobStore(), ctx["key"], ttl, finished_too=not rt.no_cache)
+    attached = JobStore().attachable(ctx["key"], ttl, finished_too=not rt.no_cache)
     run_async = settings.async_default if run_async is None else run_async
     if attached is not None and (run_async or attached[1].get("status") == "completed"):
         return _attached(rt, ctx, *attached)

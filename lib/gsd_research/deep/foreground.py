@@ -22,25 +22,6 @@ from gsd_research.deep.worker import Interrupted, Worker
 WAIT_STEP = 0.25  # seconds between looks at a job another process runs
 
 
-def find_attachable(store: JobStore, key: str, ttl: float, finished_too: bool = True) -> tuple[str, dict] | None:
-    """The job already asking this question: queued or running, or (with `finished_too`) completed within
-    the `deep` cache TTL with its report readable. None when a new job is needed."""
-    job_id = store.lookup(key)
-    if job_id is None:
-        return None
-    status = read_json(store.logs / job_id / "status.json")
-    if status is None or status.get("key") != key:
-        return None
-    state = status.get("status")
-    if state in ("pending", "running") and store.job(job_id) is not None:
-        return job_id, status
-    if state == "completed" and finished_too and store.has_answer(job_id) is not None:
-        done = parse_iso(status.get("completedAt")) or 0
-        if time.time() - done <= ttl:
-            return job_id, status
-    return None
-
-
 @contextlib.contextmanager
 def sigterm_interrupts():
     """SIGTERM raises Interrupted in the main thread while the block runs (the job is then handed over)."""

@@ -188,6 +188,21 @@ class JobStore:
         job_id = str(doc.get("id") or "")
         return job_id if ID_PATTERN.match(job_id) else None
 
+    def attachable(self, key: str, ttl: float, finished_too: bool = True) -> tuple[str, dict] | None:
+        """The job already asking this question: queued or running, or (with `finished_too`) completed
+        within `ttl` seconds with its report readable. None when a new job is needed."""
+        job_id = self.lookup(key)
+        status = read_json(self.logs / job_id / "status.json") if job_id else None
+        if status is None or status.get("key") != key:
+            return None
+        state = status.get("status")
+        if state in ("pending", "running") and self.job(job_id) is not None:
+            return job_id, status
+        if state == "completed" and finished_too and self.has_answer(job_id) is not None:
+            if time.time() - (parse_iso(status.get("completedAt")) or 0) <= ttl:
+                return job_id, status
+        return None
+
     # -- enqueue -------------------------------------------------------------------------------
     def next_seq(self) -> int:
         """The next enqueue number of this home, strictly increasing across processes."""
