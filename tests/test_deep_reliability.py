@@ -300,6 +300,80 @@ def test_a_lost_submit_answer_is_resent_only_under_its_idempotency_key(cli, pplx
     assert len(paid(pplx.state)) == 1 and len(ledger_lines(home)) == 1
 
 
+@pytest.mark.parametrize("mode", ["blocking", "async"])
+@pytest.mark.parametrize("lose", ["500", "hang"])
+def test_a_lost_submit_answer_never_pays_twice_in_either_mode(cli, pplx, home, mode, lose):
+    configure(home, http={"read_timeout": 0.5})
+    pplx.state.update(pplx_lose=1, pplx_lose_kind=lose)  # accepted, then a 500 or no answer at all
+
+    result = cli("deep", *(["--async"] if mode == "async" else []), f"accepted then lost ({mode}, {lose})")
+    if mode == "async":
+        cli("jobs", "worker", "--once")
+    doc = cli("jobs", "result", result.json["conversation_id"]).json
+
+    posts = pplx.hits("/perplexity/async/chat/completions", method="POST")
+    assert doc["status"] == "completed" and len(posts) == 2
+    assert len({p.json()["idempotency_key"] for p in posts}) == 1  # re-sent only under the same key
+    assert len(paid(pplx.state)) == 1 and len(ledger_lines(home)) == 1
+
+
+# (fault on every poll once the provider has accepted the request, error code, exit status)
+POLL_FAULTS = [
+    ("status", {"status": 429}, "RATE_LIMITED", 5),
+    ("status", {"status": 500}, "UPSTREAM_ERROR", 5),
+    ("status", {"status": 503}, "UPSTREAM_ERROR", 5),
+    ("timeout", {"delay": 0.8}, "TIMEOUT", 6),
+    ("malformed", {}, "UPSTREAM_ERROR", 5),
+    ("html", {}, "INVALID_API_KEY", 3),
+]
+
+
+@pytest.mark.parametrize("kind, opts, code, exit_code", POLL_FAULTS, ids=[f"{f[0]}-{f[2]}" for f in POLL_FAULTS])
+def test_faults_after_acceptance_in_blocking_mode_keep_the_request(cli, pplx, home, kind, opts, code, exit_code):
+    configure(home, http={"max_retries": 1, "read_timeout": 0.3})
+    pplx.add_fault("/perplexity/async/chat/completions/", kind, times=1000, method="GET", **opts)
+
+    started = time.monotonic()
+    result = cli("deep", "accepted, then every poll fails", "--timeout", "5")
+    elapsed = time.monotonic() - started
+
+    err = result.json["error"]
+    job_id = err["details"]["conversation_id"]
+    status = status_of(home, job_id)
+    assert result.code == exit_code and err["code"] == code and elapsed < 5
+    assert status["status"] == "pending" and status["remoteId"] == paid(pplx.state)[0]["id"]
+    assert f"gsd-research jobs wait {job_id} --timeout 100" in err["suggestions"]
+    pplx.clear_faults()  # the provider recovers: the kept request is finished, not bought again
+    cli("jobs", "worker", "--once")
+    assert status_of(home, job_id)["status"] == "completed"
+    assert len(pplx.hits("/perplexity/async/chat/completions", method="POST")) == 1
+    assert len(paid(pplx.state)) == 1 and len(ledger_lines(home)) == 1
+    assert CANARY not in result.stdout + result.stderr
+    assert_no_traceback(result)
+
+
+@pytest.mark.parametrize("kind, opts, code, exit_code", POLL_FAULTS, ids=[f"{f[0]}-{f[2]}" for f in POLL_FAULTS])
+def test_faults_after_acceptance_in_async_mode_fail_the_job_without_rebuying(cli, pplx, home, kind, opts, code,
+                                                                             exit_code):
+    configure(home, deep={"max_attempts": 2}, http={"max_retries": 1, "read_timeout": 0.3})
+    pplx.add_fault("/perplexity/async/chat/completions/", kind, times=1000, method="GET", **opts)
+    job_id = cli("deep", "--async", "accepted, then every poll fails").json["conversation_id"]
+
+    started = time.monotonic()
+    cli("jobs", "worker", "--once")
+    elapsed = time.monotonic() - started
+    waited = cli("jobs", "wait", job_id, "--timeout", "1")
+
+    status = status_of(home, job_id)
+    assert status["status"] == "failed" and [e["code"] for e in status["errors"]] == [code, code]
+    assert elapsed < 5
+    assert waited.code == 5 and waited.json["error"]["code"] == "JOB_FAILED"
+    assert waited.json["error"]["details"] == {**waited.json["error"]["details"], "cause": code,
+                                               "remote_id": paid(pplx.state)[0]["id"]}
+    assert len(pplx.hits("/perplexity/async/chat/completions", method="POST")) == 1  # attempt 2 resumed by id
+    assert len(paid(pplx.state)) == 1 and ledger_lines(home) == []
+
+
 def test_an_agent_submit_that_may_have_been_accepted_is_never_sent_again(cli, pplx, home):
     configure(home, deep={"api": "agent"})
     pplx.state["pplx_lose"] = 1

@@ -30,6 +30,7 @@ def sigterm_interrupts():
         return
 
     def handler(_signum, _frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one is enough: the hand-over takes milliseconds
         raise Interrupted()
 
     previous = signal.signal(signal.SIGTERM, handler)
@@ -47,6 +48,7 @@ class Foreground:
         self.s = ctx["settings"]
         self.store = JobStore()
         self.job_id: str | None = None
+        self.lock = None
         self.until = time.monotonic() + float(ctx["timeout"])
 
     def run(self, attached: tuple[str, dict] | None) -> dict:
@@ -61,13 +63,13 @@ class Foreground:
         if created:
             params = {"effort": self.ctx["effort"], "model": self.s.model, "timeout": self.ctx["timeout"],
                       "no_cache": self.rt.no_cache}
-            self.job_id, _, lock = self.store.create_claimed(self.ctx["text"], params, priority=self.ctx["priority"],
-                                                             key=self.ctx["key"])
+            self.job_id, _, self.lock = self.store.create_claimed(self.ctx["text"], params,
+                                                                  priority=self.ctx["priority"], key=self.ctx["key"])
         else:
-            self.job_id, lock = attached[0], self.store.claim(attached[0])
+            self.job_id, self.lock = attached[0], self.store.claim(attached[0])
         while True:
-            if lock is not None:
-                outcome = self._attempt(lock, created)
+            if self.lock is not None:
+                outcome = self._attempt(self.lock, created)
                 if outcome is not None:
                     return outcome
             status = self.store.status(self.job_id)
@@ -76,7 +78,7 @@ class Foreground:
             if time.monotonic() >= self.until:
                 raise self._still_running(status, "the wait ended")
             time.sleep(min(WAIT_STEP, max(0.0, self.until - time.monotonic())))
-            lock = self.store.claim(self.job_id)  # its runner died: take the job over
+            self.lock = self.store.claim(self.job_id)  # its runner died: take the job over
 
     def _attempt(self, lock, created: bool) -> dict | None:
         """One attempt in this process; None when there was nothing to run (the caller looks at the status)."""
@@ -137,6 +139,8 @@ class Foreground:
                      "attempts": status.get("attempts", 0), "remote_id": status.get("remoteId")})
 
     def _interrupted(self) -> dict:
+        if self.lock is not None:
+            self.lock.release()  # (already released when the attempt had started)
         if self.job_id is None:
             raise GsdError("Interrupted before the job was created: nothing was sent", code="INTERNAL_ERROR")
         status = read_json(self.store.dir(self.job_id) / "status.json") or {}

@@ -157,6 +157,16 @@ def from_agent_response(body: dict) -> dict:
     }
 
 
+def _timed_out(exc: TimeoutError_, deadline: float | None) -> TimeoutError_:
+    """The attempt's TIMEOUT when its deadline cut the request, else the request's own, with deep's advice."""
+    if deadline is None:
+        return exc
+    if deadline - time.monotonic() <= 0.05:
+        return attempt_timeout(bool(exc.details.get("maybe_accepted")))
+    exc.suggestions = ["Retry later: Perplexity is slow to answer", "Use deep --async and gsd-research jobs wait ID"]
+    return exc
+
+
 class Perplexity:
     """A Perplexity client over the shared HTTP layer (requests are never served from the cache)."""
 
@@ -174,7 +184,6 @@ class Perplexity:
         """One request (with the HTTP layer's retries) bounded by the monotonic `deadline`."""
         headers = {"Authorization": f"Bearer {self.api_key}", "Accept": "application/json"}
         expected = (200, 201, 400, 404, 410) if sonar else (200, 201)
-        post = method.upper() == "POST"
         bound = {}
         if deadline is not None:
             left = deadline - time.monotonic()
@@ -185,9 +194,7 @@ class Perplexity:
             resp = self.http.request(PROVIDER, method, self.base_url + path, json=body, headers=headers, cache=False,
                                      expected=expected, key_hint=KEY_HINT, idempotent=idempotent, **bound)
         except TimeoutError_ as exc:
-            if deadline is None:
-                raise
-            raise attempt_timeout(bool(exc.details.get("maybe_accepted"))) from None
+            raise _timed_out(exc, deadline) from None
         if resp.status_code in (400, 404, 410):
             if _is_gone(resp) and sonar:
                 raise EndpointGone(f"Perplexity Sonar is not available at {path} (HTTP {resp.status_code}): "
@@ -199,7 +206,7 @@ class Perplexity:
             if not isinstance(doc, dict):
                 raise _malformed("not a JSON object")
         except ProviderError as exc:
-            if post:  # it answered 200: it took the request
+            if method.upper() == "POST":  # it answered 200: it took the request
                 exc.details["maybe_accepted"] = True
             raise
         return doc
