@@ -110,7 +110,7 @@ def job_status(rt, job_id: str):
         queued = [job["id"] for job, _ in store.queued()]
         if job_id in queued:
             doc["position"] = queued.index(job_id) + 1
-        doc["worker"] = _revive(rt, store)
+        doc["worker"] = _revive(rt, store) or {"running": store.held(job_id), "needed": False}
         doc["next"] = f"gsd-research jobs wait {job_id} --timeout 100"
     elif status.get("status") == "completed":
         doc["next"] = f"gsd-research jobs result {job_id}"
@@ -174,7 +174,7 @@ def job_result(rt, job_id: str):
 WAIT_HELP = """Wait for a job to finish and return its report.
 
 \b
-Outcomes (the same in the skill, the agent and the README):
+Outcomes, by exit status and error.code (never by message text):
   exit 0                           completed: the report is in the answer
   exit 6, error.code JOB_RUNNING   still running: run the same jobs wait again
   exit 5, error.code JOB_FAILED    failed for good: the cause is in error.message and
