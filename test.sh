@@ -9,12 +9,22 @@ VENV="${GSD_RESEARCH_VENV:-$ROOT/.venv}"
 
 say() { printf '[test.sh] %s\n' "$*" >&2; }
 
-if [ ! -x "$VENV/bin/python" ]; then
-  say "creating $VENV"
-  python3 -m venv "$VENV"
-fi
-say "installing the package and test tools"
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[dev]"
+# The pinned lock (every transitive version, with hashes) is what users, install.sh, the plugin and CI get;
+# the package itself goes in editable on top, without dependencies. uv when present (faster), else venv + pip.
+LOCK="$ROOT/requirements-dev.lock"
+install_with_uv() {
+  command -v uv >/dev/null 2>&1 || return 1
+  { [ -x "$VENV/bin/python" ] || uv venv -q "$VENV"; } &&
+    uv pip install -q --python "$VENV/bin/python" --require-hashes -r "$LOCK" &&
+    uv pip install -q --python "$VENV/bin/python" --no-deps -e "$ROOT"
+}
+install_with_pip() {
+  { [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"; } &&
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check --require-hashes -r "$LOCK" &&
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps -e "$ROOT"
+}
+say "installing the locked dependencies ($(basename "$LOCK")) and the package into $VENV"
+install_with_uv || install_with_pip
 
 # redis-server (Debian) serves the Redis cache-backend test; without it that test skips and says why.
 if ! command -v redis-server >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
