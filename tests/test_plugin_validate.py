@@ -11,15 +11,18 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.e2e.conftest import claude_bin  # noqa: F401 - the session fixture that installs the client
+from tests.e2e.conftest import (
+    claude_bin,  # noqa: F401 - the session fixture that installs the client
+    client_home,
+)
 
 pytestmark = pytest.mark.e2e
 PARTS = (".claude-plugin", "plugin.json", "README.md", "skills", "agents", "commands", "hooks", "bin")
 
 
 def validate(claude: Path, target: Path) -> subprocess.CompletedProcess:
-    """Offline, no key, a throw-away HOME (the client writes ~/.claude.json and telemetry there)."""
-    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ["HOME"], "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+    """Offline, no key, a throw-away HOME and config dir (the client writes .claude.json and telemetry there)."""
+    env = {"PATH": "/usr/bin:/bin", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", **client_home(os.environ["HOME"])}
     return subprocess.run([str(claude), "plugin", "validate", "--strict", str(target)], capture_output=True,
                           text=True, timeout=120, env=env)
 

@@ -18,13 +18,23 @@ E2E_DIR = ROOT / ".e2e"
 CLAUDE = E2E_DIR / "node_modules" / ".bin" / "claude"
 
 
+def client_home(home: str | Path) -> dict:
+    """HOME and CLAUDE_CONFIG_DIR for one run of the client, both in a temporary directory: the client writes
+    its state there (.claude.json, backups, telemetry, projects). Never the checkout (nor, with HOME unset, the
+    real user's home)."""
+    home = Path(home).resolve()
+    if home == ROOT or ROOT in home.parents:
+        raise AssertionError(f"the client's home {home} is inside the checkout {ROOT}: give it a tmp dir")
+    return {"HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude")}
+
+
 def _installed_version() -> str | None:
     if not CLAUDE.exists():
         return None
     try:  # a throw-away HOME: the client may write its config there
         with tempfile.TemporaryDirectory() as home:
             out = subprocess.run([str(CLAUDE), "--version"], capture_output=True, text=True, timeout=60,
-                                 env={"PATH": "/usr/bin:/bin", "HOME": home}).stdout
+                                 env={"PATH": "/usr/bin:/bin", **client_home(home)}).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     return out.split()[0] if out.strip() else None
@@ -68,7 +78,8 @@ def clean_env(**extra: str) -> dict:
     """A minimal environment for `claude`: no provider keys, no plugin bin/ on PATH of its own."""
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
            "ANTHROPIC_API_KEY": "dummy", "DISABLE_AUTOUPDATER": "1"}
-    for name in ("HOME", "GSD_RESEARCH_HOME", "TIKTOKEN_CACHE_DIR"):
+    env.update(client_home(os.environ["HOME"]))  # the test's own HOME (autouse fixture), never the checkout
+    for name in ("GSD_RESEARCH_HOME", "TIKTOKEN_CACHE_DIR"):
         env[name] = os.environ[name]
     env.update(extra)
     return env
