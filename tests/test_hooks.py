@@ -3,7 +3,7 @@ input, config modes, job announcements; every call a real process that must answ
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import os
 import re
@@ -243,7 +243,7 @@ def test_hooks_json_matchers_select_exactly_the_context7_tools():
     spec = json.loads((ROOT / "hooks" / "hooks.json").read_text())
     groups = {h["args"][0]: g.get("matcher") for event in spec["hooks"].values() for g in event
               for h in g["hooks"]}
-    assert set(groups) == {"session-start", "user-prompt-submit", "pre-webfetch", "pre-context7"}
+    assert set(groups) == {"session-start", "user-prompt-submit", "pre-webfetch", "pre-context7", "subagent-start"}
     assert groups["pre-webfetch"] == "WebFetch"
     pattern = re.compile(groups["pre-context7"])
     assert pattern.search("mcp__context7__query-docs")
@@ -255,13 +255,76 @@ def test_hooks_json_matchers_select_exactly_the_context7_tools():
                 assert h["command"] == "${CLAUDE_PLUGIN_ROOT}/hooks/run" and h["timeout"] <= 10
 
 
+# -- SubagentStart (GSD's researchers) -----------------------------------------------------------
+def subagent_start(agent_type: str) -> dict:
+    return {**COMMON, "prompt_id": "p-2", "agent_id": "a2aa1f0d633594eea", "agent_type": agent_type,
+            "hook_event_name": "SubagentStart"}
+
+
+GSD_RESEARCHERS = ["gsd-phase-researcher", "gsd-project-researcher", "gsd-ui-researcher", "gsd-advisor-researcher",
+                   "gsd-ai-researcher", "gsd-domain-researcher", "gsd:gsd-phase-researcher"]
+OTHER_AGENTS = ["gsd-research-synthesizer", "gsd-planner", "gsd-executor", "research:gsd-researcher",
+                "general-purpose", "Explore", "my-gsd-phase-researcher", "gsd-phase-researcher-x", ""]
+
+
+@pytest.mark.parametrize("agent_type", GSD_RESEARCHERS)
+def test_subagent_start_gives_gsd_researchers_the_tool_strategy(home, agent_type):
+    out = hook("subagent-start", subagent_start(agent_type)).json["hookSpecificOutput"]
+
+    assert out["hookEventName"] == "SubagentStart"
+    text = out["additionalContext"]
+    for command in ('gsd-research docs LIB "QUESTION"', "gsd-research fetch URL", 'gsd-research search "QUERY"',
+                    "gsd-research deep", "gsd-research jobs result", 'researcher search "QUERY" --json'):
+        assert command in text, command
+    assert "Context7 MCP or the ctx7 CLI" in text and "instead of WebFetch" in text
+    assert len(text) < 1500  # in brief: the agent's own instructions stay in charge
+
+
+@pytest.mark.parametrize("agent_type", OTHER_AGENTS)
+def test_subagent_start_leaves_other_agents_alone(home, agent_type):
+    assert hook("subagent-start", subagent_start(agent_type)).stdout == ""
+
+
+def test_hooks_json_subagent_matcher_is_the_handlers_pattern():
+    """The client filters by the matcher; the handler checks again (settings.json registrations may omit it)."""
+    spec = json.loads((ROOT / "hooks" / "hooks.json").read_text())
+    (group,) = spec["hooks"]["SubagentStart"]
+    pattern = re.compile(group["matcher"])  # the client runs it as an unanchored JS regex: it anchors itself
+    assert group["matcher"] == _module("subagent_start").RESEARCHER.pattern
+    assert all(pattern.search(a) for a in GSD_RESEARCHERS)
+    assert not any(pattern.search(a) for a in OTHER_AGENTS)
+
+
+# -- one module per event ---------------------------------------------------------------------------
+def test_every_event_has_its_own_small_stdlib_only_module():
+    import ast
+    import sys
+
+    package = ROOT / "hooks" / "gsd_research_hooks"
+    _module("common")  # puts hooks/ on sys.path
+    events = importlib.import_module("gsd_research_hooks").EVENTS
+    assert set(events) == {"session-start", "user-prompt-submit", "pre-webfetch", "pre-context7", "subagent-start"}
+    for name in events.values():
+        assert callable(_module(name).handle), name
+    for path in package.glob("*.py"):
+        text = path.read_text()
+        assert len(text.splitlines()) <= 400, path.name
+        for node in ast.walk(ast.parse(text)):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            for mod in names:
+                top = mod.split(".")[0]
+                assert top in sys.stdlib_module_names or top in ("gsd_research_hooks", "__future__"), (path.name, mod)
+
+
 # -- malformed input and hostile environments -----------------------------------------------------
 MALFORMED = ["", "not json", "{", "[1, 2, 3]", "null", '"a string"', "\x00\xff\xfe", '{"tool_input": "x"}',
              '{"tool_input": {"url": 5, "prompt": ["x"]}}', '{"prompt": null, "agent_id": {}}',
              "{" + '"a":' * 5000 + "1" + "}" * 5000]
 
 
-@pytest.mark.parametrize("event", ["session-start", "user-prompt-submit", "pre-webfetch", "pre-context7"])
+@pytest.mark.parametrize("event", ["session-start", "user-prompt-submit", "pre-webfetch", "pre-context7",
+                                   "subagent-start"])
 @pytest.mark.parametrize("payload", MALFORMED, ids=range(len(MALFORMED)))
 def test_malformed_stdin_never_crashes(home, event, payload):
     result = hook(event, payload)
@@ -296,22 +359,24 @@ def test_missing_home_directory(tmp_path):
 def test_hooks_run_on_system_python_without_the_environment(tmp_path):
     """A copy of hooks/ with no venv anywhere falls back to python3 and still works."""
     copy = tmp_path / "plugin" / "hooks"
-    copy.mkdir(parents=True)
-    for name in ("run", "gsd_research_hook.py"):
-        shutil.copy2(ROOT / "hooks" / name, copy / name)
+    shutil.copytree(ROOT / "hooks", copy, ignore=shutil.ignore_patterns("__pycache__"))
     env = {"HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "xdg"), "GSD_RESEARCH_VENV": ""}
 
     result = hook("pre-webfetch", WEBFETCH, env=env, runner=copy / "run")
 
     assert "gsd-research fetch" in context(result)
+    assert not list(copy.rglob("__pycache__"))  # nothing written beside the hooks (install.sh removes its files)
 
 
 # -- the block-YAML reader ------------------------------------------------------------------------
-def _module():
-    spec = importlib.util.spec_from_file_location("gsd_research_hook", ROOT / "hooks" / "gsd_research_hook.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _module(name: str = "common"):
+    """A module of hooks/gsd_research_hooks/, imported as the entry script does (its directory on sys.path)."""
+    import sys
+
+    hooks_dir = str(ROOT / "hooks")
+    if hooks_dir not in sys.path:
+        sys.path.insert(0, hooks_dir)
+    return importlib.import_module(f"gsd_research_hooks.{name}")
 
 
 def test_block_yaml_reader_agrees_with_pyyaml_on_config_files():

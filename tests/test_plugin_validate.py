@@ -37,7 +37,8 @@ def test_repository_validates_strictly(claude_bin, target):  # noqa: F811
     for provided in ("skills: research:library-docs", "commands: research:docs", "commands: research:deep",
                      "commands: research:search", "commands: research:fetch", "commands: research:kb",
                      "agents: research:gsd-researcher", "bin: gsd-research", "bin: researcher",
-                     "hooks: SessionStart", "hooks: UserPromptSubmit", "hooks: PreToolUse WebFetch"):
+                     "hooks: SessionStart", "hooks: UserPromptSubmit", "hooks: PreToolUse WebFetch",
+                     "hooks: SubagentStart"):
         assert provided in out, provided
 
 

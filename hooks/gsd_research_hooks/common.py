@@ -1,0 +1,100 @@
+"""What every hook shares: the event on stdin, GSD_RESEARCH_HOME and its config file, short quoting helpers.
+
+The hooks run without site-packages (`python -I -S`), so they never import the gsd_research package: the
+config file is read with a small reader for the block YAML `gsd-research config set` writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+MODES = ("off", "suggest", "enforce")
+
+
+def gsd_home() -> str:
+    return os.environ.get("GSD_RESEARCH_HOME") or os.path.join(os.path.expanduser("~"), ".gsd-research")
+
+
+def read_event() -> dict:
+    """The event JSON on stdin ({} when it is missing, malformed or not an object)."""
+    try:
+        data = json.loads(sys.stdin.read(1_000_000) or "{}")
+    except (ValueError, UnicodeDecodeError, OSError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _scalar(text: str):
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    if " #" in text:
+        text = text.split(" #", 1)[0].rstrip()
+    return text
+
+
+def read_block_yaml(text: str) -> dict:
+    """Nested block mappings of scalars (what `gsd-research config set` writes); anything else is ignored."""
+    root: dict = {}
+    stack: list[tuple[int, dict]] = [(-1, root)]
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        stripped = line.lstrip()
+        if not stripped or stripped.startswith(("#", "-", "---")) or ":" not in stripped:
+            continue
+        indent = len(line) - len(stripped)
+        key, _, value = stripped.partition(":")
+        key = _scalar(key)
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        parent = stack[-1][1] if stack else root
+        value = value.strip()
+        if value and not value.startswith("#"):
+            parent[key] = _scalar(value)
+        else:
+            child: dict = {}
+            parent[key] = child
+            stack.append((indent, child))
+    return root
+
+
+def load_config() -> dict:
+    try:
+        with open(os.path.join(gsd_home(), "config.yaml"), encoding="utf-8") as fh:
+            return read_block_yaml(fh.read(65536))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return {}
+
+
+def config_get(cfg: dict, dotted: str, default=None):
+    node = cfg
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
+def mode(cfg: dict, key: str) -> str:
+    """hooks.<key> as off | suggest | enforce (suggest when unset or unknown)."""
+    value = str(config_get(cfg, f"hooks.{key}", "suggest") or "suggest").strip().lower()
+    if value in ("false", "no", "0"):  # YAML reads a bare `off` as false: `config set ... off` writes that
+        return "off"
+    return value if value in MODES else "suggest"
+
+
+def tool_input(event: dict) -> dict:
+    value = event.get("tool_input")
+    return value if isinstance(value, dict) else {}
+
+
+def clip(text, limit: int) -> str:
+    """One line of at most `limit` characters."""
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def context(event_name: str, text: str) -> dict:
+    """The hook answer that adds `text` to the model's context."""
+    return {"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": text}}

@@ -1,0 +1,44 @@
+"""SessionStart: which providers are configured (names only, never keys) and finished deep research."""
+
+from __future__ import annotations
+
+import os
+
+from gsd_research_hooks.common import config_get, context, load_config
+from gsd_research_hooks.jobs import announce_jobs
+
+# Provider -> (key variables), as in gsd_research's config; docs work without a key.
+PROVIDER_KEYS = {
+    "context7": ("CONTEXT7_API_KEY",),
+    "perplexity": ("PERPLEXITY_API_KEY",),
+    "tavily": ("TAVILY_API_KEY", "OD_TAVILY_API_KEY"),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "openai": ("OPENAI_API_KEY",),
+}
+
+
+def providers_line(cfg: dict) -> str:
+    """Which providers have a key (names only, never values)."""
+    with_key, without = [], []
+    for provider, names in PROVIDER_KEYS.items():
+        has = any(os.environ.get(n, "").strip() for n in names) or bool(
+            config_get(cfg, f"providers.{provider}.api_key"))
+        (with_key if has else without).append(provider)
+    docs = "docs ready (Context7 key)" if "context7" in with_key else "docs ready (Context7 anonymous)"
+    others = [p for p in with_key if p != "context7"]
+    missing = [p for p in without if p != "context7"]
+    line = f"{docs}; keys set: {', '.join(others) or 'none'}"
+    if missing:
+        line += f"; no key: {', '.join(missing)}"
+    if "tavily" in missing:
+        line += " (search uses its keyless fallback)"
+    return line
+
+
+def handle(event: dict) -> dict | None:
+    text = ("gsd-research is available through Bash (gsd-research docs|search|fetch|deep|jobs, researcher "
+            f"search): {providers_line(load_config())}.")
+    jobs = announce_jobs()
+    if jobs:
+        text += " " + jobs
+    return context("SessionStart", text)

@@ -1,0 +1,36 @@
+"""SubagentStart for GSD's researcher agents (`gsd-*-researcher`): the tool strategy in brief.
+
+GSD's researchers reach for Context7 MCP tools (often stripped from subagents), the `ctx7` CLI, WebFetch and
+WebSearch; this context tells them, without any edit of GSD's files, which gsd-research command does each job
+through Bash. Other agents get nothing."""
+
+from __future__ import annotations
+
+import re
+
+from gsd_research_hooks.common import context
+
+# GSD's researcher agent types (gsd-phase-researcher, gsd-project-researcher, gsd-ui-researcher, …), also
+# when a plugin scopes them (`gsd:gsd-phase-researcher`); hooks.json registers the same pattern as matcher.
+RESEARCHER = re.compile(r"^([A-Za-z0-9_.-]+:)?gsd-[a-z0-9-]+-researcher$")
+
+STRATEGY = (
+    "gsd-research tools are available through Bash; each prints one JSON document (success, results, "
+    "metadata; on failure error.code, error.message, error.suggestions). Run each as its own Bash call.\n"
+    "- Library/framework docs: `gsd-research docs LIB \"QUESTION\"` (Context7 data in one call, resolves the "
+    "library id itself; use it where your instructions say Context7 MCP or the ctx7 CLI).\n"
+    "- Read a page: `gsd-research fetch URL --focus \"WHAT YOU NEED\"` instead of WebFetch (a token-budgeted "
+    "summary, never the raw page).\n"
+    "- Discovery: `gsd-research search \"QUERY\"` (results are untrusted evidence: verify before stating).\n"
+    "- Deep research costs money, only for questions docs and search cannot answer: "
+    "`gsd-research deep \"QUESTION\" --async`, then `gsd-research jobs wait JOB_ID`, `gsd-research jobs result "
+    "JOB_ID`.\n"
+    "- The user's own indexed documents: `researcher search \"QUERY\" --json`.\n"
+    "On an error, follow error.suggestions; MISSING_API_KEY means use the next tool."
+)
+
+
+def handle(event: dict) -> dict | None:
+    if not RESEARCHER.match(str(event.get("agent_type") or "")):
+        return None
+    return context("SubagentStart", STRATEGY)
