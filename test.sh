@@ -49,7 +49,7 @@ else
 fi
 
 say "ruff"
-"$VENV/bin/ruff" check lib tests bench installer
+"$VENV/bin/ruff" check lib tests bench installer hooks
 
 say "pytest"
 exec "$VENV/bin/python" -m pytest -p no:cacheprovider --timeout 600 -rs "$@"

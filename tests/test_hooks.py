@@ -368,6 +368,43 @@ def test_hooks_run_on_system_python_without_the_environment(tmp_path):
     assert not list(copy.rglob("__pycache__"))  # nothing written beside the hooks (install.sh removes its files)
 
 
+def _bare_hooks(tmp_path) -> tuple[Path, dict]:
+    copy = tmp_path / "plugin" / "hooks"
+    shutil.copytree(ROOT / "hooks", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy / "run", {"HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "xdg"), "GSD_RESEARCH_VENV": ""}
+
+
+def test_session_start_without_any_environment_says_not_available(tmp_path):
+    """install.sh's route (no plugin data directory) with no environment: never 'available'."""
+    runner, env = _bare_hooks(tmp_path)
+
+    text = context(hook("session-start", SESSION_START, env=env, runner=runner))
+
+    assert text.startswith("gsd-research is NOT available: no Python environment for gsd-research")
+    assert "ENVIRONMENT_MISSING" in text and "install.sh" in text and "available through" not in text
+
+
+def test_session_start_names_an_environment_without_the_package(tmp_path):
+    runner, env = _bare_hooks(tmp_path)
+    empty = tmp_path / "empty-venv"
+    (empty / "bin").mkdir(parents=True)
+    (empty / "bin" / "python").symlink_to("/usr/bin/python3")
+
+    text = context(hook("session-start", SESSION_START, env={**env, "GSD_RESEARCH_VENV": str(empty)}, runner=runner))
+
+    assert f"the Python environment {empty} lacks the gsd-research package" in text
+    assert "available through" not in text
+
+
+def test_subagent_start_without_the_tools_sends_the_researcher_to_its_usual_tools(tmp_path):
+    runner, env = _bare_hooks(tmp_path)
+    event = {**COMMON, "hook_event_name": "SubagentStart", "agent_id": "a1", "agent_type": "gsd-phase-researcher"}
+
+    text = context(hook("subagent-start", event, env=env, runner=runner))
+
+    assert "NOT available" in text and "Research with your usual tools" in text
+
+
 # -- the block-YAML reader ------------------------------------------------------------------------
 def _module(name: str = "common"):
     """A module of hooks/gsd_research_hooks/, imported as the entry script does (its directory on sys.path)."""

@@ -133,3 +133,12 @@ def test_launcher_overhead_is_small(tmp_path):
             assert json.loads(out)["success"] is True
     d, m = sorted(direct)[3], sorted(launched)[3]
     assert m <= d * 1.25 + 0.03, (m, d)
+
+
+def test_both_launchers_are_the_same_script_but_for_what_they_run():
+    def body(name: str) -> list[str]:
+        lines = (ROOT / "bin" / name).read_text().splitlines()
+        return [line for line in lines[2:] if not line.startswith(("PROG=", "MODULE="))]
+
+    assert body("gsd-research") == body("researcher")
+    assert "MODULE=gsd_research.researcher.cli" in (ROOT / "bin" / "researcher").read_text()

@@ -10,6 +10,7 @@ import os
 import sys
 
 MODES = ("off", "suggest", "enforce")
+STATE_FILE = "hooks-state.json"
 
 
 def gsd_home() -> str:
@@ -23,6 +24,32 @@ def read_event() -> dict:
     except (ValueError, UnicodeDecodeError, OSError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def load_state() -> dict:
+    """What the hooks remember between events (GSD_RESEARCH_HOME/hooks-state.json; {} when unreadable)."""
+    try:
+        with open(os.path.join(gsd_home(), STATE_FILE), encoding="utf-8") as fh:
+            state = json.load(fh)
+        return state if isinstance(state, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def save_state(state: dict) -> None:
+    """Written atomically; a state that cannot be written is simply not remembered."""
+    path = os.path.join(gsd_home(), STATE_FILE)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(gsd_home(), exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(state, fh)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 def _scalar(text: str):

@@ -1,42 +1,17 @@
 """Deep research jobs that finished since the last announcement (SessionStart and UserPromptSubmit).
 
 Reads the job layout (`conversation-logs/<id>/status.json`) directly; remembers what it announced in
-GSD_RESEARCH_HOME/hooks-state.json (written atomically; when it cannot be written, it announces again)."""
+GSD_RESEARCH_HOME/hooks-state.json (common.load_state; when it cannot be written, it announces again)."""
 
 from __future__ import annotations
 
 import json
 import os
 
-from gsd_research_hooks.common import gsd_home
+from gsd_research_hooks.common import gsd_home, load_state, save_state
 
 FINISHED = ("completed", "failed", "cancelled")
-STATE_FILE = "hooks-state.json"
 MAX_LISTED = 5
-
-
-def load_state() -> dict:
-    try:
-        with open(os.path.join(gsd_home(), STATE_FILE), encoding="utf-8") as fh:
-            state = json.load(fh)
-        return state if isinstance(state, dict) and isinstance(state.get("announced"), list) else {"announced": []}
-    except (OSError, ValueError):
-        return {"announced": []}
-
-
-def save_state(state: dict) -> None:
-    path = os.path.join(gsd_home(), STATE_FILE)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        os.makedirs(gsd_home(), exist_ok=True)
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(state, fh)
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
 
 
 def _status(entry) -> tuple[float, str] | None:
@@ -70,7 +45,7 @@ def finished_jobs(announced: set) -> tuple[list[tuple[str, str]], set]:
 def announce_jobs() -> str:
     """One sentence about deep research jobs that finished since the last announcement ('' when none)."""
     state = load_state()
-    announced = set(state["announced"])
+    announced = set(state.get("announced") if isinstance(state.get("announced"), list) else [])
     jobs, existing = finished_jobs(announced)
     if not jobs:
         return ""

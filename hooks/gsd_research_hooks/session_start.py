@@ -1,10 +1,13 @@
-"""SessionStart: which providers are configured (names only, never keys) and finished deep research."""
+"""SessionStart: whether gsd-research can run (its environment: ready, being prepared, or broken with the fix;
+the plugin's build starts here), which providers are configured (names only, never keys), finished deep
+research."""
 
 from __future__ import annotations
 
 import os
 
 from gsd_research_hooks.common import config_get, context, load_config
+from gsd_research_hooks.env_context import describe, export_data_dir, plugin_paths, remember_pending, status
 from gsd_research_hooks.jobs import announce_jobs
 
 # Provider -> (key variables), as in gsd_research's config; docs work without a key.
@@ -36,8 +39,16 @@ def providers_line(cfg: dict) -> str:
 
 
 def handle(event: dict) -> dict | None:
-    text = ("gsd-research is available through Bash (gsd-research docs|search|fetch|deep|jobs, researcher "
-            f"search): {providers_line(load_config())}.")
+    found = status(start=True)
+    _root, data = plugin_paths()
+    if data:
+        export_data_dir(data)
+    text = describe(found)
+    if found.state in ("ready", "building"):
+        text += f": {providers_line(load_config())}"
+    text += "."
+    if found.state == "building":
+        remember_pending(str(event.get("session_id") or ""))
     jobs = announce_jobs()
     if jobs:
         text += " " + jobs

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from gsd_research_hooks.common import context
+from gsd_research_hooks.env_context import describe, status
 
 # GSD's researcher agent types (gsd-phase-researcher, gsd-project-researcher, gsd-ui-researcher, …), also
 # when a plugin scopes them (`gsd:gsd-phase-researcher`); hooks.json registers the same pattern as matcher.
@@ -33,4 +34,9 @@ STRATEGY = (
 def handle(event: dict) -> dict | None:
     if not RESEARCHER.match(str(event.get("agent_type") or "")):
         return None
-    return context("SubagentStart", STRATEGY)
+    found = status()
+    if found.state == "ready":
+        return context("SubagentStart", STRATEGY)
+    if found.state == "building":
+        return context("SubagentStart", STRATEGY + "\nRight now " + describe(found) + ".")
+    return context("SubagentStart", describe(found) + ". Research with your usual tools.")

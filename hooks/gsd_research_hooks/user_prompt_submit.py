@@ -1,11 +1,14 @@
-"""UserPromptSubmit: announce deep research jobs that finished since the last prompt."""
+"""UserPromptSubmit: gsd-research's environment once it is ready (when the session was told it was being
+prepared), and deep research jobs that finished since the last prompt."""
 
 from __future__ import annotations
 
 from gsd_research_hooks.common import context
+from gsd_research_hooks.env_context import pending_notice
 from gsd_research_hooks.jobs import announce_jobs
 
 
 def handle(event: dict) -> dict | None:
-    text = announce_jobs()
+    parts = [pending_notice(str(event.get("session_id") or "")), announce_jobs()]
+    text = " ".join(p for p in parts if p)
     return context("UserPromptSubmit", "gsd-research: " + text) if text else None

@@ -1,0 +1,108 @@
+"""A small plugin to build environments for, offline: the real bin/ and hooks/, a stand-in gsd_research package
+whose CLI imports one locked dependency, and a lock pinning that dependency (with its hash) from a local
+wheelhouse of wheels made here. Builds then take seconds and reach no network, through the product's own
+lock -> venv -> pip path (PIP_NO_INDEX and PIP_FIND_LINKS point pip at the wheelhouse)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+CLI = '''"""Stand-in CLI: prints what it ran on."""
+import json
+import sys
+
+import tinydep
+
+
+def main():
+    print(json.dumps({"success": True, "command": "version" if "--version" in sys.argv else sys.argv[1:2],
+                      "tinydep": tinydep.VALUE, "package_file": __file__, "python": sys.executable}))
+'''
+
+
+def make_wheel(wheelhouse: Path, version: str) -> Path:
+    """tinydep-<version>-py3-none-any.whl, a valid wheel written by hand."""
+    wheelhouse.mkdir(parents=True, exist_ok=True)
+    dist = f"tinydep-{version}.dist-info"
+    files = {"tinydep/__init__.py": f'VALUE = "{version}"\n',
+             f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: tinydep\nVersion: {version}\n",
+             f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = []
+    for name, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(text.encode())}")
+    files[f"{dist}/RECORD"] = "\n".join(record + [f"{dist}/RECORD,,"]) + "\n"
+    path = wheelhouse / f"tinydep-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, text in files.items():
+            zf.writestr(name, text)
+    return path
+
+
+def lock_text(wheel: Path, version: str, bad_hash: bool = False) -> str:
+    digest = "0" * 64 if bad_hash else hashlib.sha256(wheel.read_bytes()).hexdigest()
+    return f"# test lock\ntinydep=={version} \\\n    --hash=sha256:{digest}\n    # via gsd-research\n"
+
+
+class TinyPlugin:
+    """The plugin under test: `root` (bin/, hooks/, lib/, requirements.lock) and its data directory."""
+
+    def __init__(self, base: Path):
+        self.base = base
+        self.root = base / "plugin root"  # a space in the path on purpose
+        self.data = base / "claude-home" / ".claude" / "plugins" / "data" / "research-gsd-research"
+        self.wheelhouse = base / "wheelhouse"
+        for part in ("bin", "hooks"):
+            shutil.copytree(ROOT / part, self.root / part, ignore=shutil.ignore_patterns("__pycache__"))
+        package = self.root / "lib" / "gsd_research"
+        (package / "researcher").mkdir(parents=True)
+        (package / "__init__.py").write_text('__version__ = "0.0.0-test"\n')
+        (package / "cli.py").write_text(CLI)
+        (package / "researcher" / "__init__.py").write_text("")
+        (package / "researcher" / "cli.py").write_text(CLI)
+        self.use_version("1.0")
+
+    def use_version(self, version: str, bad_hash: bool = False) -> None:
+        """Pin tinydep==version in the plugin's lock (as a plugin update would)."""
+        wheel = make_wheel(self.wheelhouse, version)
+        (self.root / "requirements.lock").write_text(lock_text(wheel, version, bad_hash))
+
+    def env(self, **extra: str) -> dict:
+        """No environment anywhere but the plugin's; pip only sees the wheelhouse; no uv on PATH."""
+        home = self.base / "claude-home"
+        home.mkdir(exist_ok=True)
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8",
+               "XDG_DATA_HOME": str(self.base / "xdg"), "GSD_RESEARCH_HOME": str(self.base / "gsd-home"),
+               "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(self.wheelhouse), "PIP_CONFIG_FILE": os.devnull,
+               "GSD_RESEARCH_PLUGIN_DATA": str(self.data)}
+        env.update(extra)
+        return {k: v for k, v in env.items() if v is not None}
+
+    def launch(self, *args: str, prog: str = "gsd-research", timeout: float = 120, **env: str):
+        return subprocess.run([str(self.root / "bin" / prog), *args], capture_output=True, text=True,
+                              env=self.env(**env), timeout=timeout, cwd=self.base)
+
+    def hook(self, event: str, payload: dict, **env: str) -> subprocess.CompletedProcess:
+        full = self.env(CLAUDE_PLUGIN_ROOT=str(self.root), CLAUDE_PLUGIN_DATA=str(self.data), **env)
+        full.pop("GSD_RESEARCH_PLUGIN_DATA")  # hooks get the client's variables, not the export
+        return subprocess.run([str(self.root / "hooks" / "run"), event], input=json.dumps(payload),
+                              capture_output=True, text=True, env=full, timeout=10)
+
+    def state(self) -> dict:
+        path = self.data / "gsd-research-env.json"
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def envs(self) -> list[str]:
+        return sorted(p.name for p in (self.data / "envs").iterdir()) if (self.data / "envs").exists() else []
+
+    def digest(self) -> str:
+        return hashlib.sha256((self.root / "requirements.lock").read_bytes()).hexdigest()

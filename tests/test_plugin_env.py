@@ -1,0 +1,289 @@
+"""The plugin's own Python environment under ${CLAUDE_PLUGIN_DATA}: built from the lock on first use, found by
+the launchers, rebuilt once when the lock changes, never used half-built, failures reported with the fix, and
+SessionStart telling the truth about it. Real builds (venv + pip) against a local wheelhouse (see
+plugin_env_fixtures); the full lock from PyPI is the end-to-end test's job."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.plugin_env_fixtures import TinyPlugin
+
+pytestmark = pytest.mark.slow  # each build creates a venv with pip (~5 s)
+
+SESSION = {"session_id": "s-1", "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp", "hook_event_name": "SessionStart",
+           "source": "startup"}
+
+
+@pytest.fixture
+def plugin(tmp_path) -> TinyPlugin:
+    return TinyPlugin(tmp_path)
+
+
+def envelope(proc: subprocess.CompletedProcess) -> dict:
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1, (proc.stdout, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return json.loads(lines[0])
+
+
+def wait_until(predicate, timeout: float = 90) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError("timed out")
+
+
+def context(proc: subprocess.CompletedProcess) -> str:
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+
+
+# -- first use, second use ---------------------------------------------------------------------------
+def test_first_call_builds_the_environment_from_the_lock_then_runs(plugin):
+    out = envelope(plugin.launch("--version"))
+
+    assert out == {"success": True, "command": "version", "tinydep": "1.0",
+                   "package_file": str(plugin.root / "lib" / "gsd_research" / "cli.py"),
+                   "python": str(plugin.data / "venv" / "bin" / "python")}
+    state = plugin.state()
+    assert state["state"] == "ready" and state["tool"] == "pip" and state["lock_sha256"] == plugin.digest()
+    assert os.readlink(plugin.data / "venv") == f"envs/{plugin.digest()[:16]}"
+    marker = json.loads((plugin.data / "venv" / ".gsd-research-ready").read_text())
+    assert marker["lock_sha256"] == plugin.digest()
+    assert (plugin.data.stat().st_mode & 0o777) == 0o700
+    assert ((plugin.data / "gsd-research-env.json").stat().st_mode & 0o777) == 0o600
+
+
+def test_second_call_uses_the_environment_without_any_build(plugin):
+    envelope(plugin.launch("--version"))
+    marker = plugin.data / "venv" / ".gsd-research-ready"
+    built = (marker.stat().st_mtime_ns, (plugin.data / "build.log").stat().st_mtime_ns)
+
+    t0 = time.perf_counter()
+    out = envelope(plugin.launch("docs", "react", "hooks", prog="researcher"))
+    seconds = time.perf_counter() - t0
+
+    assert out["tinydep"] == "1.0" and out["command"] == ["docs"]
+    assert (marker.stat().st_mtime_ns, (plugin.data / "build.log").stat().st_mtime_ns) == built
+    assert seconds < 2
+
+
+def test_the_launcher_finds_the_data_directory_without_the_sessionstart_export(plugin):
+    envelope(plugin.launch("--version"))
+
+    out = envelope(plugin.launch("--version", GSD_RESEARCH_PLUGIN_DATA=None))
+
+    assert out["python"] == str(plugin.data / "venv" / "bin" / "python")
+
+
+# -- while it builds ---------------------------------------------------------------------------------
+def test_a_call_during_the_build_answers_preparing_with_progress_and_eta(plugin):
+    proc = plugin.launch("docs", "react", "hooks", GSD_RESEARCH_ENV_WAIT="0.5")
+
+    assert proc.returncode == 6
+    err = envelope(proc)
+    assert err["success"] is False and err["command"] == "docs"
+    assert err["error"]["code"] == "ENVIRONMENT_PREPARING"
+    assert "first use after installing the plugin" in err["error"]["message"]
+    assert 0 <= err["metadata"]["progress_percent"] < 100 and err["metadata"]["eta_seconds"] >= 3
+    assert f"again in about {err['metadata']['eta_seconds']} s" in err["error"]["suggestions"][0]
+    wait_until(lambda: plugin.state().get("state") == "ready")  # the build went on without the caller
+    assert envelope(plugin.launch("--version"))["tinydep"] == "1.0"
+
+
+def test_concurrent_first_calls_build_once_and_all_succeed(plugin):
+    procs = [subprocess.Popen([str(plugin.root / "bin" / "gsd-research"), "--version"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=plugin.env()) for _ in range(3)]
+    outs = [p.communicate(timeout=120) for p in procs]
+
+    assert [json.loads(o)["tinydep"] for o, _ in outs] == ["1.0"] * 3
+    assert (plugin.data / "build.log").read_text().count(" -m venv ") == 1
+    assert plugin.envs() == [plugin.digest()[:16]]
+
+
+# -- half-done, failed ------------------------------------------------------------------------------
+def test_a_build_killed_half_way_is_never_used_and_is_redone(plugin):
+    builder = subprocess.Popen([sys.executable, "-I", "-S", "-B", str(plugin.root / "hooks" / "plugin_env_cli.py"),
+                                "build", str(plugin.root), str(plugin.data)], env=plugin.env(),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    half = plugin.data / "envs" / plugin.digest()[:16]
+    wait_until(lambda: (half / "bin" / "python").exists(), timeout=60)
+    os.killpg(builder.pid, signal.SIGKILL)  # the builder and its venv/pip children, mid-build
+    builder.wait()
+    assert not (plugin.data / "venv").exists() and not (half / ".gsd-research-ready").exists()
+    assert plugin.state()["state"] == "building"  # what it last wrote: the lock says otherwise
+
+    out = envelope(plugin.launch("--version"))
+
+    assert out["tinydep"] == "1.0"
+    assert plugin.state()["state"] == "ready" and plugin.envs() == [plugin.digest()[:16]]
+
+
+def test_a_failed_build_is_reported_with_the_fix_and_not_retried_at_once(plugin):
+    plugin.use_version("1.0", bad_hash=True)
+
+    proc = plugin.launch("docs", "react", "hooks")
+
+    assert proc.returncode == 3
+    err = envelope(proc)["error"]
+    assert err["code"] == "ENVIRONMENT_BUILD_FAILED"
+    assert "pip could not install the locked packages" in err["message"] and "HASHES" in err["message"].upper()
+    assert str(plugin.data / "build.log") in err["message"]
+    assert f'plugin_env_cli.py" build "{plugin.root}" "{plugin.data}"' in err["suggestions"][0]
+    assert not (plugin.data / "venv").exists() and plugin.envs() == []
+    t0 = time.perf_counter()
+    again = plugin.launch("--version")
+    assert again.returncode == 3 and time.perf_counter() - t0 < 3  # reported, not rebuilt on every call
+    assert plugin.state()["state"] == "failed"
+
+
+def test_after_a_fixed_cause_the_fix_command_builds(plugin):
+    plugin.use_version("1.0", bad_hash=True)
+    assert plugin.launch("--version").returncode == 3
+    plugin.use_version("1.0")  # the cause fixed (here: a correct lock)
+
+    fix = subprocess.run([sys.executable, str(plugin.root / "hooks" / "plugin_env_cli.py"), "build",
+                          str(plugin.root), str(plugin.data)], capture_output=True, text=True, env=plugin.env(),
+                         timeout=120)
+
+    assert fix.returncode == 0 and json.loads(fix.stdout)["state"] == "ready"
+    assert envelope(plugin.launch("--version"))["tinydep"] == "1.0"
+
+
+def test_a_plugin_without_its_lock_is_a_clear_failure(plugin):
+    (plugin.root / "requirements.lock").unlink()
+
+    proc = plugin.launch("--version")
+
+    assert proc.returncode == 3
+    assert "the plugin has no requirements.lock" in envelope(proc)["error"]["message"]
+
+
+# -- plugin updates ----------------------------------------------------------------------------------
+def test_a_changed_lock_rebuilds_once_and_old_environments_are_collected(plugin):
+    assert envelope(plugin.launch("--version"))["tinydep"] == "1.0"
+    first = plugin.digest()[:16]
+
+    plugin.use_version("2.0")  # a plugin update changing the lock
+    assert envelope(plugin.launch("--version"))["tinydep"] == "2.0"
+    second = plugin.digest()[:16]
+    log = (plugin.data / "build.log").stat().st_mtime_ns
+    assert envelope(plugin.launch("--version"))["tinydep"] == "2.0"
+
+    assert (plugin.data / "build.log").stat().st_mtime_ns == log  # once
+    assert plugin.envs() == sorted([first, second])  # the one replaced is kept (a session may still use it)
+    plugin.use_version("3.0")
+    assert envelope(plugin.launch("--version"))["tinydep"] == "3.0"
+    assert plugin.envs() == sorted([second, plugin.digest()[:16]])
+
+
+def test_an_update_with_the_same_lock_moves_the_package_without_a_rebuild(plugin, tmp_path):
+    envelope(plugin.launch("--version"))
+    log = (plugin.data / "build.log").stat().st_mtime_ns
+    new_root = tmp_path / "plugin-0.2.0"
+    shutil.copytree(plugin.root, new_root)
+    shutil.rmtree(plugin.root)  # the client removes the old version's directory
+
+    proc = subprocess.run([str(new_root / "bin" / "gsd-research"), "--version"], capture_output=True, text=True,
+                          env=plugin.env(), timeout=60)
+
+    assert envelope(proc)["package_file"] == str(new_root / "lib" / "gsd_research" / "cli.py")
+    assert (plugin.data / "build.log").stat().st_mtime_ns == log
+    pth = next((plugin.data / "venv").glob("lib/python3*/site-packages/_gsd_research_plugin.pth"))
+    assert pth.read_text() == f"{new_root / 'lib'}\n"  # child processes (`python -m gsd_research`) too
+
+
+# -- SessionStart and SubagentStart tell the truth -----------------------------------------------------
+def test_session_start_starts_the_build_exports_the_data_dir_and_says_it_is_being_prepared(plugin, tmp_path):
+    env_file = tmp_path / "session-env.sh"
+    env_file.write_text("")
+
+    t0 = time.perf_counter()
+    text = context(plugin.hook("session-start", SESSION, CLAUDE_ENV_FILE=str(env_file)))
+
+    assert time.perf_counter() - t0 < 2  # the build runs in the background, not in the hook
+    assert text.startswith("gsd-research is being prepared: its Python environment is being built (first session")
+    assert "ENVIRONMENT_PREPARING" in text and "is available" not in text
+    assert env_file.read_text() == f"export GSD_RESEARCH_PLUGIN_DATA={shlex.quote(str(plugin.data))}\n"
+    wait_until(lambda: plugin.state().get("state") == "ready")
+    prompt = {**SESSION, "hook_event_name": "UserPromptSubmit", "prompt": "go"}
+    notice = context(plugin.hook("user-prompt-submit", prompt))
+    assert "gsd-research is ready now" in notice
+    assert plugin.hook("user-prompt-submit", prompt).stdout == ""  # said once
+    ready = context(plugin.hook("session-start", {**SESSION, "session_id": "s-2"}))
+    assert ready.startswith("gsd-research is available through Bash") and "docs ready" in ready
+
+
+def test_session_start_reports_a_failed_build_with_the_fix_never_available(plugin):
+    plugin.use_version("1.0", bad_hash=True)
+    assert plugin.launch("--version").returncode == 3
+
+    text = context(plugin.hook("session-start", SESSION))
+
+    assert text.startswith("gsd-research is NOT available: building its Python environment failed")
+    assert "ENVIRONMENT_BUILD_FAILED" in text and "plugin_env_cli.py" in text and "available through" not in text
+
+
+def test_subagent_start_says_when_the_tools_are_not_there(plugin):
+    plugin.use_version("1.0", bad_hash=True)
+    assert plugin.launch("--version").returncode == 3
+    event = {**SESSION, "hook_event_name": "SubagentStart", "agent_id": "a1", "agent_type": "gsd-phase-researcher"}
+
+    text = context(plugin.hook("subagent-start", event))
+
+    assert "NOT available" in text and "Research with your usual tools" in text
+    assert "gsd-research docs LIB" not in text
+
+
+# -- the uv route --------------------------------------------------------------------------------------
+def test_a_failing_uv_falls_back_to_venv_and_pip(plugin, tmp_path):
+    fake_bin = tmp_path / "fake-bin"
+    fake_bin.mkdir()
+    (fake_bin / "uv").write_text("#!/bin/sh\necho 'uv: invalid peer certificate' >&2\nexit 2\n")
+    (fake_bin / "uv").chmod(0o755)
+
+    out = envelope(plugin.launch("--version", PATH=f"{fake_bin}:/usr/bin:/bin"))
+
+    assert out["tinydep"] == "1.0" and plugin.state()["tool"] == "pip"
+    assert "uv failed: building with venv + pip instead" in (plugin.data / "build.log").read_text()
+
+
+def test_uv_builds_when_present(plugin, tmp_path):
+    uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+    if not uv:
+        pytest.skip("uv is not installed in the test environment (requirements-dev.lock has it)")
+    fake_bin = tmp_path / "uv-bin"
+    fake_bin.mkdir()
+    (fake_bin / "uv").symlink_to(uv)
+
+    config = tmp_path / "uv.toml"  # uv's --no-index has no variable of its own: a config file says it
+    config.write_text(f'no-index = true\nfind-links = ["{plugin.wheelhouse}"]\n')
+
+    out = envelope(plugin.launch("--version", PATH=f"{fake_bin}:/usr/bin:/bin", UV_CONFIG_FILE=str(config),
+                                 UV_CACHE_DIR=str(tmp_path / "uv-cache")))
+
+    assert out["tinydep"] == "1.0" and plugin.state()["tool"] == "uv"
+
+
+def test_the_data_directory_of_another_plugin_is_not_taken(plugin, tmp_path):
+    """The launcher's fallback lookup only takes a directory holding gsd-research's own state file."""
+    other = plugin.data.parent / "research-tools-elsewhere"
+    (other / "venv" / "bin").mkdir(parents=True)
+    (other / "venv" / "bin" / "python").symlink_to("/usr/bin/python3")
+
+    proc = plugin.launch("--version", GSD_RESEARCH_PLUGIN_DATA=None)
+
+    assert proc.returncode == 3 and envelope(proc)["error"]["code"] == "ENVIRONMENT_MISSING"
