@@ -73,30 +73,35 @@ class Build:
         self.target = env_dir(data, self.digest or "none")
         self.state = read_state(data)
         self.state.update(state="building", lock_sha256=self.digest, started_at=time.time(), pid=os.getpid(),
-                          tool=None, step="starting", error="")
+                          tool=None, step="starting", error="", timings={})
         self.state.pop("finished_at", None)
 
     def save(self, **changes) -> None:
         self.state.update(changes)
         write_json(os.path.join(self.data, "gsd-research-env.json"), self.state)
 
-    def run(self, *cmd: str) -> bool:
+    def run(self, step: str, *cmd: str) -> bool:
+        """Run one installer step into the log; its duration goes to the state (`timings`, seconds)."""
         self.log.write(f"$ {' '.join(cmd)}\n")
         self.log.flush()
+        t0 = time.time()
         try:
-            return subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
-                                  timeout=STEP_TIMEOUT).returncode == 0
+            ok = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
+                                timeout=STEP_TIMEOUT).returncode == 0
         except (OSError, subprocess.SubprocessError) as exc:
             self.log.write(f"{exc}\n")
-            return False
+            ok = False
+        self.state.setdefault("timings", {})[step] = round(time.time() - t0, 1)
+        return ok
 
     def install_with_uv(self, base: str) -> bool:
         uv = shutil.which("uv")
         if not uv:
             return False
         self.save(tool="uv", step=f"installing {locked_count(self.root)} locked packages with uv")
-        if self.run(uv, "venv", "--python", base, self.target) and self.run(
-                uv, "pip", "install", "--python", python_of(self.target), "--require-hashes", "-r", self.lock):
+        if self.run("venv", uv, "venv", "--python", base, self.target) and self.run(
+                "install", uv, "pip", "install", "--python", python_of(self.target), "--require-hashes", "-r",
+                self.lock):
             return True
         self.log.write("uv failed: building with venv + pip instead\n")
         shutil.rmtree(self.target, ignore_errors=True)
@@ -104,10 +109,10 @@ class Build:
 
     def install_with_pip(self, base: str) -> str:
         self.save(tool="pip", step="creating the virtual environment")
-        if not self.run(base, "-m", "venv", self.target):
+        if not self.run("venv", base, "-m", "venv", self.target):
             return f"`{base} -m venv` failed (Debian/Ubuntu: apt install python3-venv; or install uv)"
         self.save(step=f"installing {locked_count(self.root)} locked packages with pip")
-        if not self.run(python_of(self.target), "-m", "pip", "install", "--require-hashes", "--no-compile",
+        if not self.run("install", python_of(self.target), "-m", "pip", "install", "--require-hashes", "--no-compile",
                         "--disable-pip-version-check", "--no-input", "--progress-bar", "off", "-r", self.lock):
             return "pip could not install the locked packages (network, index or disk)"
         return ""
@@ -116,7 +121,7 @@ class Build:
         """Link the package, check it imports, mark the environment ready ('' or what went wrong)."""
         self.save(step="checking the environment")
         link_package(self.target, self.root)
-        if not self.run(python_of(self.target), "-I", "-c", SMOKE):
+        if not self.run("check", python_of(self.target), "-I", "-c", SMOKE):
             return "the new environment cannot import gsd-research"
         write_json(os.path.join(self.target, READY_MARKER),
                    {"lock_sha256": self.digest, "tool": self.state.get("tool"), "built_at": time.time(),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MARKER = "<<STEPS:"
@@ -98,6 +99,7 @@ def sse(blocks: list[dict], stop: str, model: str) -> bytes:
 class FakeAnthropic:
     def __init__(self) -> None:
         self.requests: list[dict] = []
+        self.arrivals: list[tuple[float, dict]] = []  # (time.monotonic() on arrival, body) of every request
         self._lock = threading.Lock()
         self._counter = [0]
         self._httpd: ThreadingHTTPServer | None = None
@@ -147,6 +149,7 @@ class FakeAnthropic:
                                        "application/json")
                 with fake._lock:
                     fake.requests.append(body)
+                    fake.arrivals.append((time.monotonic(), body))
                     blocks, stop = respond(body, fake._counter)
                 model = body.get("model", "claude-fake")
                 if body.get("stream"):
