@@ -44,19 +44,18 @@ def steps(*calls: dict) -> str:
     return "<<STEPS:" + json.dumps(list(calls)) + ">>"
 
 
-def build_python() -> str:
+def build_python() -> str | None:
     """The interpreter the plugin builds with here: the first python3 its hooks find (markers depend on it)."""
-    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
-        if Path(candidate).exists():
-            return candidate
-    pytest.skip("no system python3 for the plugin to build its environment with")
+    return next((c for c in ("/usr/bin/python3", "/usr/local/bin/python3") if Path(c).exists()), None)
 
 
-@pytest.fixture(scope="session")
-def wheelhouse() -> Path:
-    """The locked wheels for the build interpreter, fetched once from PyPI with the lock's hashes."""
+def locked_wheelhouse() -> Path:
+    """The locked wheels for the build interpreter, fetched once from PyPI with the lock's hashes
+    (`pip download --require-hashes`) into .e2e/wheelhouse/; RuntimeError when that is not possible."""
     lock = ROOT / "requirements.lock"
     python = build_python()
+    if python is None:
+        raise RuntimeError("no system python3 for the plugin to build its environment with")
     version = subprocess.run([python, "-c", "import platform; print(platform.python_version())"],
                              capture_output=True, text=True, check=True).stdout.strip()
     target = E2E_DIR / "wheelhouse" / f"{hashlib.sha256(lock.read_bytes()).hexdigest()[:16]}-py{version}"
@@ -71,9 +70,17 @@ def wheelhouse() -> Path:
                                    "--require-hashes", "--only-binary=:all:", "-r", str(lock), "-d", str(target)],
                                   capture_output=True, text=True, timeout=900)
             if proc.returncode != 0:
-                pytest.skip(f"could not download the locked wheels from PyPI: {proc.stderr.strip()[-300:]}")
+                raise RuntimeError(f"could not download the locked wheels from PyPI: {proc.stderr.strip()[-300:]}")
             (target / ".complete").write_text("")
     return target
+
+
+@pytest.fixture(scope="session")
+def wheelhouse() -> Path:
+    try:
+        return locked_wheelhouse()
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
 
 
 @dataclass
@@ -152,22 +159,32 @@ def result_json(block: dict) -> dict:
     return json.loads(documents[0])
 
 
-@pytest.fixture(scope="module")
-def installed(claude_bin, tmp_path_factory, fake_server, wheelhouse) -> Install:
-    base = tmp_path_factory.mktemp("plugin-install")
+def install_from_clone(claude: Path, base: Path, extra_env: dict, hooks_json: str | None = None) -> Install:
+    """A clean clone of the repository as the marketplace, the plugin installed from it in a fresh HOME
+    (which also holds a GSD-like gsd-phase-researcher agent); `hooks_json` replaces the clone's (benchmarks)."""
     clone = base / "gsd-research"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=120)
+    if hooks_json is not None:
+        (clone / "hooks" / "hooks.json").write_text(hooks_json)
+        subprocess.run(["git", "-C", str(clone), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam",
+                        "variant"], check=True)
     home = base / "home"
     (home / ".claude" / "agents").mkdir(parents=True)
     (home / ".claude" / "agents" / "gsd-phase-researcher.md").write_text(GSD_RESEARCHER)  # as GSD installs it
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-           "DISABLE_AUTOUPDATER": "1", **client_home(home), "CONTEXT7_API_URL": fake_server.url + "/api",
-           "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheelhouse)}
-    inst = Install(claude_bin, base, clone, home, env)
+           "DISABLE_AUTOUPDATER": "1", **client_home(home), **extra_env}
+    inst = Install(claude, base, clone, home, env)
     assert "Successfully added marketplace: gsd-research" in inst.cli("plugin", "marketplace", "add", str(clone))
     assert "Successfully installed plugin: research@gsd-research" in inst.cli("plugin", "install",
                                                                               "research@gsd-research")
     return inst
+
+
+@pytest.fixture(scope="module")
+def installed(claude_bin, tmp_path_factory, fake_server, wheelhouse) -> Install:
+    return install_from_clone(claude_bin, tmp_path_factory.mktemp("plugin-install"),
+                              {"CONTEXT7_API_URL": fake_server.url + "/api", "PIP_NO_INDEX": "1",
+                               "PIP_FIND_LINKS": str(wheelhouse)})
 
 
 CALLS = (bash("gsd-research --version"), bash("gsd-research docs react 'useEffect cleanup' --max-tokens 400"))
