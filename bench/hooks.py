@@ -10,8 +10,10 @@ Each hook runs against a GSD_RESEARCH_HOME holding 200 deep research jobs (150 a
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -31,6 +33,8 @@ EVENTS = {
     "pre-context7": {"hook_event_name": "PreToolUse", "tool_name": "mcp__context7__query-docs", "agent_id": "a1",
                      "agent_type": "gsd-phase-researcher",
                      "tool_input": {"libraryId": "/vercel/next.js", "query": "middleware"}},
+    "subagent-start": {"hook_event_name": "SubagentStart", "agent_id": "a1", "agent_type": "gsd-phase-researcher",
+                       "session_id": "s"},
 }
 
 
@@ -50,27 +54,58 @@ def make_home(root: Path) -> Path:
     return home
 
 
+def hooks_of(ref: str, dest: Path) -> Path:
+    """hooks/ as of git REF, extracted into dest (to run an earlier version side by side)."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "hooks"], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest / "hooks" / "run"
+
+
+def plugin_data_copy(tmp: Path) -> Path:
+    """A plugin root whose only environment is its data directory's (the launcher's last lookup), that
+    environment borrowing .venv's packages through a .pth: bin/gsd-research as installed from a marketplace."""
+    root = tmp / "plugin"
+    for part in ("bin", "hooks"):
+        shutil.copytree(ROOT / part, root / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(ROOT / "requirements.lock", root / "requirements.lock")
+    (root / "lib").symlink_to(ROOT / "lib")
+    data = tmp / "data"
+    env_dir = data / "envs" / "bench"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True)
+    site = next(env_dir.glob("lib/python3*/site-packages"))
+    (site / "borrow.pth").write_text(next((ROOT / ".venv").glob("lib/python3*/site-packages")).as_posix() + "\n")
+    digest = hashlib.sha256((root / "requirements.lock").read_bytes()).hexdigest()
+    (env_dir / ".gsd-research-ready").write_text(json.dumps({"lock_sha256": digest}))
+    (data / "venv").symlink_to("envs/bench")
+    return root / "bin" / "gsd-research"
+
+
 def time_once(cmd: list[str], stdin: bytes, env: dict) -> float:
     t0 = time.perf_counter()
     subprocess.run(cmd, input=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False)
     return time.perf_counter() - t0
 
 
-def paired_floor(cmd: list[str], stdin: bytes, env: dict, runs: int, reset=None) -> tuple[float, float, float]:
-    """Median of the hook and of the bare interpreter, runs interleaved (the same load for both), and max."""
-    floor_cmd = [str(PY), "-I", "-S", "-c", "pass"]
+def paired_floor(cmd: list[str], stdin: bytes, env: dict, runs: int, reset=None, floor_cmd=None,
+                 floor_stdin: bytes = b"") -> tuple[float, float, float]:
+    """Median of the hook and of the bare interpreter (or `floor_cmd`), runs interleaved (the same load for
+    both), and the hook's max."""
+    floor_cmd = floor_cmd or [str(PY), "-I", "-S", "-c", "pass"]
     hook, bare = [], []
     for _ in range(runs):
         if reset:
             reset()
         hook.append(time_once(cmd, stdin, env))
-        bare.append(time_once(floor_cmd, b"", env))
+        if reset:
+            reset()
+        bare.append(time_once(floor_cmd, floor_stdin, env))
     return statistics.median(hook) * 1000, statistics.median(bare) * 1000, max(hook) * 1000
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=21)
+    parser.add_argument("--compare", metavar="REF", help="also run the hooks of git REF, interleaved")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         home = make_home(Path(tmp))
@@ -90,16 +125,31 @@ def main() -> None:
             med, floor, worst = paired_floor([str(RUN), event], stdin, env, args.runs, reset)
             label = f"`{event}`" + (", malformed stdin" if stdin.startswith(b"not") else "")
             print(f"| {label} | {med:.1f} | {worst:.1f} | {floor:.1f} | {med / floor:.2f}× |")
+        if args.compare:
+            old_run = hooks_of(args.compare, Path(tmp))
+            print(f"\nThis tree's hooks vs. those of `{args.compare}`, interleaved, median of {args.runs}\n")
+            print(f"| hook | this tree ms | `{args.compare}` ms | ratio |")
+            print("|---|---|---|---|")
+            for event, stdin in cases[:4]:
+                new_ms, old_ms, _ = paired_floor([str(RUN), event], stdin, env, args.runs, reset,
+                                                 floor_cmd=[str(old_run), event], floor_stdin=stdin)
+                print(f"| `{event}` | {new_ms:.1f} | {old_ms:.1f} | {new_ms / old_ms:.2f}× |")
 
-        pairs = [(time_once([str(ROOT / ".venv" / "bin" / "gsd-research"), "--version"], b"", env),
-                  time_once([str(ROOT / "bin" / "gsd-research"), "--version"], b"", env)) for _ in range(args.runs)]
-        direct = statistics.median(a for a, _ in pairs) * 1000  # interleaved: both see the same machine load
-        launched = statistics.median(b for _, b in pairs) * 1000
+        from_data = plugin_data_copy(Path(tmp))
+        data_env = dict(env, GSD_RESEARCH_PLUGIN_DATA=str(Path(tmp) / "data"))
+        triples = [(time_once([str(ROOT / ".venv" / "bin" / "gsd-research"), "--version"], b"", env),
+                    time_once([str(ROOT / "bin" / "gsd-research"), "--version"], b"", env),
+                    time_once([str(from_data), "--version"], b"", data_env)) for _ in range(args.runs)]
+        direct = statistics.median(t[0] for t in triples) * 1000  # interleaved: the same machine load for all
+        launched = statistics.median(t[1] for t in triples) * 1000
+        data_ms = statistics.median(t[2] for t in triples) * 1000
         print("\n| launcher | median ms |")
         print("|---|---|")
         print(f"| `.venv/bin/gsd-research --version` (console script, baseline) | {direct:.1f} |")
-        print(f"| `bin/gsd-research --version` (plugin launcher) | {launched:.1f} "
+        print(f"| `bin/gsd-research --version` (plugin launcher, checkout .venv) | {launched:.1f} "
               f"({launched - direct:+.1f} ms, {launched / direct:.2f}×) |")
+        print(f"| `bin/gsd-research --version` (plugin launcher, the plugin's data environment: lock check, "
+              f"lib/ link) | {data_ms:.1f} ({data_ms - direct:+.1f} ms, {data_ms / direct:.2f}×) |")
 
 
 if __name__ == "__main__":

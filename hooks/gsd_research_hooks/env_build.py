@@ -19,6 +19,7 @@ from gsd_research_hooks.plugin_env import (
     LOCK_FILE,
     PTH_FILE,
     READY_MARKER,
+    cli_script,
     env_dir,
     is_python,
     lock_digest,
@@ -32,10 +33,6 @@ from gsd_research_hooks.plugin_env import (
 
 STEP_TIMEOUT = 1800  # seconds for one installer step (a stalled network must not hold the lock forever)
 SMOKE = "import gsd_research.cli, gsd_research.researcher.cli"
-
-
-def cli_script() -> str:
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "plugin_env_cli.py")
 
 
 def start_build(root: str, data: str) -> bool:

@@ -9,9 +9,14 @@ import shlex
 import time
 
 from gsd_research_hooks.common import load_state, save_state
-from gsd_research_hooks.env_build import start_build
-from gsd_research_hooks.env_wait import DEFAULT_WAIT, fix_command
-from gsd_research_hooks.plugin_env import TYPICAL_SECONDS, Status, read_state, resolve
+from gsd_research_hooks.plugin_env import (
+    DEFAULT_WAIT,
+    TYPICAL_SECONDS,
+    Status,
+    fix_command,
+    read_state,
+    resolve,
+)
 
 MAX_PENDING = 20
 
@@ -27,7 +32,11 @@ def status(start: bool = False) -> Status:
     root, data = plugin_paths()
     found = resolve(root, data)
     due = found.state == "missing" or (found.state == "failed" and found.info.get("retry_due"))
-    if start and data and due and start_build(root, data):
+    if not (start and data and due):
+        return found
+    from gsd_research_hooks.env_build import start_build  # only here: subprocess & co. cost start-up time
+
+    if start_build(root, data):
         history = read_state(data).get("history") or {}
         eta = int(min(history.values()) if history else TYPICAL_SECONDS["pip"])
         return Status("building", found.venv, progress=0.0, eta=eta, step="starting",
@@ -81,13 +90,18 @@ def remember_pending(session_id: str) -> None:
     save_state(state)
 
 
+def is_pending(state: dict, session_id: str) -> bool:
+    pending = state.get("env_pending")
+    return bool(session_id) and isinstance(pending, list) and any(
+        isinstance(p, list) and p[:1] == [session_id] for p in pending)
+
+
 def pending_notice(session_id: str) -> str:
     """'' unless this session was told 'being prepared' and the build has finished or failed since."""
     state = load_state()
-    pending = state.get("env_pending")
-    if not session_id or not isinstance(pending, list) or not any(
-            isinstance(p, list) and p[:1] == [session_id] for p in pending):
+    if not is_pending(state, session_id):
         return ""
+    pending = state["env_pending"]
     found = status()
     if found.state == "building":
         return ""

@@ -10,10 +10,9 @@ import os
 import sys
 import time
 
-from gsd_research_hooks.env_build import cli_script, log_tail, start_build
-from gsd_research_hooks.plugin_env import Status, plugin_status
+from gsd_research_hooks.env_build import log_tail, start_build
+from gsd_research_hooks.plugin_env import DEFAULT_WAIT, Status, fix_command, plugin_status
 
-DEFAULT_WAIT = 90  # seconds: under the Bash tool's default 2-minute timeout
 PREPARING_EXIT, FAILED_EXIT = 6, 3
 
 
@@ -26,10 +25,6 @@ def wait_seconds() -> float:
 
 def command_of(args: list[str]) -> str | None:
     return next((a for a in args if not a.startswith("-")), None)
-
-
-def fix_command(root: str, data: str) -> str:
-    return f'python3 "{cli_script()}" build "{root}" "{data}"'
 
 
 def preparing(prog: str, args: list[str], status: Status, waited: float) -> dict:

@@ -15,9 +15,7 @@ linked by a .pth file (rewritten when the plugin moves), so a code-only update n
 
 from __future__ import annotations
 
-import fcntl
 import glob
-import hashlib
 import json
 import os
 import time
@@ -27,11 +25,24 @@ STATE_FILE = "gsd-research-env.json"
 READY_MARKER = ".gsd-research-ready"
 PTH_FILE = "_gsd_research_plugin.pth"
 RETRY_AFTER = 120  # seconds before a failed build is tried again by itself
+DEFAULT_WAIT = 90  # seconds a launcher waits for a running build: under the Bash tool's default 2-minute timeout
 TYPICAL_SECONDS = {"uv": 30, "pip": 90}  # first build, before this machine has a timing of its own
 PACKAGE_PREFIXES = ("gsd_research", "__editable__.gsd_research", "__editable___gsd_research", "_gsd_research")
 
 
+def cli_script() -> str:
+    """hooks/plugin_env_cli.py: the build, the launchers' wait and a status, from a terminal too."""
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "plugin_env_cli.py")
+
+
+def fix_command(root: str, data: str) -> str:
+    """What a user runs in a terminal to build the plugin's environment now (after fixing a failure's cause)."""
+    return f'python3 "{cli_script()}" build "{root}" "{data}"'
+
+
 def lock_digest(root: str) -> str | None:
+    import hashlib
+
     try:
         with open(os.path.join(root, LOCK_FILE), "rb") as fh:
             return hashlib.sha256(fh.read()).hexdigest()
@@ -88,6 +99,8 @@ def read_state(data: str) -> dict:
 
 def build_running(data: str) -> bool:
     """True while a build holds <data>/build.lock (a build that died has released it)."""
+    import fcntl
+
     try:
         fd = os.open(os.path.join(data, "build.lock"), os.O_RDONLY)
     except OSError:
