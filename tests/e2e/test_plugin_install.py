@@ -128,7 +128,7 @@ class Install:
             cmd += ["--allowedTools", *allowed]
         t0 = time.monotonic()
         try:
-            proc = subprocess.run(cmd, env=env, cwd=project, capture_output=True, text=True, timeout=400,
+            proc = subprocess.run(cmd, env=env, cwd=project, capture_output=True, text=True, timeout=900,
                                   stdin=subprocess.DEVNULL)
             seconds = time.monotonic() - t0
             arrivals = list(api.arrivals)
@@ -180,11 +180,17 @@ def install_from_clone(claude: Path, base: Path, extra_env: dict, hooks_json: st
     return inst
 
 
+# A loaded machine (CI beside other jobs) can take longer than the launcher's default 90 s wait for the first
+# build: the tests wait longer (and the Bash tool with them) so they check the flow, not the machine's speed;
+# the timings printed are the build's own. tests/test_plugin_env.py covers the ENVIRONMENT_PREPARING answer.
+SLOW_MACHINE = {"GSD_RESEARCH_ENV_WAIT": "300", "BASH_DEFAULT_TIMEOUT_MS": "360000"}
+
+
 @pytest.fixture(scope="module")
 def installed(claude_bin, tmp_path_factory, fake_server, wheelhouse) -> Install:
     return install_from_clone(claude_bin, tmp_path_factory.mktemp("plugin-install"),
                               {"CONTEXT7_API_URL": fake_server.url + "/api", "PIP_NO_INDEX": "1",
-                               "PIP_FIND_LINKS": str(wheelhouse)})
+                               "PIP_FIND_LINKS": str(wheelhouse), **SLOW_MACHINE})
 
 
 CALLS = (bash("gsd-research --version"), bash("gsd-research docs react 'useEffect cleanup' --max-tokens 400"))
