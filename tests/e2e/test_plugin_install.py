@@ -5,7 +5,8 @@ research@gsd-research`) in a fresh HOME with no gsd-research environment anywher
 GSD_RESEARCH_* variables). Sessions (`claude -p` against the scripted fake Messages API) call gsd-research through
 the Bash tool against the fake Context7. The plugin builds its environment from requirements.lock with venv + pip;
 pip reads the locked wheels from a wheelhouse this test downloads once from PyPI with the same lock and hashes
-(PIP_FIND_LINKS + PIP_NO_INDEX, the one variable set for speed), so the product's path is the normal one.
+(PIP_FIND_LINKS + PIP_NO_INDEX, set for speed), so the product's path is the normal one; the only other
+variables are longer waits for a loaded machine (SLOW_MACHINE) and the fake servers' URLs.
 
 Note: the clone is of the committed tree (HEAD), not of uncommitted changes."""
 
