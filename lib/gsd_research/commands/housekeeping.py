@@ -140,7 +140,7 @@ def clear(rt, expired: bool):
         cache_obj = _open_cache(rt)
         before = _entries(cache_obj)
         if expired:
-            cache_obj.delete(expired=True)
+            cache_obj.delete(expired=True, invalid=True)  # and entries that are not ours
         else:
             cache_obj.clear()
         removed = before - _entries(cache_obj)

@@ -1,4 +1,10 @@
-"""The HTTP cache: requests-cache backends (SQLite, Redis, off), credential-free cache keys, cache faults."""
+"""The HTTP cache: requests-cache backends (SQLite, Redis, off), credential-free cache keys, cache faults.
+
+Entries are JSON (requests-cache's cattrs JSON stage) behind a format tag, never pickles: whoever can write
+to a shared Redis or to the SQLite file can poison an answer, but cannot run code in the readers. A value
+without the tag (a pickle from an older version or a planted one) reads as a miss and is overwritten; a
+SQLite file of an older version (PRAGMA user_version below CACHE_FORMAT) is deleted unread on open.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +32,8 @@ _IGNORED_LOWER = {name.lower(): name for name in IGNORED_PARAMETERS}
 USER_AGENT = f"gsd-research/{__version__}"
 # Optional requests-cache backends whose client libraries cost start-up time when nobody uses them.
 _OPTIONAL_BACKEND_MODULES = ("redis", "pymongo", "boto3")
+CACHE_FORMAT = 2  # SQLite user_version of a cache holding tagged JSON entries (0: requests-cache's pickles)
+FORMAT_TAG = "gsd-research-cache/json\n"
 
 
 _IMPORT_LOCK = threading.Lock()
@@ -53,6 +61,41 @@ def import_requests_cache(need_redis: bool):
         return requests_cache
 
 
+def safe_serializer():
+    """requests-cache's JSON serializer behind FORMAT_TAG; loading anything else (a pickle, a foreign or
+    malformed value) gives None, which requests-cache treats as a miss. Nothing it reads can run code."""
+    from requests_cache.serializers.pipeline import SerializerPipeline, Stage
+    from requests_cache.serializers.preconf import json_preconf_stage
+
+    class TaggedJson(SerializerPipeline):
+        def copy(self):  # requests-cache copies the pipeline it is given: keep the safe loads
+            return TaggedJson([stage.copy() for stage in self.stages], name=self.name, is_binary=False)
+
+        def loads(self, value):
+            try:
+                return super().loads(value)
+            except Exception:  # noqa: BLE001 - whatever is not ours is a miss, never a crash
+                return None
+
+    return TaggedJson([json_preconf_stage, Stage(dumps=_dumps, loads=_loads)], name="gsd-json", is_binary=False)
+
+
+def _dumps(obj) -> str:
+    import json
+
+    return FORMAT_TAG + json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def _loads(value):
+    import json
+
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        value = bytes(value).decode("utf-8")
+    if not isinstance(value, str) or not value.startswith(FORMAT_TAG):
+        raise ValueError("not a gsd-research cache entry")
+    return json.loads(value[len(FORMAT_TAG):])
+
+
 def cache_backend_name(config: Config) -> str:
     """sqlite, redis or off (YAML reads a bare `off` as false, so falsy values mean off too)."""
     raw = config.get("cache.backend", "sqlite")
@@ -78,7 +121,7 @@ def build_session(config: Config):
 
         url = str(config.get("cache.redis_url"))
         connection = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=5)
-        backend = RedisCache(namespace="gsd_research", connection=connection)
+        backend = RedisCache(namespace="gsd_research", connection=connection, serializer=safe_serializer())
     elif backend_name == "off":
         backend = requests_cache.backends.BaseCache()
     elif backend_name != "sqlite":
@@ -92,10 +135,52 @@ def build_session(config: Config):
         # Opening runs PRAGMA journal_mode=WAL, which fails at once ("database is locked", busy_timeout
         # notwithstanding) when processes race to open a new file: they open it one at a time.
         with exclusive_lock(path.with_name(path.name + ".lock")):
-            backend = requests_cache.SQLiteCache(str(path), wal=True, busy_timeout=30000)
+            current = file_format(path)
+            if current is not None and current < CACHE_FORMAT:
+                discard(path)
+            backend = requests_cache.SQLiteCache(str(path), wal=True, busy_timeout=30000,
+                                                 serializer=safe_serializer())
+            if current != CACHE_FORMAT:
+                mark_format(path)
     session = requests_cache.CachedSession(backend=backend, **common)
     session.headers["User-Agent"] = USER_AGENT
     return session
+
+
+def file_format(path) -> int | None:
+    """The format of an existing cache file: its user_version, 0 for an older version's pickles; None for
+    no file, an empty one, or one that is not a database (left to `cache clear` and `doctor`)."""
+    import sqlite3
+
+    if not path.exists():
+        return None
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5) as conn:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            tables = conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'responses'").fetchone()[0]
+    except sqlite3.Error:
+        return None
+    return int(version) if tables or version else None
+
+
+def discard(path) -> None:
+    """Delete a cache file an older version wrote (pickled entries) before anything reads it."""
+    for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        p.unlink(missing_ok=True)
+    print("gsd-research: discarded an HTTP cache written by an older version (pickled entries, an unsafe "
+          "format); a new one starts now", file=sys.stderr)
+
+
+def mark_format(path) -> None:
+    import sqlite3
+
+    conn = sqlite3.connect(str(path), timeout=30)
+    try:
+        if conn.execute("PRAGMA user_version").fetchone()[0] != CACHE_FORMAT:
+            conn.execute(f"PRAGMA user_version = {CACHE_FORMAT}")
+            conn.commit()
+    finally:
+        conn.close()
 
 
 def cache_file():

@@ -1,0 +1,164 @@
+"""The shared HTTP cache cannot run code: entries are JSON, a planted pickle (Redis or SQLite) is refused and
+a cache file written by the old pickle serializer is discarded unread."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sqlite3
+
+import pytest
+
+from gsd_research.core.http_cache import CACHE_FORMAT, cache_file
+from tests import test_cache
+from tests.conftest import assert_no_traceback
+
+# The real redis-server fixtures of test_cache.py.
+redis_server, redis_home, redis_warning = test_cache.redis_server, test_cache.redis_home, test_cache.redis_warning
+
+
+class _Payload:
+    """Unpickling this runs `touch MARKER`: what an attacker with write access to the cache would plant."""
+
+    def __init__(self, marker) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def _evil(marker) -> bytes:
+    return pickle.dumps(_Payload(marker))
+
+
+def test_the_payload_really_runs_when_unpickled(tmp_path):
+    """The test's own premise: whoever unpickles this creates the marker file."""
+    marker = tmp_path / "ran"
+    pickle.loads(_evil(marker))
+    assert marker.exists()
+
+
+def test_sqlite_cache_entries_are_json_not_pickle(cli, fake):
+    cli("docs", "react", "hooks")
+
+    with sqlite3.connect(cache_file()) as conn:
+        values = [row[0] for row in conn.execute("SELECT value FROM responses")]
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+
+    assert len(values) == 2 and version == CACHE_FORMAT
+    for value in values:
+        text = value.decode() if isinstance(value, bytes) else value
+        assert text.startswith("gsd-research-cache/json"), text[:60]
+        assert b"\x80\x04" not in (value if isinstance(value, bytes) else value.encode())  # no pickle frame
+
+
+def test_planted_pickle_in_the_sqlite_cache_never_runs_and_the_call_still_answers(cli, fake, tmp_path):
+    marker = tmp_path / "pwned-sqlite"
+    first = cli("docs", "react", "hooks").json
+    with sqlite3.connect(cache_file()) as conn:
+        conn.execute("UPDATE responses SET value = ?", (_evil(marker),))
+
+    again = cli("docs", "react", "hooks")
+    third = cli("docs", "react", "hooks").json
+
+    assert not marker.exists()
+    assert again.code == 0 and again.json["results"] == first["results"]
+    assert again.json["metadata"]["cache_hit"] is False  # the planted entry was not served ...
+    assert third["metadata"]["cache_hit"] is True  # ... and a fresh JSON entry replaced it
+    assert "Unable to deserialize" not in again.stderr
+    assert_no_traceback(again)
+
+
+def test_planted_json_of_the_wrong_shape_is_a_miss_not_a_crash(cli, fake):
+    cli("docs", "react", "hooks")
+    with sqlite3.connect(cache_file()) as conn:
+        conn.execute("UPDATE responses SET value = ?", ('gsd-research-cache/json\n{"status_code": "x", "url": 7}',))
+
+    again = cli("docs", "react", "hooks")
+
+    assert again.code == 0 and again.json["metadata"]["cache_hit"] is False
+    assert_no_traceback(again)
+
+
+def test_cache_file_of_the_old_pickle_serializer_is_discarded_unread(cli, fake, tmp_path, home):
+    """A cache written before the JSON format (requests-cache's pickle serializer) is deleted, not loaded."""
+    import requests
+    import requests_cache
+
+    marker = tmp_path / "pwned-old-file"
+    path = cache_file()
+    path.parent.mkdir(parents=True)
+    old = requests_cache.SQLiteCache(str(path), serializer="pickle")
+    session = requests_cache.CachedSession(backend=old)
+    session.get(fake.url + "/api/v2/libs/search?libraryName=react&query=hooks")
+    old.responses.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE responses SET value = ?", (_evil(marker),))
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 0
+    del session, requests
+
+    result = cli("docs", "react", "hooks")
+
+    assert not marker.exists()
+    assert result.code == 0 and result.json["metadata"]["cache_hit"] is False
+    assert "older" in result.stderr and "discarded" in result.stderr
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == CACHE_FORMAT
+        for (value,) in conn.execute("SELECT value FROM responses"):
+            assert (value if isinstance(value, str) else value.decode()).startswith("gsd-research-cache/json")
+
+
+def test_cache_clear_expired_also_drops_entries_that_are_not_ours(cli, fake, tmp_path):
+    cli("docs", "react", "hooks")
+    with sqlite3.connect(cache_file()) as conn:
+        conn.execute("UPDATE responses SET value = ? WHERE rowid = (SELECT MIN(rowid) FROM responses)",
+                     (_evil(tmp_path / "x"),))
+
+    doc = cli("cache", "clear", "--expired").json
+
+    assert doc["removed"] == 1 and not (tmp_path / "x").exists()
+    assert cli("cache", "stats").json["entries"] == 1
+
+
+@redis_warning
+def test_planted_pickle_in_the_shared_redis_cache_never_runs_and_the_call_still_answers(cli, fake, redis_home,
+                                                                                       tmp_path):
+    marker = tmp_path / "pwned-redis"
+    first = cli("docs", "react", "hooks").json
+    planted = 0
+    for key in redis_home.keys("gsd_research:*"):
+        if redis_home.type(key) == b"string":
+            value = redis_home.get(key)
+            assert value.startswith(b"gsd-research-cache/json")  # what a teammate's client writes now
+            redis_home.set(key, _evil(marker))
+            planted += 1
+
+    again = cli("docs", "react", "hooks")
+    third = cli("docs", "react", "hooks").json
+
+    assert planted == 2
+    assert not marker.exists()
+    assert again.code == 0 and again.json["results"] == first["results"]
+    assert again.json["metadata"]["cache_hit"] is False and third["metadata"]["cache_hit"] is True
+    assert_no_traceback(again)
+
+
+@redis_warning
+def test_old_pickle_serializer_in_redis_would_have_run_the_payload(redis_home, tmp_path):
+    """Why the format changed: requests-cache's default Redis serializer unpickles what it reads."""
+    from requests_cache.backends.redis import RedisDict
+
+    marker = tmp_path / "pwned-by-pickle"
+    store = RedisDict("gsd_research_probe", connection=redis_home)
+    redis_home.set("gsd_research_probe:k", _evil(marker))
+
+    store.get("k")
+
+    assert marker.exists()
+
+
+@pytest.mark.parametrize("value", [b"\x80\x04junk", b"", b"gsd-research-cache/json\nnot json", "caf\u00e9"])
+def test_the_serializer_refuses_anything_it_did_not_write(value):
+    from gsd_research.core.http_cache import safe_serializer
+
+    assert safe_serializer().loads(value) is None
