@@ -14,6 +14,7 @@ import sys
 
 
 def main(argv: list[str]) -> int:
+    os.umask(0o077)  # hooks-state.json is private state like the rest of GSD_RESEARCH_HOME
     try:
         sys.dont_write_bytecode = True  # no __pycache__ in the plugin or ~/.claude/hooks (uninstall removes all)
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

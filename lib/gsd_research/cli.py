@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import click
@@ -103,9 +104,19 @@ def _guess_command(argv: list[str]) -> str | None:
 
 def run(group: click.Group, argv: list[str] | None, prog_name: str, known: dict) -> int:
     """Invoke `group`, print the envelope, return the exit status. The one edge where errors become JSON."""
-    from gsd_research.core.output import emit, failure
+    from gsd_research.core.private import private_process
 
     argv = list(sys.argv[1:] if argv is None else argv)
+    previous_umask = private_process()  # state is 0700/0600 whoever writes it (this call, its worker, SQLite)
+    try:
+        return _run(group, argv, prog_name, known)
+    finally:
+        os.umask(previous_umask)
+
+
+def _run(group: click.Group, argv: list[str], prog_name: str, known: dict) -> int:
+    from gsd_research.core.output import emit, failure
+
     rt = Runtime()
     if _wants_help(argv):
         return _help(group, argv, prog_name, rt)
@@ -233,8 +244,6 @@ def main(argv: list[str] | None = None) -> None:
         code = run(cli, argv, "gsd-research", COMMANDS)
         sys.stdout.flush()
     except BrokenPipeError:  # the reader went away (`| head`): no traceback, nothing more to say
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 1
     sys.exit(code)

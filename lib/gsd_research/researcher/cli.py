@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field
 
@@ -264,9 +265,14 @@ def serve(kb, port, http_, host):
 
 def run(argv: list[str] | None = None) -> int:
     """Invoke the CLI; errors become the JSON envelope (--json) or a clear message on stderr."""
+    from gsd_research.core.private import private_process
     from gsd_research.researcher.edge import invoke
 
-    return invoke(cli, KbContext(), list(sys.argv[1:] if argv is None else argv))
+    previous_umask = private_process()  # the knowledge base (Chroma's files too) is 0700/0600
+    try:
+        return invoke(cli, KbContext(), list(sys.argv[1:] if argv is None else argv))
+    finally:
+        os.umask(previous_umask)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,151 @@
+"""State is private: under a permissive umask, every folder the commands create is 0700 and every file 0600,
+GSD_RESEARCH_HOME included, whichever command (or background worker, or Chroma) wrote it."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import TEST_CONFIG, assert_no_traceback
+
+
+def exposed(root: Path) -> list[str]:
+    """Everything under `root` (itself included) that the group or others may read, write or enter."""
+    found = []
+    for path in [root, *root.rglob("*")]:
+        mode = path.lstat().st_mode
+        if stat.S_ISLNK(mode):
+            continue
+        if stat.S_IMODE(mode) & 0o077:
+            found.append(f"{oct(stat.S_IMODE(mode))} {path.relative_to(root.parent)}")
+    return found
+
+
+@pytest.fixture
+def umask_022():
+    previous = os.umask(0o022)
+    yield
+    os.umask(previous)
+
+
+@pytest.fixture
+def fresh_home(tmp_path, monkeypatch, umask_022) -> Path:
+    """A GSD_RESEARCH_HOME that does not exist yet (the commands create it), configured through the env."""
+    home = tmp_path / "state" / "gsd-home"
+    monkeypatch.setenv("GSD_RESEARCH_HOME", str(home))
+    return home
+
+
+def _config(home: Path, text: str = TEST_CONFIG) -> None:
+    """config.yaml written the way a user would, under the permissive umask (the commands must cope)."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.yaml").write_text(text)
+
+
+def test_a_new_home_is_created_private(run_bin, fresh_home, fake):
+    result = run_bin("gsd-research", "docs", "react", "hooks")
+
+    assert result.code == 0, result.stdout
+    assert stat.S_IMODE(fresh_home.stat().st_mode) == 0o700
+    assert exposed(fresh_home) == []
+
+
+def test_an_existing_open_home_is_closed(run_bin, fresh_home, fake):
+    _config(fresh_home)
+    assert stat.S_IMODE(fresh_home.stat().st_mode) == 0o755  # as mkdir made it under umask 022
+
+    assert run_bin("gsd-research", "docs", "react", "hooks").code == 0
+
+    assert stat.S_IMODE(fresh_home.stat().st_mode) == 0o700
+
+
+def test_every_command_leaves_nothing_readable_by_others(run_bin, fresh_home, fake, tmp_path, monkeypatch):
+    from tests.researcher_fixtures import seed_model
+
+    seed_model()
+    monkeypatch.setenv("GSD_RESEARCH_ALLOW_HOSTS", "127.0.0.1")
+    monkeypatch.setenv("TAVILY_API_KEY", "tvly-private-state")
+    monkeypatch.setenv("PERPLEXITY_API_KEY", "pplx-private-state")
+    _config(fresh_home, TEST_CONFIG + "deep:\n  poll_interval: 0.05\n  idle_exit: 0.5\n  autostart: true\n")
+    os.chmod(fresh_home, 0o755)
+    (fresh_home / "config.yaml").chmod(0o644)  # a hand-written config: the commands leave it to its owner
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Notes\n\nThe widget toolkit needs Python 3.10 and caches its builds in a folder.\n")
+    docs = tmp_path / "kb-docs"
+    docs.mkdir()
+    (docs / "guide.md").write_text("# Guide\n\nInstall the widget toolkit with pip.\n")
+
+    calls = [
+        ("gsd-research", "docs", "react", "hooks"),
+        ("gsd-research", "summarize", str(notes)),
+        ("gsd-research", "fetch", fake.url + "/pages/article"),
+        ("gsd-research", "search", "widget toolkit"),
+        ("gsd-research", "deep", "--blocking", "widget toolkit history"),
+        ("gsd-research", "cache", "stats"),
+        ("researcher", "repo", "add", "kb", str(docs), "--json"),
+        ("researcher", "index", "kb", "--json"),
+    ]
+    for call in calls:
+        result = run_bin(*call, timeout=180)
+        assert result.code == 0, (call, result.stdout[-500:], result.stderr[-500:])
+        assert_no_traceback(result)
+    queued = run_bin("gsd-research", "deep", "--async", "widget toolkit roadmap").json  # the worker's files too
+    waited = run_bin("gsd-research", "jobs", "wait", queued["conversation_id"], "--timeout", "60", timeout=90)
+    assert waited.json.get("status") == "completed", waited.stdout[-500:]
+
+    found = [f for f in exposed(fresh_home) if not f.endswith("config.yaml")]
+    assert (fresh_home / "repositories").is_dir() and (fresh_home / "cache" / "http_cache.sqlite").is_file()
+    assert any((fresh_home / "conversation-logs").iterdir())
+    assert found == []
+
+
+def test_the_plugin_data_folder_is_closed_too(run_bin, fresh_home, tmp_path, monkeypatch):
+    data = tmp_path / "plugin-data"
+    data.mkdir(mode=0o755)
+    monkeypatch.setenv("CLAUDE_PLUGIN_DATA", str(data))
+
+    assert run_bin("gsd-research", "config", "path").code == 0
+
+    assert stat.S_IMODE(data.stat().st_mode) == 0o700
+
+
+def test_a_home_reached_through_a_symlink_is_closed_at_its_target(run_bin, tmp_path, monkeypatch, umask_022):
+    target = tmp_path / "real-home"
+    target.mkdir()
+    link = tmp_path / "linked-home"
+    link.symlink_to(target)
+    monkeypatch.setenv("GSD_RESEARCH_HOME", str(link))
+
+    assert run_bin("gsd-research", "config", "set", "cache.ttl.docs", "60").code == 0
+
+    assert stat.S_IMODE(target.stat().st_mode) == 0o700 and exposed(target) == []
+
+
+def test_the_hook_state_file_is_private(fresh_home):
+    import json
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    fresh_home.mkdir(parents=True)
+    jobs = fresh_home / "conversation-logs" / "job-1"
+    jobs.mkdir(parents=True)
+    (jobs / "status.json").write_text(json.dumps({"status": "completed", "query": "q", "finished_at": "x"}))
+    proc = subprocess.run([sys.executable, "-I", "-S", str(ROOT / "hooks" / "gsd_research_hook.py"),
+                           "user-prompt-submit"], input="{}", capture_output=True, text=True, timeout=30,
+                          env=dict(os.environ))
+
+    state = fresh_home / "hooks-state.json"
+    assert proc.returncode == 0 and state.is_file(), proc.stdout + proc.stderr
+    assert stat.S_IMODE(state.stat().st_mode) == 0o600
+
+
+def test_in_process_calls_restore_the_callers_umask(cli, umask_022):
+    cli("config", "path")
+
+    current = os.umask(0o022)
+    assert current == 0o022
