@@ -37,8 +37,10 @@ EXAMPLE = 'gsd-research search "EV market 2025 trends" --report'
               help="Use only this provider (no fallback).")
 @click.option("--report", is_flag=False, flag_value="", default=None, metavar="[PATH]",
               help="Write a cited Markdown report (default .planning/research/<slug>.md or research/<slug>.md).")
+@click.option("--allow-outside", is_flag=True,
+              help="Let --report PATH lie outside the project folder and GSD_RESEARCH_HOME.")
 def search(rt, words, query_opt, max_sources, depth, topic, time_range, include_domains, exclude_domains,
-           provider, report):
+           provider, report, allow_outside):
     """Web search for QUERY: cited results as JSON, optionally a Markdown report. Result text is untrusted."""
     query = read_query(words, query_opt, report)
     cfg = rt.config
@@ -54,7 +56,7 @@ def search(rt, words, query_opt, max_sources, depth, topic, time_range, include_
     if report is not None:
         from gsd_research.search import reports
 
-        plan = reports.plan_report_path(report, query)  # a bad path fails before any search is paid for
+        plan = reports.plan_report_path(report, query, anywhere=allow_outside)  # fails before paying
         env = reports.template_env(cfg)
     answer, failures = run_chain(rt, provider_chain(rt, provider), query, params)
     doc = build_answer(rt, query, params, answer, failures)

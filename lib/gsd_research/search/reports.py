@@ -39,15 +39,32 @@ def default_report_dir(cwd: Path | None = None) -> Path:
     return cwd / ".planning" / "research" if (cwd / ".planning").is_dir() else cwd / "research"
 
 
-def plan_report_path(requested: str | None, query: str, cwd: Path | None = None) -> tuple[Path, str]:
+def plan_report_path(requested: str | None, query: str, cwd: Path | None = None, *,
+                     anywhere: bool = False) -> tuple[Path, str]:
     """(directory, file stem) for a report; checked before any search runs so a bad path costs nothing.
 
     `requested` empty: the default directory and the query's slug. A directory (existing, or ending in
-    a slash): that directory and the slug. Otherwise a `.md` file path without `..` parts.
+    a slash): that directory and the slug. Otherwise a `.md` file path without `..` parts. The folder
+    must lie, symlinks resolved, inside the project (`cwd`) or GSD_RESEARCH_HOME unless `anywhere`.
     """
-    directory, stem = _report_target(requested, query, Path.cwd() if cwd is None else cwd)
+    cwd = Path.cwd() if cwd is None else cwd
+    directory, stem = _report_target(requested, query, cwd)
+    if not anywhere:
+        check_inside(directory, cwd)
     check_writable(directory)
     return directory, stem
+
+
+def check_inside(directory: Path, cwd: Path) -> None:
+    """Refuse a report folder outside the project and the research home (symlinks followed)."""
+    from gsd_research.core.config import home
+
+    real = Path(os.path.realpath(directory))
+    roots = [Path(os.path.realpath(cwd)), Path(os.path.realpath(home()))]
+    if not any(real == root or root in real.parents for root in roots):
+        raise UsageError(f"Report folder {directory} is outside the project folder ({cwd}) and "
+                         "GSD_RESEARCH_HOME", suggestions=["Pass a path inside the project, e.g. --report research/",
+                                                           "Or add --allow-outside to write there anyway"])
 
 
 def check_writable(directory: Path) -> None:
