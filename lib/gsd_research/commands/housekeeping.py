@@ -238,11 +238,46 @@ def path(rt):
     return _with_budget(rt, {"path": str(config_path()), "exists": config_path().is_file(), "home": str(home())})
 
 
+HOOK_MODES = ("off", "suggest", "enforce")  # as MODES in hooks/gsd_research_hook.py (a test keeps them equal)
+# Keys whose value is one of a few words; a value outside silently meant the default before.
+ENUMS: dict[str, tuple[str, ...]] = {
+    "hooks.webfetch_mode": HOOK_MODES,
+    "hooks.context7_mode": HOOK_MODES,
+    "cache.backend": ("sqlite", "redis", "off"),
+    "search.depth": ("basic", "advanced", "fast", "ultra-fast"),
+    "search.ddgs.safesearch": ("on", "moderate", "off"),
+    "deep.api": ("auto", "sonar", "agent"),
+}
+# Keys whose value is a list (or a comma-separated string) of some of these words.
+LIST_ENUMS: dict[str, tuple[str, ...]] = {
+    "search.providers": ("tavily", "ddgs", "keyless", "duckduckgo"),
+    "llm.chains.": ("gemini", "ollama", "openai"),  # any task's chain
+}
+
+
+def _check_words(dotted: str, value) -> None:
+    """Enumerated keys take only their words; boolean keys only a boolean."""
+    allowed = ENUMS.get(dotted)
+    if allowed is not None and (not isinstance(value, str) or value.strip().lower() not in allowed):
+        raise UsageError(f"'{dotted}' must be {', '.join(allowed[:-1])} or {allowed[-1]}, not {value!r}",
+                         suggestions=[f"gsd-research config set {dotted} {allowed[0]}"])
+    words = next((w for key, w in LIST_ENUMS.items() if dotted == key or (key.endswith(".") and
+                                                                           dotted.startswith(key))), None)
+    if words is not None:
+        items = value if isinstance(value, list) else str(value or "").replace(",", " ").split()
+        bad = [i for i in items if not isinstance(i, str) or i.strip().lower() not in words]
+        if bad or not items:
+            raise UsageError(f"'{dotted}' takes a list of {', '.join(words)}, not {value!r}",
+                             suggestions=[f"gsd-research config set {dotted} '[{words[0]}, {words[1]}]'"])
+
+
 def validate(dotted: str, value) -> str | None:
     """Reject values that would break calls; return a note for keys gsd-research does not know."""
     known, default = _known_default(dotted)
-    if dotted == "cache.backend" and value not in ("sqlite", "redis", "off"):
-        raise UsageError(f"cache.backend must be sqlite, redis or off, not {value!r}")
+    _check_words(dotted, value)
+    if isinstance(default, bool) and not isinstance(value, bool):
+        raise UsageError(f"'{dotted}' takes true or false, not {value!r}",
+                         suggestions=[f"gsd-research config set {dotted} {str(default).lower()}"])
     if isinstance(default, dict):
         raise UsageError(f"'{dotted}' is a section; set one of its keys: {', '.join(sorted(default))}")
     if isinstance(default, (int, float)) and not isinstance(default, bool):
