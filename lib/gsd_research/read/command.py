@@ -60,11 +60,7 @@ def read_input(source: str | None) -> tuple[str, str, list[str]]:
         data, label, suffix = _read_stdin(), "stdin", ""
     else:
         path = Path(source).expanduser()
-        if path.is_dir():
-            raise UsageError(f"{source} is a directory, not a file", suggestions=["Pass one file, or pipe text in"])
-        if not path.is_file():
-            raise NotFound(f"No such file: {source}", suggestions=["Check the path", "Pipe text in with '-'"])
-        data, label, suffix = path.read_bytes()[:MAX_INPUT_BYTES], str(path), path.suffix.lower()
+        data, label, suffix = read_regular(path, source, MAX_INPUT_BYTES), str(path), path.suffix.lower()
     hidden: list[str] = []
     if suffix in DOC_SUFFIXES:
         return label, _convert(data, DOC_SUFFIXES[suffix]), hidden
@@ -81,6 +77,31 @@ def read_input(source: str | None) -> tuple[str, str, list[str]]:
     if not text.strip():
         raise UsageError(f"Nothing to read in {label}", suggestions=["Pass a non-empty file or pipe text in"])
     return label, text, hidden
+
+
+def read_regular(path: Path, shown: str, limit: int, what: str = "file") -> bytes:
+    """The first `limit` bytes of a regular file. A folder, a device (/dev/zero) or a FIFO is refused
+    without blocking: opened non-blocking and checked on the open descriptor (no check-then-open race)."""
+    import os
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except IsADirectoryError:
+        raise UsageError(f"{shown} is a directory, not a {what}", suggestions=["Pass one file, or pipe text in"]) from None
+    except (FileNotFoundError, NotADirectoryError):
+        raise NotFound(f"No such {what}: {shown}", suggestions=["Check the path", "Pipe text in with '-'"]) from None
+    except PermissionError:
+        raise UsageError(f"Cannot read {shown}: permission denied", suggestions=["Check the file's permissions"]) from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise UsageError(f"{shown} is a directory, not a {what}", suggestions=["Pass one file, or pipe text in"])
+        raise UsageError(f"{shown} is not a regular file (a device, FIFO or socket)",
+                         suggestions=["Pass a regular file", "Pipe the text in with '-' instead"])
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read(limit)
 
 
 def _read_stdin() -> bytes:
@@ -304,11 +325,7 @@ def image(rt, path: str, question: str | None):
 
     check_echo(question or "", rt.max_tokens, "question")
     file = Path(path).expanduser()
-    if file.is_dir():
-        raise UsageError(f"{path} is a directory, not an image file", suggestions=["Pass one image file"])
-    if not file.is_file():
-        raise NotFound(f"No such image file: {path}", suggestions=["Check the path"])
-    data = file.read_bytes()
+    data = read_regular(file, path, MAX_IMAGE_BYTES + 1, "image file")
     mime = image_mime(data[:16])
     if mime is None:
         raise UsageError(f"{path} is not a PNG, JPEG, GIF or WebP image", suggestions=["Convert it to PNG first"])
