@@ -147,10 +147,10 @@ def _run(group: click.Group, argv: list[str], prog_name: str, known: dict) -> in
 
 def _unexpected(exc: Exception, rt: Runtime, argv: list[str]) -> int:
     """An exception no command turned into a GsdError: state we cannot write, else an internal error."""
-    from gsd_research.core.internal_errors import log_internal_error
+    from gsd_research.core.internal_errors import log_internal_error, state_error
     from gsd_research.core.output import emit, failure
 
-    state = _state_error(exc) if isinstance(exc, OSError) else None
+    state = state_error(exc)
     if state is not None:
         emit(failure(rt.command or _guess_command(argv), state.to_dict()), rt.pretty)
         return state.exit_code
@@ -161,22 +161,6 @@ def _unexpected(exc: Exception, rt: Runtime, argv: list[str]) -> int:
         "suggestions": ["Retry; if it persists, report it with the log under GSD_RESEARCH_HOME/logs"],
     }), rt.pretty)
     return 1
-
-
-def _state_error(exc: OSError) -> GsdError | None:
-    """A file-system failure inside GSD_RESEARCH_HOME (unwritable, not a directory, disk full) as a clear error."""
-    from pathlib import Path
-
-    from gsd_research.core.config import home
-
-    root = home()
-    name = exc.filename
-    if not name or not (Path(str(name)) == root or root in Path(str(name)).parents):
-        return None
-    return GsdError(f"Cannot write gsd-research state at {name}: {exc.strerror or exc.__class__.__name__}",
-                    code="STATE_NOT_WRITABLE",
-                    suggestions=[f"Make {root} a writable directory (GSD_RESEARCH_HOME)",
-                                 "Or point GSD_RESEARCH_HOME at a writable directory", "gsd-research doctor"])
 
 
 def _render(rv, rt: Runtime) -> int:

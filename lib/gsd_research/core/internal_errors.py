@@ -1,4 +1,5 @@
-"""Unexpected errors: the traceback goes to GSD_RESEARCH_HOME/logs/errors.log (keys scrubbed), never to stdout."""
+"""Unexpected errors: state that cannot be written (STATE_NOT_WRITABLE, for every entry point), else the
+traceback goes to GSD_RESEARCH_HOME/logs/errors.log (keys scrubbed), never to stdout."""
 
 from __future__ import annotations
 
@@ -17,3 +18,23 @@ def log_internal_error(exc: BaseException) -> None:
             fh.write(scrub("".join(traceback.format_exception(exc))) + "\n")
     except Exception:  # noqa: BLE001 - logging must never raise
         pass
+
+
+def state_error(exc: BaseException):
+    """A file-system failure inside GSD_RESEARCH_HOME (unwritable, not a directory, disk full) as a clear
+    GsdError (STATE_NOT_WRITABLE); None for anything else."""
+    from pathlib import Path
+
+    from gsd_research.core.config import home
+    from gsd_research.core.errors import GsdError
+
+    if not isinstance(exc, OSError):
+        return None
+    root = home()
+    name = exc.filename
+    if not name or not (Path(str(name)) == root or root in Path(str(name)).parents):
+        return None
+    return GsdError(f"Cannot write gsd-research state at {name}: {exc.strerror or exc.__class__.__name__}",
+                    code="STATE_NOT_WRITABLE",
+                    suggestions=[f"Make {root} a writable directory (GSD_RESEARCH_HOME)",
+                                 "Or point GSD_RESEARCH_HOME at a writable directory", "gsd-research doctor"])

@@ -42,8 +42,11 @@ def invoke(group: click.Group, kb, argv: list[str]) -> int:
     except GsdError as exc:
         return _fail(kb, argv, exc.to_dict(), exc.exit_code)
     except Exception as exc:  # the last line of defence: never a traceback
-        from gsd_research.core.internal_errors import log_internal_error
+        from gsd_research.core.internal_errors import log_internal_error, state_error
 
+        state = state_error(exc)
+        if state is not None:  # GSD_RESEARCH_HOME unwritable: the same answer as gsd-research's
+            return _fail(kb, argv, state.to_dict(), state.exit_code)
         log_internal_error(exc)
         return _fail(kb, argv, {"code": "INTERNAL_ERROR",
                                 "message": f"Unexpected {exc.__class__.__name__}: {str(exc)[:300]}",
