@@ -67,7 +67,7 @@ def test_summarize_chain_first_backend_serves(cli, keys, tmp_path):
     meta = r.json["metadata"]
     assert meta["backend"] == "ollama" and meta["summary_type"] == "model"
     assert [t["backend"] for t in meta["backends_tried"]] == ["ollama"]
-    assert r.json["summary"].startswith("ollama summary:")
+    assert r.json["summary"].startswith("[UNTRUSTED TEXT]\nollama summary:")
 
 
 def test_summarize_chain_ollama_down_gemini_serves(cli, keys, tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from gsd_research.core.untrusted import is_fenced, unfence
 from tests.conftest import assert_no_traceback, cl100k_tokens
 from tests.test_llm import GEMINI_KEY, OPENAI_KEY
 
@@ -20,7 +21,8 @@ def keys(fake, monkeypatch):
 def test_summarize_stdin(cli, keys):
     r = cli("summarize", "-", stdin="Widgets are small. The toolkit 4.2.0 needs Python 3.10 or newer to install.")
     assert r.code == 0 and r.json["source"] == "stdin"
-    assert r.json["summary"].startswith("ollama summary: Widgets are small.")
+    assert is_fenced(r.json["summary"])  # a model's reading of external text is external text too
+    assert unfence(r.json["summary"]).startswith("ollama summary: Widgets are small.")
 
 
 def test_summarize_html_file_is_extracted_first(cli, keys, tmp_path):
@@ -144,9 +146,10 @@ def test_web_grounded_with_numbered_sources(cli, keys):
     r = cli("web", "who won euro 2024")
     assert r.code == 0
     doc = r.json
-    assert doc["answer"] == ("Spain won Euro 2024, defeating England 2-1 in the final.[1] "
-                             "This victory marks Spain's record fourth European Championship title.[1][2]")
-    assert [s["n"] for s in doc["sources"]] == [1, 2] and doc["sources"][1]["title"] == "uefa.com"
+    assert is_fenced(doc["answer"]) and unfence(doc["answer"]).strip() == (
+        "Spain won Euro 2024, defeating England 2-1 in the final.[1] "
+        "This victory marks Spain's record fourth European Championship title.[1][2]")
+    assert [s["n"] for s in doc["sources"]] == [1, 2] and unfence(doc["sources"][1]["title"]) == "uefa.com"
     assert doc["metadata"]["grounded"] is True and doc["metadata"]["search_queries"]
     sent = keys.hits("/gemini")[-1].json()
     assert sent["tools"] == [{"google_search": {}}]

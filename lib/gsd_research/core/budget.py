@@ -15,6 +15,21 @@ def json_tokens(value) -> int:
     return count_tokens(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 
 
+def cut_json_text(text: str, room: int) -> tuple[str, bool]:
+    """`text` cut to `room` JSON-escaped tokens. A fenced passage (core.untrusted) is cut inside its fence,
+    never through it: the markers stay, or the whole passage goes when not even they fit."""
+    from gsd_research.core.untrusted import split_fence
+
+    parts = split_fence(text)
+    if parts is None:
+        return cut_to_tokens(text, room, measure=json_tokens)
+    head, inner, tail = parts
+    if json_tokens(text) <= room:
+        return text, False
+    cut, _ = cut_to_tokens(inner, room, measure=lambda s: json_tokens(f"{head}{s}{tail}"))
+    return (f"{head}{cut}{tail}" if cut else ""), True
+
+
 def check_echo(text: str, max_tokens: int, what: str = "query", share: float = 0.5) -> None:
     """Refuse, before any provider is paid, a query the answer repeats but the budget cannot hold: it may
     take at most `share` of --max-tokens, the rest is for the answer itself."""
@@ -73,7 +88,7 @@ def _cut_item(item: dict, remaining: int, text_key: str) -> dict | None:
     if room <= 0:
         return None
     text = str(item.get(text_key, ""))
-    cut, _ = cut_to_tokens(text, room, measure=lambda s: json_tokens(s))
+    cut, _ = cut_json_text(text, room)
     if not cut:
         return None
     shell[text_key] = cut
@@ -95,7 +110,7 @@ def _settle(doc: dict, results_key: str, text_key: str, max_tokens: int) -> None
         over = meta["tokens_used"] - max_tokens
         target = last["tokens"] - over - 8
         if target >= MIN_CUT_TOKENS:
-            cut, _ = cut_to_tokens(str(last.get(text_key, "")), target, measure=lambda s: json_tokens(s))
+            cut, _ = cut_json_text(str(last.get(text_key, "")), target)
             last[text_key], last["tokens"], last["truncated"] = cut, count_tokens(cut), True
         else:
             items.pop()
@@ -122,15 +137,14 @@ def fit_text(doc: dict, field_path: tuple[str, ...], max_tokens: int) -> dict:
             f"--max-tokens {max_tokens} is too small for this answer (its envelope alone needs {overhead})",
             suggestions=[f"Use --max-tokens {max(overhead + 200, 500)} or more"],
         )
-    cut, truncated = cut_to_tokens(text, max_tokens - overhead - 4, measure=lambda s: json_tokens(s))
+    cut, truncated = cut_json_text(text, max_tokens - overhead - 4)
     parent[last] = cut
     meta["truncated"] = bool(meta.get("truncated")) or truncated
     for _ in range(20):
         meta["tokens_used"] = document_tokens(doc)
         if meta["tokens_used"] <= max_tokens:
             break
-        cut, _ = cut_to_tokens(parent[last], json_tokens(parent[last]) - (meta["tokens_used"] - max_tokens) - 8,
-                               measure=lambda s: json_tokens(s))
+        cut, _ = cut_json_text(parent[last], json_tokens(parent[last]) - (meta["tokens_used"] - max_tokens) - 8)
         parent[last] = cut
         meta["truncated"] = True
     return doc

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from gsd_research.core.budget import fit_text, json_tokens
-from gsd_research.core.output import document_tokens
 
 CITATION_SHARE = 0.35  # at most this part of --max-tokens goes to the citation list
 USAGE_KEYS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "citation_tokens", "num_search_queries",
@@ -30,18 +29,17 @@ def _fit_citations(citations: list[dict], max_tokens: int) -> list[dict]:
 def answer_payload(query: str, job_id: str, message: dict, max_tokens: int, *, extra_meta: dict | None = None,
                    warnings: list[str] | None = None) -> dict:
     """The envelope body for a finished job or blocking call, with the report cut to the budget."""
-    from gsd_research.core.untrusted import FENCE_CLOSE, FENCE_OPEN, NOTICE, neutralize, scan
+    from gsd_research.core.untrusted import NOTICE, fence, guard_text
 
-    citations = [dict(c, title=neutralize(str(c.get("title") or ""))) for c in message.get("citations") or []]
+    citations = [dict(c, title=fence(str(c.get("title") or ""))) for c in message.get("citations") or []]
     shown = _fit_citations(citations, max_tokens)
     notes = list(dict.fromkeys([*(warnings or []), *(message.get("warnings") or [])]))
-    report = str(message.get("content") or "")
-    findings = scan(report)
+    report, found = guard_text(str(message.get("content") or ""), "report")  # fenced, flagged or not
     doc = {
         "query": query,
         "conversation_id": job_id,
         "status": "completed",
-        "report": neutralize(report),
+        "report": report or "",
         "citations": shown,
         "usage": compact_usage(message.get("usage") or {}),
         "cost": message.get("cost") or {"usd": 0.0, "source": "unknown"},
@@ -49,24 +47,19 @@ def answer_payload(query: str, job_id: str, message: dict, max_tokens: int, *, e
     if notes:
         doc["warnings"] = notes
     doc["untrusted"] = NOTICE
-    if findings:
+    if found:
         doc["injection_flagged"] = True
-        doc["injection_warnings"] = findings[:2]
+        doc["injection_warnings"] = found
     meta = {"backend": "perplexity", "api": message.get("api"), "model": message.get("model"),
             "confidence": "MEDIUM-HIGH", "cache_hit": bool(message.get("cacheHit")),
             "fallback": bool(message.get("fallback")), "citations_total": len(citations),
             "citations_returned": len(shown)}
     meta.update(extra_meta or {})
-    if findings:  # room for the fence markers that will wrap the cut report
-        doc["_fence"] = f"{FENCE_OPEN}\n\n{FENCE_CLOSE}"
     doc["metadata"] = meta
-    doc = fit_text(doc, ("report",), max_tokens)
+    doc = fit_text(doc, ("report",), max_tokens)  # cuts inside the fence, never through it
     if meta.get("truncated"):
         meta["more"] = f"gsd-research jobs result {job_id} --max-tokens {max(4000, 2 * max_tokens)}"
         doc = fit_text(doc, ("report",), max_tokens)
-    if doc.pop("_fence", None):
-        doc["report"] = f"{FENCE_OPEN}\n{doc['report']}\n{FENCE_CLOSE}"
-        meta["tokens_used"] = document_tokens(doc)
     return doc
 
 

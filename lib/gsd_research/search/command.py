@@ -11,7 +11,7 @@ from gsd_research.core.budget import fit_results
 from gsd_research.core.errors import GsdError, UsageError
 from gsd_research.core.runtime import agent_command
 from gsd_research.core.tokens import count_tokens, cut_to_tokens
-from gsd_research.core.untrusted import NOTICE, fence, guard_results, scan
+from gsd_research.core.untrusted import NOTICE, guard_results, guard_text
 from gsd_research.search import keyless
 from gsd_research.search.tavily import MAX_QUERY_CHARS, TIME_RANGES, TOPICS, Tavily
 
@@ -178,17 +178,12 @@ def fallback_note(answer: dict, failures: list[dict]) -> str | None:
 
 
 def guard_answer(answer: dict) -> tuple[list[dict], str | None, list[dict]]:
-    """Results and summary with instruction-like text fenced; warnings without the hostile text itself."""
-    results, found = guard_results(answer["results"], fields=("snippet", "title"))
-    warnings = [{"result": w["result"], "url": w["url"], "kinds": w["kinds"],
-                 "fields": sorted({f["field"] for f in w["findings"]})} for w in found]
-    summary = answer.get("summary")
-    if summary:
-        hits = scan(summary)
-        if hits:
-            summary = fence(summary)
-            warnings.insert(0, {"result": "summary", "url": None, "kinds": sorted({h["kind"] for h in hits}),
-                                "fields": ["summary"]})
+    """Results and summary fenced (all of them, as all external text); warnings for the instruction-like
+    ones, saying where and what kind, never the hostile text itself."""
+    results, warnings = guard_results(answer["results"], fields=("snippet", "title"))
+    summary, found = guard_text(answer.get("summary"), "summary")
+    if found:
+        warnings.insert(0, dict(found[0], result="summary", url=None, fields=["summary"]))
     return results, summary, warnings
 
 
@@ -220,7 +215,7 @@ def build_answer(rt, query: str, params: dict, answer: dict, failures: list[dict
     doc = {
         "query": query,
         "summary": summary,
-        "summary_flagged": summary is not None and summary != answer.get("summary"),
+        "summary_flagged": bool(warnings) and warnings[0].get("result") == "summary",
         "provider": answer["provider"],
         "depth": params["depth"] if answer["provider"] == "tavily" else None,
         "fetchedAt": answer["fetched_at"].astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

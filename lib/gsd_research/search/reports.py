@@ -207,11 +207,14 @@ def lead_sentences(text: str, max_chars: int = 280) -> str:
 
 def search_report_context(answer: dict) -> dict:
     """What the search template needs: numbered sources, cited findings, a labelled summary."""
+    from gsd_research.core.untrusted import unfence
+
     sources, findings = [], []
     for n, item in enumerate(answer.get("results") or [], 1):
-        flagged = bool(item.get("injection_flagged"))
-        snippet = "" if flagged else lead_sentences(item.get("snippet", ""), 600)
-        title = str(item.get("title") or item.get("url") or "").strip().rstrip(".")
+        flagged = bool(item.get("injection_flagged"))  # the report frames external text itself (notice, quotes)
+        snippet = "" if flagged else lead_sentences(unfence(item.get("snippet", "")), 600)
+        title = unfence(str(item.get("title") or "")).strip() or str(item.get("url") or "")
+        title = title.strip().rstrip(".")
         sources.append({"n": n, "title": title, "url": item.get("url"),
                         "provider": item.get("provider"), "score": item.get("score"),
                         "published": item.get("published_date"), "flagged": flagged, "snippet": snippet})
@@ -221,7 +224,7 @@ def search_report_context(answer: dict) -> dict:
             finding = lead_sentences(snippet, 280)
             findings.append({"n": n, "flagged": False, "text": finding})
             sources[-1]["snippet"] = "" if finding == snippet else snippet
-    summary, summary_kind = answer.get("summary"), "provider"
+    summary, summary_kind = unfence(answer.get("summary")) or None, "provider"
     if not summary or answer.get("summary_flagged"):
         clean = [f for f in findings if not f["flagged"]][:3]
         summary_kind = "extractive" if clean else "none"

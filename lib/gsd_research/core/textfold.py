@@ -1,0 +1,206 @@
+"""Folded views of a text for injection detection, each mapping its positions back to the original.
+
+Hidden text hides in the characters, not the words: an invisible character inside a word (soft hyphen,
+zero-width space, word joiner, BOM, variation selector), a look-alike letter (Cyrillic `о`, Greek `ο`,
+fullwidth `Ｏ`, mathematical `𝐨`, small capital `ᴏ`, an accented `ö`), ASCII smuggled in Unicode tag
+characters, Markdown or HTML inside a word (`Ig**nore**`, `Ig<b></b>nore`), letter-spaced words
+(`I g n o r e`) or a word cut at a line end (`Ig-\\nnore`). Three views undo this, none of them copying
+text around (fast on pages of megabytes):
+
+- `tags`:  compatibility folding (NFKD to one ASCII letter where one exists, marks and invisible
+  characters dropped, tag characters decoded, look-alikes mapped), markup kept (fake role tags, markers);
+- `words`: the same with Markdown and HTML markup removed and letter-spacing folded (instructions);
+- `compact`: letters only, lower case, digits read as the letters they imitate (`1gn0r3`).
+
+Every view is lower case (the patterns are written in lower case and run without re.I: several times
+faster). A match in any view maps back to a span of the original text through `View.span`, so callers
+can neutralize it in place and count its line.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import unicodedata
+from functools import lru_cache
+
+BLANK = "\x00"
+# Look-alikes NFKD does not fold: Cyrillic, Greek, IPA and small capitals -> the Latin letter they imitate.
+CONFUSABLES = {
+    **dict(zip("аеіјорсхуѕԁԛԝһӏвкмнтпьёїАВЕІЈКМНОРСТУХЅԀԚԜҺӀ", "aeijopcxysdqwhlbkmhtnbeiabeijkmhopctyxsdqwhl", strict=True)),
+    **dict(zip("αβγεηικνορτυχωϲΑΒΕΖΗΙΚΜΝΟΡΤΥΧ", "abyenikvoptuxwcabezhikmnoptyx", strict=True)),
+    **dict(zip("ıȷɑɡɩɪʟɴʀʏɢʜʙꜱᴀᴄᴅᴇᴊᴋᴍᴏᴘᴛᴜᴠᴡᴢ", "ijagiilnrygnbsacdejkmoptuvwz", strict=True)),
+    **dict(zip("đĐħĦłŁøØŧŦƀɨʉƶǥɍ", "ddhhllootbbiuzgr", strict=True)),  # letters with a stroke (no NFKD decomposition)
+}
+EXTRA_INVISIBLE = (0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180E, 0x2800, 0x3164, 0xFFA0)
+# Code points worth folding (Latin supplements, IPA, Greek, Cyrillic, phonetic, letter-like, enclosed,
+# fullwidth, mathematical, format and tag blocks); everything else is left as it is.
+_RANGES = ((0x80, 0x2FF), (0x370, 0x52F), (0x1AB0, 0x1AFF), (0x1D00, 0x1EFF), (0x2000, 0x24FF),
+           (0x2C60, 0x2C7F), (0x3000, 0x3000), (0xA720, 0xA7FF), (0xFE00, 0xFE0F), (0xFE20, 0xFE2F),
+           (0xFEFF, 0xFEFF), (0xFF00, 0xFFEF), (0xFFF0, 0xFFFB), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
+           (0x1D400, 0x1D7FF), (0x1F100, 0x1F1FF), (0xE0000, 0xE007F), (0xE0100, 0xE01EF))
+LEET = str.maketrans("013457@$", "oieastas")
+
+
+def _fold_char(cp: int) -> str | None:
+    """What one code point reads as in the detection views (None: itself)."""
+    ch = chr(cp)
+    if 0xE0020 <= cp <= 0xE007E:
+        return chr(cp - 0xE0000)  # a tag character smuggles the ASCII character it encodes
+    if ch in CONFUSABLES:
+        return CONFUSABLES[ch]
+    category = unicodedata.category(ch)
+    if category in ("Cf", "Mn", "Me", "Cc") or cp in EXTRA_INVISIBLE:
+        return BLANK
+    if category == "Zs":
+        return " "
+    if category in ("Zl", "Zp"):
+        return "\n"
+    base = "".join(c for c in unicodedata.normalize("NFKD", ch) if not unicodedata.combining(c))
+    if len(base) == 1 and base.isascii() and base != ch:
+        return base.lower() if base.isalpha() else base
+    return None
+
+
+@lru_cache(maxsize=1)
+def fold_table() -> dict[int, str]:
+    table = {}
+    for low, high in _RANGES:
+        for cp in range(low, high + 1):
+            folded = _fold_char(cp)
+            if folded is not None:
+                table[cp] = folded
+    table[0] = BLANK
+    return table
+
+
+class View:
+    """A text with the BLANK characters of its source squeezed out; positions map back to the source.
+
+    The text is built at C speed; the position map only when a match needs it (matches are rare)."""
+
+    def __init__(self, source: str, parent: View | None = None) -> None:
+        self.parent = parent
+        self._source = source
+        self.text = source.replace(BLANK, "") if BLANK in source else source
+        self._out: list[int] | None = None
+        self._in: list[int] = []
+
+    def source_index(self, i: int) -> int:
+        if self._out is None:
+            self._out, self._in, at = [], [], 0
+            for match in re.finditer(r"[^\x00]+", self._source):
+                self._out.append(at)
+                self._in.append(match.start())
+                at += match.end() - match.start()
+            if not self._out:
+                self._out, self._in = [0], [0]
+        k = max(0, bisect.bisect_right(self._out, i) - 1)
+        return self._in[k] + (i - self._out[k])
+
+    def original_index(self, i: int) -> int:
+        j = self.source_index(i)
+        return self.parent.original_index(j) if self.parent is not None else j
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        """The original text's span of this view's [start, end) (hidden characters inside included)."""
+        if end <= start:
+            at = self.original_index(start)
+            return at, at
+        return self.original_index(start), self.original_index(end - 1) + 1
+
+
+_COMMENT = re.compile(r"<!--|-->")
+_HTML_TAG = re.compile(r"</?[a-z][\w:-]{0,30}(?:\s[^<>]{0,300})?/?>")
+_MD_LINK_TARGET = re.compile(r"\]\([^()\s]{0,500}(?:\s\"[^\"]{0,200}\")?\)")
+_MD_ESCAPE = re.compile(r"\\(?=[^\w\s])|!(?=\[)")
+_MD_CHARS = ("*", "_", "~~", "`", "[", "]")  # a single ~ stays: ~/.ssh
+_HYPHEN_BREAK = re.compile(r"-\n[ \t]*(?=[a-z])")
+_SPACED = re.compile(r"[a-z]( )[a-z] [a-z] [a-z](?: [a-z])*|[a-z](\.)[a-z]\.[a-z]\.[a-z](?:\.[a-z])*")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+
+
+def fold(text: str) -> str:
+    """`text` folded character by character (same length): look-alikes and compatibility forms to
+    lower-case ASCII, invisible characters to BLANK, ASCII lower-cased."""
+    if text.isascii():
+        return text.lower()
+    table = fold_table()
+    # lower() keeps the length once U+0130 (the one character it expands) has been folded to `i`
+    return _NON_ASCII.sub(lambda m: m.group().translate(table), text).lower()
+
+
+_TEXT_ATTR = re.compile(r"""\b(?:alt|title|content|aria-label|placeholder|value|label|summary)\s*=\s*(?:"([^"]*)"|'([^']*)')""",
+                        re.I)
+
+
+def _tag_text(match: re.Match) -> str:
+    """An HTML tag as the words view reads it: gone (so `Ig<b></b>nore` joins up), except the values of
+    attributes that carry text (alt, title, content …), which stay in place between spaces."""
+    tag = match.group()
+    values = list(_TEXT_ATTR.finditer(tag))
+    if not values:
+        return BLANK * len(tag)
+    out = [BLANK] * len(tag)
+    out[0] = out[-1] = " "
+    for value in values:
+        group = 1 if value.group(1) is not None else 2
+        out[value.start(group): value.end(group)] = value.group(group)
+    return "".join(out)
+
+
+def _blank(pattern: re.Pattern, text: str) -> str:
+    return pattern.sub(lambda m: BLANK * len(m.group()), text)
+
+
+def _fold_spacing(folded: str) -> str:
+    """Letter-spaced words (`i g n o r e`, `i.g.n.o.r.e`) lose the single separators between their letters."""
+    runs = [m for m in _SPACED.finditer(folded)
+            if not (m.start() and folded[m.start() - 1].isalnum())
+            and not (m.end() < len(folded) and folded[m.end()].isalnum())]
+    if not runs:
+        return folded
+    chars = list(folded)
+    for match in runs:
+        for k in range(match.start() + 1, match.end(), 2):
+            chars[k] = BLANK
+    return "".join(chars)
+
+
+class Views:
+    """The three detection views of one text (words and compact built on first use)."""
+
+    def __init__(self, text: str) -> None:
+        self.original = text
+        self.folded = fold(text)  # same length as the original: index i is character i
+        self.tags = View(self.folded)
+        self._words: View | None = None
+        self._compact: View | None = None
+
+    @property
+    def words(self) -> View:
+        if self._words is None:
+            marked = _fold_spacing(self.folded)
+            if "<" in marked:
+                marked = _HTML_TAG.sub(_tag_text, _blank(_COMMENT, marked))
+            if "](" in marked:
+                marked = _blank(_MD_LINK_TARGET, marked)
+            if "\\" in marked or "![" in marked:
+                marked = _MD_ESCAPE.sub(BLANK, marked)
+            for mark in _MD_CHARS:  # str.replace: much faster than a regex with thousands of matches
+                marked = marked.replace(mark, BLANK * len(mark))
+            if "-\n" in marked:
+                marked = _blank(_HYPHEN_BREAK, marked)
+            self._words = View(marked)
+        return self._words
+
+    @property
+    def compact(self) -> View:
+        if self._compact is None:
+            kept = re.sub(r"[^a-z013457@$]", BLANK, self.words.text)  # ASCII only: translate's fast path
+            letters = kept.translate(LEET)
+            self._compact = View(letters, parent=self.words)
+        return self._compact
+
+    def line(self, original_index: int) -> int:
+        return self.original.count("\n", 0, original_index) + 1
