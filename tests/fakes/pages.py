@@ -78,7 +78,16 @@ def docx(req: Request) -> Reply:
                  content_type="application/vnd.openxmlformats-officedocument.wordprocessingml.document")
 
 
+def state_page(server: FakeServer, req: Request) -> Reply:
+    """`/pages/state/NAME`: the HTML a test put in server.state["pages"][NAME] (404 when none)."""
+    page = (server.state.get("pages") or {}).get(req.path.rsplit("/", 1)[1])
+    if page is None:
+        return Reply(404, {"error": "no such page"})
+    return Reply(200, page, content_type="text/html; charset=utf-8")
+
+
 def install(server: FakeServer) -> None:
+    server.route("GET", r"/pages/state/[\w-]+")(lambda req: state_page(server, req))
     server.route("GET", r"/pages/code.docx")(docx)
     html = "text/html; charset=utf-8"
     server.route("GET", r"/pages/article")(lambda req: Reply(200, ARTICLE, content_type=html))

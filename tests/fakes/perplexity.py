@@ -7,7 +7,7 @@ Knobs in `server.state` (cleared per test by the `fake` fixture):
   pplx_no_cost      True: answers carry no usage.cost (the client must estimate)
   pplx_echo_auth    True: the report repeats the Authorization header (a leak the client must scrub)
   pplx_async_fail   N: the next N async requests end FAILED
-  pplx_inject       True: the report carries a prompt-injection passage from a "source"
+  pplx_inject       True: the report carries a prompt-injection passage from a "source" (a string: that passage)
   pplx_hang         {"submit": s, "poll": s}: submit (POST) / poll (GET) requests get no answer for s seconds
                     (float("inf"): until the test ends) - a provider that never answers
   pplx_lose         N: the next N submits are accepted (and paid) but their answer is lost: HTTP 500
@@ -124,7 +124,7 @@ def completion(state: dict, request: dict, auth: str) -> dict:
         "choices": [{"index": 0, "finish_reason": "stop", "message": {
             "role": "assistant",
             "content": _report(query, str(request.get("reasoning_effort")), auth if state.get("pplx_echo_auth") else None)
-            + (INJECTION if state.get("pplx_inject") else "")},
+            + (INJECTION if state.get("pplx_inject") is True else str(state.get("pplx_inject") or ""))},
             "delta": {"role": "assistant", "content": ""}}],
         "citations": urls,
         "search_results": [{"title": f"Source {i}", "url": u, "date": f"2026-01-0{i}", "snippet": "…",
