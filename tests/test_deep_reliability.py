@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from gsd_research.core.untrusted import unfence
 from tests.conftest import BIN, ROOT, assert_no_traceback
 from tests.fakes.perplexity import paid
 from tests.test_deep import CANARY, all_state_text, configure, read
@@ -95,7 +96,7 @@ def test_a_killed_blocking_call_leaves_a_job_that_finishes_and_pays_once(pplx, h
         doc = json.loads(out)
         assert doc["error"]["code"] == "JOB_RUNNING" and doc["error"]["details"]["conversation_id"] == job_id
     code, done = gsd("jobs", "wait", job_id, "--timeout", "20")
-    assert code == 0 and done["status"] == "completed" and done["report"].startswith("## Executive summary")
+    assert code == 0 and done["status"] == "completed" and unfence(done["report"]).startswith("## Executive summary")
     code, again = gsd("deep", "killed mid-call")  # asked again: the finished answer, nothing paid
     assert code == 0 and again["report"] == done["report"]
     assert len(paid(pplx.state)) == 1
