@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # gsd-research installer: Python environment (from the pinned, hashed requirements.lock), commands on PATH,
 # Claude Code agents/skills/commands/hooks, settings.json hooks + permissions (merged, backed up), optional GSD
-# project wiring, then a keyless demo. settings.json keeps its mode and, when it is a symlink (dotfiles), stays
-# one: writes go to its target. A shape it cannot merge into is refused before anything changes; a failed
-# install rolls back every change (and the environment it created).
+# project wiring, then a keyless demo. settings.json is written in place (mode, owner, hard links, extended
+# attributes kept) and, when it is a symlink (dotfiles), stays one: writes go to its target. A shape it cannot
+# merge into is refused before anything changes; any failure rolls back every change (and the environment it
+# created); one run at a time (a second waits for the first).
 #
 #   ./install.sh                       install (idempotent: a second run changes nothing)
 #   ./install.sh --uninstall           remove exactly what was added; settings.json restored byte for byte
@@ -20,7 +21,8 @@
 #          --no-claude   only the environment and the PATH links (for use as a Claude Code plugin, whose
 #                        own hooks/agents/skills then apply): nothing written into ~/.claude (but the skills
 #                        into ~/.claude/skills/ when --gsd-project asks for them)
-# Honours HOME, XDG_DATA_HOME, CLAUDE_CONFIG_DIR (default ~/.claude) and GSD_RESEARCH_BIN_DIR (default ~/.local/bin).
+# Honours HOME, XDG_DATA_HOME, CLAUDE_CONFIG_DIR (default ~/.claude) and GSD_RESEARCH_BIN_DIR (default ~/.local/bin),
+# which must be absolute paths. A model it seeds is recorded and removed by --uninstall; one already there is not.
 set -euo pipefail
 
 ROOT=$(cd -- "$(dirname -- "$(readlink -f -- "${BASH_SOURCE[0]}")")" && pwd -P)
@@ -51,6 +53,13 @@ while [ $# -gt 0 ]; do
     *) die "unknown option $1 (see --help)" ;;
   esac
   shift
+done
+
+for var in HOME CLAUDE_CONFIG_DIR GSD_RESEARCH_BIN_DIR; do  # a relative path means another place to every program
+  case "${!var:-/}" in
+    /*) ;;
+    *) die "$var=${!var} is a relative path, which every program would resolve against its own working directory; set an absolute path (e.g. \"\$PWD/${!var}\"), then run install.sh again" ;;
+  esac
 done
 
 find_python() {  # an environment that can import gsd_research, in the launchers' lookup order
@@ -117,37 +126,15 @@ else
 fi
 
 # Everything else (links, files, JSON merging, the manifest) is one Python program (installer/): JSON is
-# parsed and written by a real parser, every change is journaled and rolled back when a later one fails.
+# parsed and written by a real parser, every change is journaled and rolled back when a later one fails, one
+# run at a time. It also seeds Chroma's embedding model from a local copy (recorded, so uninstall removes it).
 NEW_DIRS=""
 for d in "${CREATED_DIRS[@]+"${CREATED_DIRS[@]}"}"; do [ "$d" = "$VENV" ] || NEW_DIRS+="$d"$'\n'; done
-GSD_INSTALL_CREATED_DIRS="$NEW_DIRS" "$PY" -E -s "$ROOT/installer/main.py" "$ACTION" "$ROOT" "$DATA" "$VENV" \
+GSD_INSTALL_CREATED_DIRS="$NEW_DIRS" GSD_INSTALL_MODELS_FROM="$MODELS_FROM" "$PY" -E -s "$ROOT/installer/main.py" "$ACTION" "$ROOT" "$DATA" "$VENV" \
   "$VENV_CREATED" "$CLAUDE_FILES" "${GSD_PROJECTS[@]+"${GSD_PROJECTS[@]}"}"
 STEP_DONE=1
 
 [ "$ACTION" = install ] || exit 0
-
-# Chroma's default embedding model, from a local copy when Chroma's cache lacks it (air-gapped machines).
-seed_chroma_model() {
-  local dest="$HOME/.cache/chroma/onnx_models/all-MiniLM-L6-v2/onnx" src="" cand f
-  [ -f "$dest/model.onnx" ] && return 0
-  local cands=("$MODELS_FROM")
-  [ -n "$MODELS_FROM" ] || cands=("$ROOT/../shared/models/chroma")
-  for cand in "${cands[@]}"; do
-    for f in "$cand/all-MiniLM-L6-v2/onnx" "$cand/onnx" "$cand"; do
-      if [ -f "$f/model.onnx" ] && [ -f "$f/tokenizer.json" ]; then src="$f"; break 2; fi
-    done
-  done
-  if [ -z "$src" ]; then
-    [ -n "$MODELS_FROM" ] && say "warning: no all-MiniLM-L6-v2 ONNX files (model.onnx, tokenizer.json) under $MODELS_FROM"
-    return 0
-  fi
-  if mkdir -p "$dest" && cp -p "$src"/* "$dest/"; then
-    say "seeded Chroma's embedding model from $src"
-  else
-    say "warning: could not copy Chroma's embedding model into $dest (the knowledge base downloads it on first use)"
-  fi
-}
-seed_chroma_model
 
 [ "$DEMO" = 1 ] || exit 0
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shlex
 
 
@@ -13,6 +14,12 @@ class ShapeError(Exception):
 
 class NotPlainJson(Exception):
     """The file is not plain JSON (comments, trailing commas, a BOM, bad bytes); left untouched."""
+
+
+# Deeper nesting than any settings file needs; Python's JSON parser and writer recurse, and a file nested
+# near their limit would parse and then fail to be written back (after other files were copied).
+MAX_DEPTH = 200
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 PERMISSIONS = ["Bash(gsd-research:*)", "Bash(researcher:*)"]
@@ -42,18 +49,44 @@ def _finite_float(text: str) -> float:
 
 
 def parse(raw: bytes):
-    """The JSON value of a settings file (an empty file is `{}`); NotPlainJson when it is not JSON."""
+    """The JSON value of a settings file (an empty file is `{}`); NotPlainJson when it is not JSON,
+    ShapeError when it nests deeper than MAX_DEPTH."""
     try:
         text = raw.decode("utf-8")
         if not text.strip():
             return {}
-        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except (UnicodeDecodeError, ValueError) as exc:
         raise NotPlainJson(f"{exc.__class__.__name__}: {str(exc)[:120]}") from None
+    except RecursionError:
+        raise ShapeError(f"it nests arrays or objects more than {MAX_DEPTH} levels deep") from None
+    if depth(value) > MAX_DEPTH:
+        raise ShapeError(f"it nests arrays or objects more than {MAX_DEPTH} levels deep")
+    return value
+
+
+def depth(value) -> int:
+    """How deeply arrays and objects nest in `value` (counted without recursion; stops past MAX_DEPTH)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack and deepest <= MAX_DEPTH:
+        item, level = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is not None:
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def dump(obj) -> bytes:
-    return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode()
+    """JSON text as UTF-8. A lone surrogate (valid JSON as the escape `\\ud800`, not encodable as UTF-8) is
+    written back as that escape, so such a value survives unchanged."""
+    text = json.dumps(obj, indent=2, ensure_ascii=False)
+    return (_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n").encode()
+
+
+def same(a, b) -> bool:
+    """Equal as JSON values: types count (`true` is not `1`, `1` is not `1.0`), and so does key order."""
+    return json.dumps(a) == json.dumps(b)
 
 
 def _list_of(value, where: str, strings: bool = False) -> list:
@@ -184,14 +217,14 @@ def restore_shapes(cleaned: dict, original_raw: dict) -> dict:
     for key in ("hooks", "permissions"):
         if key in original_raw and key in out:
             try:
-                same = normalize({key: original_raw[key]})[key] == out[key]
+                unchanged = same(normalize({key: original_raw[key]})[key], out[key])
             except ShapeError:
-                same = False
-            if same:
+                unchanged = False
+            if unchanged:
                 out[key] = original_raw[key]
     perms, was = out.get("permissions"), original_raw.get("permissions")
     if isinstance(perms, dict) and isinstance(was, dict) and isinstance(was.get("allow"), str) \
-            and perms.get("allow") == [was["allow"]]:
+            and same(perms.get("allow"), [was["allow"]]):
         out["permissions"] = {**perms, "allow": was["allow"]}
     return out
 

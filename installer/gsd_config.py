@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 
-from claude_settings import ShapeError, _kind
+from claude_settings import ShapeError, _kind, same
 
 # the agent types GSD's research workflows ask for (plan-phase, new-project / new-milestone)
 RESEARCHERS = ["gsd-phase-researcher", "gsd-project-researcher"]
@@ -80,11 +80,11 @@ def unwire(current: dict, original: dict, ours: list[str]) -> dict:
 def restore_shapes(cleaned: dict, original_raw: dict) -> dict:
     out = json.loads(json.dumps(cleaned))
     raw = original_raw.get("agent_skills")
-    if "agent_skills" in original_raw and out.get("agent_skills") == normalize({"agent_skills": raw})["agent_skills"]:
+    if "agent_skills" in original_raw and same(out.get("agent_skills"), normalize({"agent_skills": raw})["agent_skills"]):
         out["agent_skills"] = raw
         return out
     if isinstance(raw, dict) and isinstance(out.get("agent_skills"), dict):
         for agent in RESEARCHERS:
-            if isinstance(raw.get(agent), str) and out["agent_skills"].get(agent) == [raw[agent]]:
+            if isinstance(raw.get(agent), str) and same(out["agent_skills"].get(agent), [raw[agent]]):
                 out["agent_skills"][agent] = raw[agent]
     return out

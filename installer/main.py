@@ -1,43 +1,46 @@
 """install.sh's file work: links, Claude Code files, settings.json, GSD projects, the manifest.
 
 Run by install.sh as `python -E -s installer/main.py ACTION ROOT DATA VENV VENV_CREATED CLAUDE_FILES [PROJECT...]`.
-Everything is checked before the first change; every change is journaled first and undone when a later
-one fails (or, after a killed run, by the next run); a second install changes nothing."""
+One run at a time (a lock on the data folder). Everything is checked before the first change; every change is
+journaled first and undone when a later one fails, whatever the failure (or, after a killed run, by the next
+run); a second install changes nothing."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
 import stat
 import sys
 from pathlib import Path
 
+import chroma_model
 import claude_settings as cs
+import file_state
 import gsd_config
+import uninstall as removal
+from install_lock import InstallLock
+from layout import (
+    BIN_DIR,
+    CLAUDE,
+    DATA,
+    GSD_SKILLS,
+    HOOK_DIR,
+    JOURNAL,
+    MANIFEST,
+    MODELS_FROM,
+    ROOT,
+    RUN,
+    SETTINGS,
+    action,
+    claude_files,
+    projects,
+    relative_settings,
+    say,
+    sha,
+    venv,
+    venv_created,
+)
 from txn_journal import InstallError, Journal, real_target
-
-action, root, data, venv, venv_created, claude_files = sys.argv[1:7]
-projects = [Path(p).resolve() for p in sys.argv[7:]]
-ROOT, DATA = Path(root), Path(data)
-HOME = Path(os.environ["HOME"])
-CLAUDE = Path(os.environ.get("CLAUDE_CONFIG_DIR") or HOME / ".claude")
-GSD_SKILLS = HOME / ".claude" / "skills"  # where GSD resolves global:<name>, whatever CLAUDE_CONFIG_DIR says
-BIN_DIR = Path(os.environ.get("GSD_RESEARCH_BIN_DIR") or HOME / ".local" / "bin")
-MANIFEST = DATA / "install-manifest.json"
-JOURNAL = DATA / "install-journal.json"
-SETTINGS = CLAUDE / "settings.json"
-HOOK_DIR = CLAUDE / "hooks" / "gsd-research"
-RUN = str(HOOK_DIR / "run")
-
-
-def say(msg: str) -> None:
-    print(f"[gsd-research] {msg}", file=sys.stderr)
-
-
-def sha(blob: bytes) -> str:
-    return hashlib.sha256(blob).hexdigest()
 
 
 def mode_of(path: Path) -> int:
@@ -84,6 +87,15 @@ def planned_files() -> list[tuple[Path, Path]]:
 
 # -- checks before any change ---------------------------------------------------------------------------
 
+def _writable(value, path: Path) -> None:
+    """The merged value can be written back (checked before anything changes)."""
+    try:
+        cs.dump(value)
+    except (ValueError, RecursionError, UnicodeError) as exc:
+        raise InstallError(f"cannot write {path} back ({exc.__class__.__name__}: {str(exc)[:120]}); "
+                           "nothing was changed") from None
+
+
 def inspect_settings() -> tuple[dict | None, bytes | None]:
     """(parsed settings or None to leave them alone, original bytes or None when there is no file).
     Refuses (InstallError) shapes we cannot merge into; nothing has changed at that point."""
@@ -96,16 +108,16 @@ def inspect_settings() -> tuple[dict | None, bytes | None]:
         return {}, None
     raw = SETTINGS.read_bytes()
     try:
-        value = cs.parse(raw)
+        value = cs.normalize(cs.parse(raw))
     except cs.NotPlainJson as exc:
         say(f"settings {SETTINGS} is not plain JSON ({exc}); left untouched: add the hooks and the "
             f"permissions {', '.join(cs.PERMISSIONS)} yourself, or fix the file and run install.sh again")
         return None, raw
-    try:
-        return cs.normalize(value), raw
     except cs.ShapeError as exc:
         raise InstallError(f"cannot merge into {SETTINGS}: {exc}. Nothing was changed; fix that value "
                            "(or remove it), then run install.sh again") from None
+    _writable(cs.merge(value, RUN), SETTINGS)
+    return value, raw
 
 
 def inspect_project(project: Path) -> tuple[Path, dict, bytes]:
@@ -114,23 +126,25 @@ def inspect_project(project: Path) -> tuple[Path, dict, bytes]:
         raise InstallError(f"{project} is not a GSD project (no .planning/config.json)")
     raw = cfg_path.read_bytes()
     try:
-        return cfg_path, gsd_config.normalize(cs.parse(raw)), raw
+        cfg = gsd_config.normalize(cs.parse(raw))
     except cs.NotPlainJson as exc:
         raise InstallError(f"{cfg_path} is not plain JSON ({exc}); nothing was changed") from None
     except cs.ShapeError as exc:
         raise InstallError(f"cannot wire skills into {cfg_path}: {exc}; nothing was changed") from None
+    _writable(gsd_config.wire(cfg, gsd_config.entries(skill_names())), cfg_path)
+    return cfg_path, cfg, raw
 
 
 # -- changes --------------------------------------------------------------------------------------------
 
-def copy_files(journal: Journal, manifest: dict) -> int:
+def copy_files(journal: Journal, manifest: dict, pairs: list[tuple[Path, Path]]) -> int:
     changed = 0
-    for src, dst in planned_files():
+    for src, dst in pairs:
         blob = src.read_bytes()
-        if os.path.lexists(dst) and str(dst) not in manifest["files"] and (
-                not dst.is_file() or dst.read_bytes() != blob):
-            say(f"left alone (not ours, differs): {dst}")
-            continue
+        if os.path.lexists(dst) and str(dst) not in manifest["files"]:
+            if not dst.is_file() or dst.read_bytes() != blob:
+                say(f"left alone (not ours, differs): {dst}")
+            continue  # the same file was there before: not ours, never removed
         mode = 0o755 if os.access(src, os.X_OK) else 0o644
         if journal.write(dst, blob, mode=mode):
             changed += 1
@@ -153,7 +167,7 @@ def link(journal: Journal, dst: Path, target: Path, manifest: dict) -> None:
 
 def install_settings(journal: Journal, manifest: dict, current: dict, raw: bytes | None) -> None:
     merged = cs.merge(current, RUN)
-    if merged == current:
+    if cs.same(merged, current):
         return
     if manifest["settings"] is None:  # first change: keep the user's exact bytes, privately
         backup = DATA / "backup" / "settings.json"
@@ -163,9 +177,10 @@ def install_settings(journal: Journal, manifest: dict, current: dict, raw: bytes
             journal.write(backup, raw, mode=0o600)
             target = real_target(SETTINGS)
             info.update(backup=str(backup), mode=mode_of(target), mtime_ns=target.stat().st_mtime_ns,
-                        symlink=os.readlink(SETTINGS) if SETTINGS.is_symlink() else None)
+                        symlink=os.readlink(SETTINGS) if SETTINGS.is_symlink() else None,
+                        identity=file_state.identity(target))
         manifest["settings"] = info
-    journal.write(SETTINGS, cs.dump(merged), new_mode=0o600)
+    journal.write(SETTINGS, cs.dump(merged), new_mode=0o600, in_place=True)
     where = f" (a symlink: written to {real_target(SETTINGS)})" if SETTINGS.is_symlink() else ""
     for note in cs.notes(cs.parse(raw) if raw else {}):
         say(f"note: {note}")
@@ -176,7 +191,7 @@ def install_settings(journal: Journal, manifest: dict, current: dict, raw: bytes
 def wire_project(journal: Journal, manifest: dict, cfg_path: Path, cfg: dict, raw: bytes) -> None:
     ours = gsd_config.entries(skill_names())
     merged = gsd_config.wire(cfg, ours)
-    if merged == cfg:
+    if cs.same(merged, cfg):
         return
     key = str(cfg_path.parent.parent)
     if key not in manifest["projects"]:
@@ -185,7 +200,7 @@ def wire_project(journal: Journal, manifest: dict, cfg_path: Path, cfg: dict, ra
         journal.write(backup, raw, mode=0o600)
         manifest["projects"][key] = {"config": str(cfg_path), "backup": str(backup), "skills": ours,
                                      "mtime_ns": real_target(cfg_path).stat().st_mtime_ns}
-    journal.write(cfg_path, cs.dump(merged))
+    journal.write(cfg_path, cs.dump(merged), in_place=True)
     say(f"wired {', '.join(ours)} into {cfg_path} agent_skills for {', '.join(gsd_config.RESEARCHERS)} "
         f"(GSD reads them from {GSD_SKILLS})")
 
@@ -205,7 +220,7 @@ def apply(journal: Journal, manifest: dict, settings: tuple, wired: list) -> Non
         link(journal, default_venv, venv_path, manifest)  # hooks copied into ~/.claude find the environment here
     for name in ("gsd-research", "researcher"):
         link(journal, BIN_DIR / name, ROOT / "bin" / name, manifest)
-    changed = copy_files(journal, manifest)
+    changed = copy_files(journal, manifest, planned_files())
     if claude_files == "1":
         say(f"agents, skills, commands and hooks in {CLAUDE} ({changed} file(s) written)")
         if settings[0] is not None:
@@ -215,157 +230,108 @@ def apply(journal: Journal, manifest: dict, settings: tuple, wired: list) -> Non
     save_manifest(journal, manifest)
 
 
-def install() -> None:
+def seed_model(manifest: dict) -> None:
+    """Chroma's embedding model from a local copy, as its own step: a failure there only warns."""
+    pairs = chroma_model.planned(Path(os.environ["HOME"]), MODELS_FROM, ROOT, say)
+    if not pairs:
+        return
+    journal = Journal(JOURNAL)
+    try:
+        journal.mkdirs(chroma_model.destination(Path(os.environ["HOME"])))
+        copy_files(journal, manifest, pairs)
+        save_manifest(journal, manifest)
+    except Exception as exc:  # noqa: BLE001 - whatever went wrong, the model copy is undone, the install stands
+        journal.rollback()
+        say(f"warning: could not copy Chroma's embedding model ({describe(exc)}); the knowledge base "
+            "downloads it on first use")
+        return
+    journal.commit()
+    say(f"seeded Chroma's embedding model from {pairs[0][0].parent}")
+
+
+def _recover(lock: InstallLock, create: bool) -> bool:
+    """Roll back a killed run's journal (under the lock); False when the data folder is gone after that."""
     recovered = Journal.recover(JOURNAL)
     if recovered is not None:
         say("rolled back an install that was interrupted" + (f"; not undone: {'; '.join(recovered)}"
                                                              if recovered else ""))
-    wired = [inspect_project(p) for p in projects]
-    settings = inspect_settings() if claude_files == "1" else (None, None)
-    manifest = load_manifest()
-    journal = Journal(JOURNAL)
+    if lock.still_held():
+        return True
+    lock.release()  # the rollback removed the folder we locked: lock it (or its new self) again
+    return lock.acquire(create=create)
+
+
+def install() -> None:
+    lock = InstallLock(DATA, say)
+    lock.acquire()
+    committed = False
     try:
-        apply(journal, manifest, settings, wired)
-    except (OSError, InstallError) as exc:
-        failures = journal.rollback()
-        detail = f"not undone: {'; '.join(failures)}" if failures else "every change was rolled back"
-        raise InstallError(f"install failed ({describe(exc)}); {detail}") from None
-    journal.commit()
+        _recover(lock, create=True)
+        wired = [inspect_project(p) for p in projects]
+        settings = inspect_settings() if claude_files == "1" else (None, None)
+        manifest = load_manifest()
+        journal = Journal(JOURNAL)
+        journal.made_dirs(lock.created)
+        try:
+            apply(journal, manifest, settings, wired)
+        except BaseException as exc:  # whatever it is, nothing half-done stays
+            failures = journal.rollback()
+            detail = f"not undone: {'; '.join(failures)}" if failures else "every change was rolled back"
+            if isinstance(exc, KeyboardInterrupt):
+                raise InstallError(f"install interrupted; {detail}") from None
+            raise InstallError(f"install failed ({describe(exc)}); {detail}") from None
+        journal.commit()
+        committed = True
+        seed_model(manifest)
+    finally:
+        if not committed:
+            for d in reversed(lock.created):  # folders made for the lock, when nothing was installed
+                try:
+                    d.rmdir()
+                except OSError:
+                    pass
+        lock.release()
     if str(BIN_DIR) not in os.environ.get("PATH", "").split(os.pathsep):
         say(f"note: {BIN_DIR} is not on your PATH; add it to use gsd-research outside Claude Code")
 
 
-# -- uninstall ------------------------------------------------------------------------------------------
-
-def _restore(path: Path, original: bytes, mtime_ns: int | None) -> None:
-    """Put the user's exact bytes back, through a symlink, keeping the file's mode."""
-    Journal(None).write(path, original)
-    if mtime_ns:
-        os.utime(real_target(path), ns=(mtime_ns, mtime_ns))
-
-
-def _exactly(info: dict, original: bytes) -> list[str]:
-    """What differs from the settings.json as it was before the install (empty: exactly restored)."""
-    diffs = []
-    target = real_target(SETTINGS)
-    if target.read_bytes() != original:
-        diffs.append("content")
-    if info.get("mode") is not None and mode_of(target) != info["mode"]:
-        diffs.append(f"mode {oct(mode_of(target))} (was {oct(info['mode'])})")
-    link_now = os.readlink(SETTINGS) if SETTINGS.is_symlink() else None
-    if "symlink" in info and link_now != info.get("symlink"):
-        diffs.append("no longer a symlink" if link_now is None else f"now a symlink to {link_now}")
-    return diffs
-
-
-def uninstall_settings(manifest: dict) -> None:
-    info = manifest.get("settings")
-    if not info or not SETTINGS.is_file():
-        return
-    backup = Path(info["backup"]) if info.get("backup") else None
-    original_bytes = backup.read_bytes() if backup and backup.is_file() else None
-    try:
-        original_raw = cs.parse(original_bytes) if original_bytes else {}
-        original = cs.normalize(original_raw)
-        current = cs.normalize(cs.parse(SETTINGS.read_bytes()))
-    except (cs.NotPlainJson, cs.ShapeError) as exc:
-        say(f"left {SETTINGS} alone ({exc}): remove the gsd-research hooks ({RUN}) and the permissions "
-            f"{', '.join(cs.PERMISSIONS)} yourself" + (f"; your original is kept at {backup}" if backup else ""))
-        return
-    cleaned = cs.clean(current, original, RUN)
-    if original_bytes is not None and cleaned == original:
-        _restore(SETTINGS, original_bytes, info.get("mtime_ns"))
-        diffs = _exactly(info, original_bytes)
-        say(f"restored {SETTINGS} exactly as it was" if not diffs else
-            f"restored {SETTINGS}'s content as it was; it differs in: {', '.join(diffs)}")
-    elif not info.get("existed") and cleaned == {} and not SETTINGS.is_symlink():
-        SETTINGS.unlink()
-    else:
-        _restore(SETTINGS, cs.dump(cs.restore_shapes(cleaned, original_raw)), None)
-        say(f"removed gsd-research hooks and permissions from {SETTINGS} (your later changes kept)")
-    if backup and backup.is_file():
-        backup.unlink()
-
-
-def unwire_project(info: dict) -> None:
-    cfg_path, backup = Path(info["config"]), Path(info["backup"])
-    if not cfg_path.is_file():
-        return
-    original_bytes = backup.read_bytes() if backup.is_file() else None
-    try:
-        original_raw = cs.parse(original_bytes) if original_bytes else {}
-        original = gsd_config.normalize(original_raw)
-        current = gsd_config.normalize(cs.parse(cfg_path.read_bytes()))
-    except (cs.NotPlainJson, cs.ShapeError) as exc:
-        say(f"left {cfg_path} alone ({exc}): remove {', '.join(info['skills'])} from its agent_skills yourself")
-        return
-    cleaned = gsd_config.unwire(current, original, info["skills"])
-    if original_bytes is not None and cleaned == original:
-        _restore(cfg_path, original_bytes, info.get("mtime_ns"))
-    else:
-        _restore(cfg_path, cs.dump(gsd_config.restore_shapes(cleaned, original_raw)), None)
-    say(f"removed gsd-research skills from {cfg_path}")
-    if backup.is_file():
-        backup.unlink()
-
-
-def remove_installed(manifest: dict) -> None:
-    for path, digest in manifest["files"].items():
-        p = Path(path)
-        if p.is_file() and not p.is_symlink() and sha(p.read_bytes()) == digest:
-            p.unlink()
-        elif os.path.lexists(p):
-            say(f"kept (changed since install): {p}")
-    for path, target in manifest["links"].items():
-        p = Path(path)
-        if p.is_symlink() and os.readlink(p) == target:
-            p.unlink()
-    shutil.rmtree(DATA / "plugin-docs", ignore_errors=True)  # the demo's copy of the plugin's docs
-    if manifest.get("venv") and Path(manifest["venv"]).is_dir():
-        shutil.rmtree(manifest["venv"])
-    MANIFEST.unlink()
-    for d in sorted(set(manifest["dirs"]), key=lambda s: s.count(os.sep), reverse=True):
-        shutil.rmtree(Path(d) / "__pycache__", ignore_errors=True)
-        try:
-            Path(d).rmdir()
-        except OSError:
-            pass
-
-
-def uninstall() -> None:
-    recovered = Journal.recover(JOURNAL)
-    if recovered is not None:
-        say("rolled back an install that was interrupted")
-    if not MANIFEST.is_file():
+def uninstall() -> int:
+    lock = InstallLock(DATA, say)
+    if not lock.acquire(create=False) or not _recover(lock, create=False) or not MANIFEST.is_file():
+        lock.release()
         say(f"nothing to uninstall (no {MANIFEST})")
-        return
-    manifest = load_manifest()
-    if projects:
-        selected = {str(p) for p in projects}
-        for key in [k for k in manifest["projects"] if k in selected]:
-            unwire_project(manifest["projects"].pop(key))
-        Journal(None).write(MANIFEST, cs.dump(manifest), mode=0o600)
-        return
-    for info in manifest["projects"].values():
-        unwire_project(info)
-    uninstall_settings(manifest)
-    remove_installed(manifest)
-    say("uninstalled")
+        return 1 if removal.missing_projects(projects) else 0
+    try:
+        return removal.uninstall(load_manifest(), projects)
+    finally:
+        lock.release()
 
 
-def describe(exc: Exception) -> str:
+def describe(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
-    return str(exc)
+    if isinstance(exc, (InstallError, OSError)):
+        return str(exc)
+    return f"unexpected {exc.__class__.__name__}: {str(exc)[:200]}"
 
 
 def main() -> int:
+    relative = relative_settings()
+    if relative:
+        say(f"error: {', '.join(relative)} is a relative path, which every program would resolve against its "
+            "own working directory; set an absolute path (e.g. \"$PWD/...\"), then run install.sh again")
+        return 1
     try:
-        install() if action == "install" else uninstall()
-    except (InstallError, OSError) as exc:
+        if action == "install":
+            install()
+            return 0
+        return uninstall()
+    except Exception as exc:  # noqa: BLE001 - the one edge: a clear message, never a traceback
         say(f"error: {describe(exc)}")
         return 1
-    return 0
+    except KeyboardInterrupt:
+        say("error: interrupted")
+        return 130
 
 
 if __name__ == "__main__":
