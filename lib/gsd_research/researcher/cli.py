@@ -40,8 +40,19 @@ def _set(name: str):
     return callback
 
 
+def _chroma_url(ctx: click.Context, param, value):
+    if value:
+        from gsd_research.researcher.gateways.chroma_server import check_url
+
+        try:
+            check_url(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+    return _set("chroma_url")(ctx, param, value)
+
+
 def kb_options(f):
-    f = click.option("--chroma-url", default=None, expose_value=False, callback=_set("chroma_url"),
+    f = click.option("--chroma-url", default=None, expose_value=False, callback=_chroma_url,
                      help="Use a Chroma server (http://host:port) instead of the embedded store.")(f)
     f = click.option("--json-pretty", "pretty", is_flag=True, expose_value=False, callback=_set("pretty"),
                      help="Indented JSON (implies --json).")(f)
@@ -222,8 +233,15 @@ def status(kb, name):
 
     ChromaGateway(None, "", url=factory.chroma_url).heartbeat()  # NETWORK_ERROR when the server is unreachable
     for repo_cfg, stat in zip(repos, stats, strict=True):  # what the server holds, asked of the server
+        stat["local_documents"] = stat.pop("total_documents")  # this machine's record of what it indexed
+        stat["local_fragments"] = stat.pop("total_fragments")
         stat["server_fragments"] = factory.chroma_factory(repo_cfg)().stored_count()
-    return {"repositories": stats, "store": "server", "chroma_url": factory.chroma_url}
+    return {"repositories": stats, "store": "server", "chroma_url": factory.chroma_url, "counts": SERVER_COUNTS}
+
+
+SERVER_COUNTS = {"local_documents": "documents this machine's index records say it indexed",
+                 "local_fragments": "fragments this machine's index records say it sent to the server",
+                 "server_fragments": "fragments the server holds for the repository (null: no collection there)"}
 
 
 @kb_command(config_group, "show")

@@ -41,6 +41,15 @@ class ResearcherConfig(BaseModel):
             raise ValueError("a port is a number from 1 to 65535")
         return value
 
+    @field_validator("chroma_url")
+    @classmethod
+    def _chroma_url_is_a_server_url(cls, value):
+        if value is not None:
+            from gsd_research.researcher.gateways.chroma_server import check_url
+
+            check_url(value)  # ValueError: what is wrong with it
+        return value
+
     def provider_of(self, repo: RepositoryConfig) -> tuple[str, str | None]:
         provider = repo.embedding_provider or self.default_embedding_provider
         model = repo.embedding_model or (self.default_embedding_model if provider != "chromadb" else None)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from pydantic import ValidationError
 
 from gsd_research.core.errors import UsageError
@@ -26,9 +28,30 @@ def _hint(field: str) -> list[str]:
     return ["researcher config set mcp_port 8392  (a port from 1 to 65535)"] if field == "mcp_port" else []
 
 
+PLAIN_DECIMAL = re.compile(r"[0-9]+")  # ASCII digits only (re.ASCII: no other scripts' digits)
+
+
+def _port(raw: str) -> int:
+    """A port as plain decimal digits only: YAML would also read 0x50, +80, 8_080 (and pydantic "080") as 80."""
+    text = raw.strip()
+    if not PLAIN_DECIMAL.fullmatch(text):
+        raise UsageError(f"Invalid value for mcp_port: {text!r} is not a valid integer port (plain decimal digits, "
+                         "from 1 to 65535)", suggestions=_hint("mcp_port"))
+    return int(text)
+
+
+def _stored(config, key: str):
+    """The value as saved (after validation), to echo what the file now holds."""
+    parts = key.split(".")
+    if len(parts) == 1:
+        return getattr(config, key)
+    repo = next(r for r in config.repositories if r.name == parts[1])
+    return getattr(repo, parts[2])
+
+
 def set_key(gateway: ConfigGateway, key: str, raw: str) -> dict:
     config = gateway.load()
-    value = _value(raw)
+    value = _port(raw) if key == "mcp_port" else _value(raw)
     parts = key.split(".")
     if len(parts) == 1 and key in TOP_KEYS:
         target, field = config, key
@@ -54,4 +77,4 @@ def set_key(gateway: ConfigGateway, key: str, raw: str) -> dict:
     except ValueError as exc:
         raise UsageError(f"Invalid value for {key}: {str(exc).splitlines()[0][:200]}") from None
     gateway.save(config)
-    return {"key": key, "value": value, "path": str(gateway.path)}
+    return {"key": key, "value": _stored(config, key), "path": str(gateway.path)}

@@ -7,8 +7,10 @@ def index_with_progress(service, name: str):
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    console = Console(stderr=True)
-    columns = (TextColumn(f"[bold]{name}[/]"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+    from gsd_research.researcher.render import safe
+
+    console = Console(stderr=True, emoji=False, highlight=False)
+    columns = (TextColumn(f"[bold]{safe(name)}[/]"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                TextColumn("{task.description}", style="dim"))
     with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
         task = bar.add_task("", total=None)
@@ -17,6 +19,6 @@ def index_with_progress(service, name: str):
             bar.update(task, total=total)
 
         def advance(n: int, path: str) -> None:
-            bar.update(task, advance=n, description=path[-50:])
+            bar.update(task, advance=n, description=safe(path[-50:]))  # a file name is not markup
 
         return service.index_repository(progress=advance, on_plan=on_plan)

@@ -1,107 +1,139 @@
-"""Human (rich) output of `researcher`: tables on stdout, errors on stderr."""
+"""Human (rich) output of `researcher`: tables on stdout, errors on stderr.
+
+Every string that comes from the user's files, folders, configuration or a server (paths, names, document text,
+error messages) is shown as itself: no rich markup, no :emoji: codes, and control characters (ESC, C0, C1, DEL,
+bidirectional overrides) made visible as escapes, so a file name cannot restyle or drive the terminal."""
 
 from __future__ import annotations
+
+import re
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+# C0 (but tab and newline), DEL, C1, and the bidirectional embedding/override/isolate controls
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_CONTROL_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible(match: re.Match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def clean(value, multiline: bool = False) -> str:
+    """`value` as text with its control characters shown as escapes (newlines kept when `multiline`)."""
+    return (_CONTROL if multiline else _CONTROL_LINE).sub(_visible, str(value))
+
+
+def safe(value, multiline: bool = False) -> str:
+    """`value` ready to sit inside rich markup: cleaned, and its brackets escaped."""
+    return escape(clean(value, multiline))
+
+
+def console(stderr: bool = False) -> Console:
+    return Console(stderr=stderr, emoji=False, highlight=False)
+
 
 def print_error(error: dict) -> None:
-    err = Console(stderr=True)
-    err.print(f"[bold red]Error[/] ({escape(str(error.get('code')))}): {escape(str(error.get('message')))}",
-              highlight=False)
+    err = console(stderr=True)
+    err.print(f"[bold red]Error[/] ({safe(error.get('code'))}): {safe(error.get('message'))}")
     for tip in error.get("suggestions") or []:
-        err.print(f"  → {escape(str(tip))}", highlight=False)
+        err.print(f"  → {safe(tip)}")
 
 
 def _repos(out: Console, payload: dict) -> None:
     table = Table("name", "path", "file types", "indexed")
     for r in payload["repositories"]:
-        table.add_row(r["name"], r["path"], ",".join(r["file_types"]), "yes" if r.get("indexed") else "no")
+        table.add_row(safe(r["name"]), safe(r["path"]), safe(",".join(r["file_types"])),
+                      "yes" if r.get("indexed") else "no")
     out.print(table)
 
 
 def _index(out: Console, payload: dict) -> None:
     for r in payload["results"]:
-        out.print(f"[bold]{r['repository_name']}[/]: {r['documents_indexed']} indexed, {r['documents_skipped']} "
-                  f"unchanged, {r['documents_removed']} removed, {r['documents_failed']} failed, "
-                  f"{r['fragments_created']} fragments in {r['elapsed_seconds']:.2f}s")
+        out.print(f"[bold]{safe(r['repository_name'])}[/]: {r['documents_indexed']} indexed, "
+                  f"{r['documents_skipped']} unchanged, {r['documents_removed']} removed, {r['documents_failed']} "
+                  f"failed, {r['fragments_created']} fragments in {r['elapsed_seconds']:.2f}s")
         for e in r["errors"]:
-            out.print(f"  [yellow]skipped[/] {e}", highlight=False)
+            out.print(f"  [yellow]skipped[/] {safe(e)}")
     for f in payload.get("failed_repositories", []):
-        out.print(f"[bold red]{f['repository_name']}[/]: {f['error']['message']}", highlight=False)
+        out.print(f"[bold red]{safe(f['repository_name'])}[/]: {safe(f['error']['message'])}")
 
 
 def _search(out: Console, payload: dict) -> None:
     docs = Table("#", "score", "repository", "document", title="Documents")
     for i, d in enumerate(payload["documents"], 1):
-        docs.add_row(str(i), f"{d['score']:.4f}", d["repository"], d["document_path"])
+        docs.add_row(str(i), f"{d['score']:.4f}", safe(d["repository"]), safe(d["document_path"]))
     out.print(docs)
     for i, f in enumerate(payload["fragments"], 1):
-        out.rule(f"{i}. {f['repository']}:{f['document_path']} #{f['fragment_index']} "
-                 f"(score {f['score']:.4f}, {f['match']})")
-        out.print(f["text"], highlight=False, markup=False)
+        out.rule(f"{i}. {safe(f['repository'])}:{safe(f['document_path'])} #{f['fragment_index']} "
+                 f"(score {f['score']:.4f}, {safe(f['match'])})")
+        out.print(clean(f["text"], multiline=True), markup=False)
 
 
 def _status(out: Console, payload: dict) -> None:
-    server = payload.get("store") == "server"
-    columns = ["repository", "documents", "fragments", "last indexed", "store", "embedding"]
-    table = Table(*columns, *(["on server"] if server else []),
-                  title=f"Chroma server {escape(payload['chroma_url'])}" if server else None)
+    if payload.get("store") != "server":
+        table = Table("repository", "documents", "fragments", "last indexed", "store", "embedding")
+        for s in payload["repositories"]:
+            table.add_row(safe(s["repository_name"]), str(s["total_documents"]), str(s["total_fragments"]),
+                          safe(s["last_indexed"] or "never"), safe(s["store"]), safe(s["embedding_provider"]))
+        out.print(table)
+        return
+    table = Table("repository", "documents", "fragments", "on server", "last indexed", "embedding",
+                  title=f"Chroma server {safe(payload['chroma_url'])}",
+                  caption="documents, fragments: this machine's record of what it indexed; on server: counted by the "
+                          "server (none: it holds no collection for it; researcher index NAME)")
     for s in payload["repositories"]:
-        row = [s["repository_name"], str(s["total_documents"]), str(s["total_fragments"]),
-               str(s["last_indexed"] or "never"), s["store"], s["embedding_provider"]]
-        if server:
-            held = s.get("server_fragments")
-            row.append("none" if held is None else str(held))
-            if held is None:
-                table.caption = "none: the server holds no collection for it (researcher index NAME)"
-        table.add_row(*row)
+        held = s.get("server_fragments")
+        table.add_row(safe(s["repository_name"]), str(s["local_documents"]), str(s["local_fragments"]),
+                      "none" if held is None else str(held), safe(s["last_indexed"] or "never"),
+                      safe(s["embedding_provider"]))
     out.print(table)
 
 
 def _repo_add(out: Console, payload: dict) -> None:
     r = payload["repository"]
-    out.print(f"Added repository [bold]{escape(r['name'])}[/] for {escape(r['path'])}", highlight=False, soft_wrap=True)
-    out.print(f"  file types: {', '.join(r['file_types'])}; embedding: "
-              f"{escape(r['embedding_provider'] or 'the default provider')}"
-              f"{escape(' ' + r['embedding_model']) if r.get('embedding_model') else ''}", highlight=False, soft_wrap=True)
-    out.print(f"  next: researcher index {escape(r['name'])}", highlight=False, soft_wrap=True)
+    out.print(f"Added repository [bold]{safe(r['name'])}[/] for {safe(r['path'])}", soft_wrap=True)
+    out.print(f"  file types: {safe(', '.join(r['file_types']))}; embedding: "
+              f"{safe(r['embedding_provider'] or 'the default provider')}"
+              f"{safe(' ' + r['embedding_model']) if r.get('embedding_model') else ''}", soft_wrap=True)
+    out.print(f"  next: researcher index {safe(r['name'])}", soft_wrap=True)
 
 
 def _repo_remove(out: Console, payload: dict) -> None:
     kept = "its index data deleted" if payload["index_deleted"] else "its index data kept (--keep-index)"
-    out.print(f"Removed repository [bold]{escape(payload['removed'])}[/], {kept}", highlight=False, soft_wrap=True)
+    out.print(f"Removed repository [bold]{safe(payload['removed'])}[/], {kept}", soft_wrap=True)
 
 
 def _remove(out: Console, payload: dict) -> None:
-    out.print(f"Removed [bold]{escape(payload['removed'])}[/] from repository {escape(payload['repository'])}'s index",
-              highlight=False, soft_wrap=True)
+    out.print(f"Removed [bold]{safe(payload['removed'])}[/] from repository {safe(payload['repository'])}'s index",
+              soft_wrap=True)
 
 
 def _config_show(out: Console, payload: dict) -> None:
     config = payload["config"]
-    table = Table("setting", "value", title=f"researcher configuration ({escape(payload['path'])})")
+    table = Table("setting", "value", title=f"researcher configuration ({safe(payload['path'])})")
     for key, value in config.items():
         if key != "repositories":
-            table.add_row(key, "—" if value is None else escape(str(value)))
+            table.add_row(safe(key), "—" if value is None else safe(value))
     out.print(table)
     repos = Table("repository", "path", "file types", "embedding")
     for r in config.get("repositories") or []:
-        repos.add_row(escape(r["name"]), escape(r["path"]), ",".join(r["file_types"]),
-                      escape(" ".join(x for x in (r.get("embedding_provider"), r.get("embedding_model")) if x)
-                             or "default"))
+        repos.add_row(safe(r["name"]), safe(r["path"]), safe(",".join(r["file_types"])),
+                      safe(" ".join(x for x in (r.get("embedding_provider"), r.get("embedding_model")) if x)
+                           or "default"))
     out.print(repos if config.get("repositories") else "No repositories (researcher repo add NAME PATH)")
 
 
 def _config_set(out: Console, payload: dict) -> None:
-    out.print(f"Set [bold]{escape(payload['key'])}[/] = {escape(repr(payload['value']))} in {escape(payload['path'])}",
-              highlight=False, soft_wrap=True)
+    out.print(f"Set [bold]{safe(payload['key'])}[/] = {safe(repr(payload['value']))} in {safe(payload['path'])}",
+              soft_wrap=True)
 
 
 def _config_path(out: Console, payload: dict) -> None:
-    out.print(payload["path"], highlight=False, markup=False, soft_wrap=True)  # usable in $(researcher config path)
+    out.print(clean(payload["path"]), markup=False, soft_wrap=True)  # usable in $(researcher config path)
 
 
 HANDLERS = {"repo list": _repos, "index": _index, "search": _search, "status": _status, "repo add": _repo_add,
@@ -110,11 +142,12 @@ HANDLERS = {"repo list": _repos, "index": _index, "search": _search, "status": _
 
 
 def render(command: str, payload: dict) -> None:
-    out = Console()
+    out = console()
     handler = HANDLERS.get(command)
     if handler:
         handler(out, payload)
         return
     import yaml
 
-    out.print(yaml.safe_dump(payload, sort_keys=False, allow_unicode=True).rstrip(), highlight=False, markup=False)
+    out.print(clean(yaml.safe_dump(payload, sort_keys=False, allow_unicode=True).rstrip(), multiline=True),
+              markup=False)

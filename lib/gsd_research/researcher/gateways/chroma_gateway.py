@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from urllib.parse import urlparse
 
-from gsd_research.core.errors import GsdError, NetworkError
+from gsd_research.core.errors import GsdError, NetworkError, UsageError
+from gsd_research.researcher.gateways.chroma_server import PROBE_TIMEOUT, SUGGESTIONS, check_url, probe
 from gsd_research.researcher.models import FragmentWithEmbedding, SearchResult
 
 PAGE = 2000
 QUERY_BATCH = 16
+REQUEST_TIMEOUT = 120.0  # seconds a Chroma server may take to answer one call once its heartbeat answered
 
 
 def collection_name(repository: str) -> str:
@@ -28,16 +29,29 @@ def _client(persist_directory: Path | None, url: str | None):
 
     settings = Settings(anonymized_telemetry=False)
     if url:
-        parsed = urlparse(url if "://" in url else "http://" + url)
-        try:
-            return chromadb.HttpClient(host=parsed.hostname or "127.0.0.1", port=parsed.port or 8000,
-                                       ssl=parsed.scheme == "https", settings=settings)
-        except Exception as exc:  # noqa: BLE001 - connection errors vary by version
-            raise NetworkError(f"Chroma server at {url} is unreachable ({exc.__class__.__name__})",
-                               suggestions=["Start it with: chroma run --path DIR --port 8000",
-                                            "Or drop --chroma-url to use the embedded store"]) from None
+        return _http_client(chromadb, settings, url)
     persist_directory.mkdir(parents=True, exist_ok=True)
     return chromadb.PersistentClient(path=str(persist_directory), settings=settings)
+
+
+def _http_client(chromadb, settings, url: str):
+    """A client of the Chroma server at `url`, probed first (chromadb's own client waits forever)."""
+    try:
+        host, port, https = check_url(url)
+    except ValueError as exc:
+        raise UsageError(f"Invalid Chroma server URL: {exc}", suggestions=["--chroma-url http://127.0.0.1:8000"]) from None
+    probe(url)
+    try:
+        client = chromadb.HttpClient(host=host, port=port, ssl=https, settings=settings)
+    except Exception as exc:  # noqa: BLE001 - connection errors vary by version
+        raise NetworkError(f"Chroma server at {url} is unreachable ({exc.__class__.__name__})",
+                           suggestions=SUGGESTIONS) from None
+    session = getattr(getattr(client, "_server", None), "_session", None)
+    if session is not None:  # later calls bounded too (chromadb sets no timeout; a query may take a while)
+        import httpx
+
+        session.timeout = httpx.Timeout(REQUEST_TIMEOUT, connect=PROBE_TIMEOUT)
+    return client
 
 
 class ChromaGateway:
@@ -121,8 +135,7 @@ class ChromaGateway:
             raise
         except Exception as exc:  # noqa: BLE001 - connection errors vary by version
             raise NetworkError(f"Chroma server at {self.url} is unreachable ({exc.__class__.__name__})",
-                               suggestions=["Start it with: chroma run --path DIR --port 8000",
-                                            "Or drop --chroma-url to use the embedded store"]) from None
+                               suggestions=SUGGESTIONS) from None
 
     def stored_count(self) -> int | None:
         """Fragments the store holds for this repository, None when it has no collection (none is created)."""
