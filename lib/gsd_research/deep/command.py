@@ -58,7 +58,7 @@ def deep(rt, query: tuple[str, ...], effort: str, run_async: bool | None, priori
     (metadata.attached_to_job)."""
     text = " ".join(query).strip()
     if not text:
-        raise UsageError("deep needs a query", suggestions=['gsd-research deep "WebGPU browser support 2026"'])
+        raise UsageError("deep needs a query", suggestions=['gsd-research deep "WebGPU browser support and production readiness"'])
     settings = load(rt.config)
     if not rt.config.api_key("perplexity"):
         raise MissingApiKey("Deep research needs a Perplexity API key",

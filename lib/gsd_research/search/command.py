@@ -20,7 +20,7 @@ ALIASES = {"keyless": "ddgs", "duckduckgo": "ddgs"}
 DEFAULT_SOURCES = 5
 MAX_WARNINGS = 10
 _DOMAIN = re.compile(r"^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z][a-z0-9-]{0,62}$")
-EXAMPLE = 'gsd-research search "EV market 2025 trends" --report'
+EXAMPLE = 'gsd-research search "EV market trends" --time-range year --report'
 
 
 @agent_command("search")
