@@ -1,49 +1,43 @@
-"""One voice: the agent, the skills, the slash commands and the README state the facts of
-lib/gsd_research/data/facts.yaml, and no other figure or rule for them."""
+"""One voice: every text a user or an agent is shown (README, agent, skills with all their files, slash commands,
+hooks and hooks.json, plugin manifests, every `--help`, the CLI's messages and suggestions) states the facts of
+lib/gsd_research/data/facts.yaml and no other figure or rule for them (the checker: tests/facts_checks.py).
+The mutation tests write each known rewording of a contradiction into a copy and prove the checker catches it."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
+import shutil
 
 import pytest
-import yaml
 
+from tests import facts_checks as fc
 from tests.conftest import ROOT
 
-FACTS = yaml.safe_load((ROOT / "lib" / "gsd_research" / "data" / "facts.yaml").read_text())
-# the hooks' context texts (the SubagentStart tool strategy) are read as they are written, in their source
-TEXT_FILES = [ROOT / "README.md", *sorted((ROOT / "agents").glob("*.md")), *sorted((ROOT / "commands").glob("*.md")),
-              *sorted((ROOT / "skills").glob("*/SKILL.md")),
-              *sorted(p for p in (ROOT / "hooks").rglob("*.py") if "__pycache__" not in p.parts)]
-TEXTS = {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in TEXT_FILES}
+FACTS = fc.FACTS
+TEXTS = fc.all_texts()
 STATED = [(name, rel) for name, fact in FACTS.items() for rel in fact.get("stated_in", [])]
 
 
-def flat(text: str) -> str:
-    """Whitespace (line wraps, list indentation) folded, so a statement wrapped differently still matches."""
-    return re.sub(r"\s+", " ", text)
-
-
-def without_statements(text: str) -> str:
-    """The text with every fact's own statement taken out (what is left must not restate a fact otherwise)."""
-    out = flat(text)
-    for fact in FACTS.values():
-        if "statement" in fact:
-            out = out.replace(flat(fact["statement"]), " ")
-    return out
-
-
-def test_the_texts_exist():
-    assert len(TEXTS) >= 10 and "agents/gsd-researcher.md" in TEXTS and "skills/deep-research/SKILL.md" in TEXTS
+def test_every_kind_of_text_is_read():
+    kinds = {"README.md", "agents/gsd-researcher.md", "skills/deep-research/SKILL.md", "commands/deep.md",
+             "hooks/hooks.json", "plugin.json", ".claude-plugin/plugin.json", "help: gsd-research deep",
+             "help: gsd-research jobs wait", "help: researcher status", "strings:gsd_research/deep/command.py"}
+    assert kinds <= set(TEXTS), kinds - set(TEXTS)
+    assert {r for r in TEXTS if r.startswith("hooks/") and r.endswith(".py")}
 
 
 @pytest.mark.parametrize("name, rel", STATED, ids=[f"{n}-{r}" for n, r in STATED])
 def test_each_fact_is_stated_verbatim_where_it_is_listed(name, rel):
-    assert flat(FACTS[name]["statement"]) in flat(TEXTS[rel]), f"{rel} lacks the {name} statement"
+    assert fc.flat(fc.normalize(FACTS[name]["statement"])) in fc.flat(fc.normalize(TEXTS[rel])), \
+        f"{rel} lacks the {name} statement"
 
 
-# -- deep research: cost and calls per session --------------------------------------------------------------
+@pytest.mark.parametrize("rel", list(TEXTS))
+def test_no_text_contradicts_the_facts(rel):
+    assert fc.text_problems(rel, TEXTS[rel], TEXTS) == []
+
 
 def test_deep_cost_figures_follow_the_price_table():
     from gsd_research.deep.cost import expected_cost, price_table
@@ -58,142 +52,130 @@ def test_deep_cost_figures_follow_the_price_table():
     assert cost["warning_usd"] == DEFAULTS["cost_warning_usd"]
 
 
-def _allowed_dollars() -> set[float]:
-    cost = FACTS["deep_cost"]
-    ends = [float(x) for x in re.findall(r"\$(\d+\.\d+)", cost["range"])]
-    return {*cost["usd"].values(), *ends, float(cost["warning_usd"])}
-
-
-@pytest.mark.parametrize("rel", list(TEXTS))
-def test_every_dollar_figure_in_the_texts_is_one_of_the_facts(rel):
-    figures = [float(m) for m in re.findall(r"(?<![\w{])\$(\d+(?:\.\d+)?)\b", TEXTS[rel])]
-    assert [f for f in figures if f not in _allowed_dollars()] == [], f"{rel} states a cost that is not a fact"
-
-
-SESSION_RANGE = re.compile(r"(\d+)\s*(?:-|–|to)\s*(\d+)\b[^.\n|]{0,40}?\bsession", re.I)
-
-
-@pytest.mark.parametrize("rel", list(TEXTS))
-def test_deep_calls_per_session_are_the_one_figure(rel):
-    fact = FACTS["deep_calls_per_session"]
-    stated = [(int(a), int(b)) for a, b in SESSION_RANGE.findall(TEXTS[rel])]
-    assert all(pair == (fact["min"], fact["max"]) for pair in stated), f"{rel}: {stated}"
-
-
-# -- the year in queries --------------------------------------------------------------------------------
-
-YEAR_ADVICE = re.compile(r"\b(include|add|put|append|insert|use)\b[^.]{0,30}\byears?\b|\byears? in (the |your )?quer",
-                         re.I)
-EXAMPLE_QUERY = re.compile(r"(?:gsd-research (?:search|deep|web)[^\n]*?|WebSearch\()\"([^\"]*)\"")
-
-
-@pytest.mark.parametrize("rel", list(TEXTS))
-def test_no_text_gives_other_advice_about_the_year(rel):
-    assert not YEAR_ADVICE.search(without_statements(TEXTS[rel])), rel
-
-
-@pytest.mark.parametrize("rel", list(TEXTS))
-def test_example_queries_carry_no_year(rel):
-    dated = [q for q in EXAMPLE_QUERY.findall(TEXTS[rel]) if re.search(r"\b(19|20)\d\d\b", q)]
-    assert dated == [], f"{rel}: example queries with a year contradict the query_year rule"
-
-
-# -- confidence -------------------------------------------------------------------------------------------
-
-LEVEL = re.compile(r"^\**(HIGH|MEDIUM-HIGH|MEDIUM|LOW)\b")
-
-
-def _subject(row: str) -> str | None:
-    if re.search(r"(?<!un)verified against", row, re.I):
-        return "verified"
-    for name, pattern in (("docs", r"gsd-research docs"), ("deep", r"gsd-research deep"),
-                          ("search", r"gsd-research (search|web)|WebSearch|\bweb search\b")):
-        if re.search(pattern, row, re.I):
-            return name
-    return None
-
-
-def table_claims(text: str) -> list[tuple[str, str]]:
-    """(subject, confidence cell) of every Markdown table row that names a tool and a confidence level."""
-    claims = []
-    for line in text.splitlines():
-        if not line.startswith("|"):
-            continue
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        levels = [c for c in cells if LEVEL.match(c)]
-        subject = _subject(" ".join(c for c in cells if c not in levels))
-        if levels and subject:
-            claims.append((subject, levels[0].strip("*")))
-    return claims
-
-
-@pytest.mark.parametrize("rel", list(TEXTS))
-def test_confidence_in_tables_is_the_facts(rel):
-    wrong = [(s, c) for s, c in table_claims(TEXTS[rel]) if c != FACTS["confidence"][s]]
-    assert wrong == [], f"{rel}: {wrong}"
-
-
-def _skill_subject(text: str) -> str | None:
-    tools = re.search(r"^allowed-tools:(.*)$", text, re.M)
-    found = {_subject(f"gsd-research {cmd}") for cmd in re.findall(r"gsd-research (\w+)", tools.group(1))} if tools else set()
-    found.discard(None)
-    return found.pop() if len(found) == 1 else None
-
-
-@pytest.mark.parametrize("rel", [r for r in TEXTS if not r.startswith(("README", "agents/"))])
-def test_confidence_in_skill_and_command_prose_is_the_facts(rel):
-    subject = _skill_subject(TEXTS[rel])
-    stated = re.findall(r"\**(HIGH|MEDIUM-HIGH|MEDIUM|LOW)\**\s+confidence", without_statements(TEXTS[rel]))
-    if subject is None:  # the knowledge base, fetch: their confidence is that of the source
-        return
-    assert all(level == FACTS["confidence"][subject].split()[0] for level in stated), f"{rel}: {stated}"
-
-
-def test_the_table_reader_catches_a_contradiction():
-    row = "| web search with a cited report | `gsd-research search QUERY --report` | Tavily | MEDIUM |"
-    assert table_claims(row) == [("search", "MEDIUM")] != [("search", FACTS["confidence"]["search"])]
-    assert table_claims("| verified against an official source | MEDIUM |") == [("verified", "MEDIUM")]
-
-
-# -- the jobs wait loop -------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("rel", [r for r in TEXTS if "jobs wait" in TEXTS[r]])
-def test_jobs_wait_is_described_by_the_one_rule(rel):
-    text = without_statements(TEXTS[rel])
-    outcomes = FACTS["jobs_wait"]["outcomes"]
-    assert "STILL_RUNNING" not in text
-    for code, exit_code in re.findall(r"`?(JOB_[A-Z]+|TIMEOUT)`?\)?[^.\n]{0,12}?\(?exit (\d)", TEXTS[rel]):
-        if code in outcomes or code == "TIMEOUT":
-            assert code in outcomes and outcomes[code]["exit"] == int(exit_code), f"{rel}: {code} exit {exit_code}"
-    near = [m.group(0) for m in re.finditer(r"[^.]*(jobs wait|still running)[^.]*", text) if "TIMEOUT" in m.group(0)]
-    assert near == [], f"{rel} describes the wait with TIMEOUT: {near}"
-    timeouts = {int(t) for t in re.findall(r"jobs wait \S+ --timeout (\d+)", TEXTS[rel])}
-    assert timeouts <= {FACTS["jobs_wait"]["timeout"]}, rel
-
-
 def test_the_facts_agree_with_the_commands_suggestions():
     source = (ROOT / "lib" / "gsd_research" / "deep" / "jobs_command.py").read_text()
     assert f"--timeout {FACTS['jobs_wait']['timeout']}" in source
 
 
-@pytest.mark.parametrize("bad", [
-    "Budget 5-10 per research session.",
-    "costs about $0.01 per query",
-    "Always include the current year in queries.",
-    'gsd-research search "EV market 2025 trends"',
-    "if it ends with error code `TIMEOUT` (exit 6) the job is still running: run the same jobs wait again",
-])
-def test_each_check_fails_on_a_text_that_contradicts_the_facts(bad):
-    """The checks above are not vacuous: the contradictions this file was written against are caught."""
-    text = f"gsd-research jobs wait ID --timeout 100. {bad}"
-    caught = [
-        bool(SESSION_RANGE.findall(text)) and SESSION_RANGE.findall(text) != [("3", "5")],
-        any(float(f) not in _allowed_dollars() for f in re.findall(r"(?<![\w{])\$(\d+(?:\.\d+)?)\b", text)),
-        bool(YEAR_ADVICE.search(text)),
-        any(re.search(r"\b(19|20)\d\d\b", q) for q in EXAMPLE_QUERY.findall(text)),
-        any("TIMEOUT" in m.group(0) for m in re.finditer(r"[^.]*(jobs wait|still running)[^.]*", text)),
-    ]
-    assert any(caught), bad
+# -- mutation tests: each rewording written into a copy is caught --------------------------------------------------
+
+REWORDINGS = {  # (where, text): contradictions the checker once missed, and the classic ones
+    "search MEDIUM in the agent's prose": ("agents/gsd-researcher.md", "Search results are MEDIUM confidence."),
+    "search MEDIUM, word order": ("skills/summarize/SKILL.md", "For web search results: confidence MEDIUM."),
+    "search MEDIUM in a skill's prose": ("skills/web-search/SKILL.md", "Treat these as **MEDIUM** confidence."),
+    "search MEDIUM in a code-marked table": ("README.md", "| gsd-research search | `MEDIUM` |"),
+    "search MEDIUM in an indented table": ("README.md", "   | web search with a report | gsd-research search | MEDIUM |"),
+    "deep HIGH": ("commands/deep.md", "Deep research reports are HIGH confidence."),
+    "verified search HIGH": ("README.md", "A search result verified against the official docs is HIGH."),
+    "agreement raises confidence": ("agents/gsd-researcher.md", "3. Do independent sources agree? YES → raise confidence"),
+    "deep verifies": ("agents/gsd-researcher.md", "Can deep research verify it? YES → raise one level"),
+    "the year, as a number": ("skills/web-search/SKILL.md", "Always include 2026 in every query."),
+    "the year, classic": ("agents/gsd-researcher.md", "Always include the current year in queries."),
+    "the year, in your searches": ("README.md", "Put the year in your searches for fresh results."),
+    "a dated example, double quotes": ("README.md", 'gsd-research search "EV market 2025 trends"'),
+    "a dated example, single quotes": ("skills/web-search/SKILL.md", "gsd-research search 'EV market 2025 trends'"),
+    "a dated example, with options first": ("agents/gsd-researcher.md", "gsd-research deep --async 'WebGPU 2026 status'"),
+    "a dated example, slash command": ("README.md", "`/research:search react compiler 2025`"),
+    "a dated example, WebSearch": ("agents/gsd-researcher.md", "WebSearch('best ORM 2026')"),
+    "calls per session, a range": ("skills/deep-research/SKILL.md", "Budget 5-10 per research session."),
+    "calls per session, en dash": ("agents/gsd-researcher.md", "Budget 5–10 deep research calls per session."),
+    "calls per session, up to": ("agents/gsd-researcher.md", "Run up to 10 deep research calls per session."),
+    "calls per session, between": ("README.md", "Use between 5 and 10 deep calls per session."),
+    "calls per session, in words": ("skills/deep-research/SKILL.md", "At most ten deep research calls a session."),
+    "calls per session, full-width": ("skills/deep-research/SKILL.md", "Budget １０ deep research calls per session."),
+    "a cost off the facts": ("README.md", "costs about $0.01 per query"),
+    "costs swapped between efforts": ("skills/deep-research/SKILL.md", "About $0.21 at high, $1.19 at low."),
+    "a cost in cents": ("skills/deep-research/SKILL.md", "Each call costs about 20 cents."),
+    "a cost in dollars": ("README.md", "A deep call is roughly 0.05 dollars."),
+    "another cost range": ("agents/gsd-researcher.md", "Deep research costs $0.01-$1 per call."),
+    "a range end alone": ("README.md", "Each deep call costs $0.20."),
+    "JOB_RUNNING exit code 5 = stop": ("commands/deep.md", "`JOB_RUNNING` (exit code 5) = stop."),
+    "JOB_FAILED = wait again": ("skills/deep-research/SKILL.md", "`JOB_FAILED` (exit 5): run the same jobs wait again."),
+    "exit status before the code": ("README.md", "exit 5, error.code JOB_RUNNING → still running: run it again"),
+    "TIMEOUT means still running": ("commands/deep.md",
+                                    "if it ends with `TIMEOUT` (exit 6) the job is still running: wait again"),
+    "STILL_RUNNING": ("skills/deep-research/SKILL.md", "`STILL_RUNNING` means wait again."),
+    "another wait timeout": ("README.md", "gsd-research jobs wait ID --timeout 300"),
+    "deep TIMEOUT: retry and fall back": ("agents/gsd-researcher.md",
+                                          "| `TIMEOUT`, `NETWORK_ERROR` | retry once later, then fall back |"),
+}
+
+
+def _mutated(rel: str, text: str) -> dict[str, str]:
+    texts = dict(TEXTS)
+    texts[rel] = f"{texts[rel]}\n\n{text}\n"
+    return texts
+
+
+@pytest.mark.parametrize("rel, text", list(REWORDINGS.values()), ids=list(REWORDINGS))
+def test_each_rewording_of_a_contradiction_is_caught(rel, text):
+    assert fc.text_problems(rel, TEXTS[rel], TEXTS) == []  # the copy differs from a clean text by the rewording only
+    assert fc.violations(_mutated(rel, text)).get(rel), f"{text!r} in {rel} went unnoticed"
+
+
+@pytest.mark.parametrize("rel", ["README.md", "skills/deep-research/SKILL.md", "agents/gsd-researcher.md"])
+def test_a_reworded_statement_is_caught(rel):
+    """A listed file that says the fact in other words no longer carries it verbatim."""
+    texts = dict(TEXTS)
+    statement = fc.normalize(FACTS["deep_cost"]["statement"])
+    texts[rel] = fc.normalize(texts[rel]).replace(statement, statement.replace("Each call costs money", "Calls cost"))
+    if rel in FACTS["deep_cost"]["stated_in"]:
+        assert any("lacks the deep_cost statement" in p for p in fc.violations(texts).get(rel, []))
+    else:
+        assert fc.violations(texts).get(rel) is None
+
+
+@pytest.fixture
+def copy_of_the_texts(tmp_path):
+    root = tmp_path / "checkout"
+    for name in ("agents", "commands", "skills", "hooks", ".claude-plugin"):
+        shutil.copytree(ROOT / name, root / name, ignore=shutil.ignore_patterns("__pycache__", ".claude*"))
+    for name in ("README.md", "plugin.json"):
+        shutil.copy2(ROOT / name, root / name)
+    assert fc.violations(fc.file_texts(root)) == {}
+    return root
+
+
+def _edit_json(path, key: str, extra: str) -> None:
+    data = json.loads(path.read_text())
+    data[key] = f"{data.get(key, '')} {extra}"
+    path.write_text(json.dumps(data, indent=2))
+
+
+def test_the_files_once_never_read_are_read(copy_of_the_texts):
+    root = copy_of_the_texts
+    (root / "skills" / "web-search" / "reference").mkdir()
+    (root / "skills" / "web-search" / "reference" / "confidence.md").write_text("Search results are MEDIUM confidence.\n")
+    _edit_json(root / "hooks" / "hooks.json", "description", "Run up to 10 deep research calls per session.")
+    _edit_json(root / "plugin.json", "description", "Always include the current year in queries.")
+    _edit_json(root / ".claude-plugin" / "plugin.json", "description", "Deep research costs $0.05 per call.")
+    (root / "skills" / "deep-research" / "notes.txt").write_text("`JOB_RUNNING` (exit code 5) = stop.\n")
+
+    found = fc.violations(fc.file_texts(root))
+
+    assert set(found) == {"skills/web-search/reference/confidence.md", "hooks/hooks.json", "plugin.json",
+                          ".claude-plugin/plugin.json", "skills/deep-research/notes.txt"}, found
+
+
+def test_a_contradiction_in_a_help_text_is_caught(monkeypatch):
+    from gsd_research.deep.command import deep
+
+    monkeypatch.setattr(deep, "help", f"{deep.help}\n\nBudget up to 10 deep research calls per session.")
+
+    found = fc.problems(fc.help_texts())
+
+    assert list(found) == ["help: gsd-research deep"], found
+
+
+def test_a_contradiction_in_a_suggestion_string_is_caught(tmp_path):
+    package = tmp_path / "gsd_research"
+    package.mkdir()
+    shutil.copy2(ROOT / "lib" / "gsd_research" / "search" / "command.py", package / "command.py")
+    assert fc.problems(fc.message_texts(package)) == {}
+    (package / "command.py").write_text((package / "command.py").read_text().replace(
+        "EXAMPLE = '", "EXAMPLE = 'gsd-research search \"EV market 2025 trends\"'  # '"))
+
+    assert list(fc.problems(fc.message_texts(package))) == ["strings:gsd_research/command.py"]
 
 
 # -- the jobs wait loop, as the command answers it ------------------------------------------------------------
@@ -226,7 +208,7 @@ def test_jobs_wait_answers_as_the_facts_say(cli, fake, home, monkeypatch, outcom
 
 @pytest.mark.parametrize("rel", list(TEXTS))
 def test_texts_use_todays_gsd_command_names(rel):
-    text = flat(TEXTS[rel])
+    text = fc.flat(TEXTS[rel])
     # global installs turn GSD's commands into skills: /gsd-plan-phase; /gsd:research-phase is gone
     assert re.findall(r"/gsd:(?!research-phase)[a-z-]+", text) == [], rel
     old = [m.start() for m in re.finditer(r"/gsd:research-phase", text)]
