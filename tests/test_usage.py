@@ -85,6 +85,16 @@ def test_budget_is_reported_with_what_remains(cli, home):
     assert doc["today"]["budget_usd"] == 2 and doc["today"]["remaining_usd"] == pytest.approx(1.242)
 
 
+def test_a_ref_already_in_the_ledger_is_not_written_again(home):
+    usage_ledger.record("perplexity", "m", 1, 1, 0.1, "jobs worker", ref="job-1:remote-1")
+    usage_ledger.record("perplexity", "m", 1, 1, 0.1, "jobs worker", ref="job-1:remote-12")  # not a prefix match
+    usage_ledger.record("perplexity", "m", 1, 1, 0.1, "deep", ref="job-1:remote-1")  # a crash-retried write
+
+    lines = usage_ledger.ledger_path().read_text().splitlines()
+
+    assert [json.loads(line)["ref"] for line in lines] == ["job-1:remote-1", "job-1:remote-12"]
+
+
 def test_corrupt_lines_are_skipped_and_refs_count_once(cli, home):
     usage_ledger.record("perplexity", "m", 1, 1, 0.1, "jobs worker", ref="job-1:remote-1")
     usage_ledger.record("perplexity", "m", 1, 1, 0.1, "jobs worker", ref="job-1:remote-1")  # a crash-retried write

@@ -2,7 +2,9 @@
 
 Any command may call `record(...)`; `summarize(...)` totals spend and tokens per provider and day.
 Lines are appended under an exclusive lock in one write, so concurrent writers never interleave;
-a line left unreadable by a crash is skipped. Entries carrying the same `ref` count once.
+a line left unreadable by a crash is skipped. An entry whose `ref` is already in the ledger is not
+written again (checked under the same lock: a write retried after a crash stays one line), and
+entries carrying the same `ref` count once anyway.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ def _now() -> datetime:
 def record(provider: str, model: str | None, tokens_in: int, tokens_out: int, cost: float, command: str, *,
            cost_source: str = "api", ref: str | None = None, extra: dict | None = None,
            when: datetime | None = None) -> dict:
-    """Append one call to the ledger and return the entry (keys never reach it)."""
+    """Append one call to the ledger and return the entry (keys never reach it); with a `ref` already
+    recorded nothing is written."""
     import fcntl
 
     from gsd_research.core.secrets import scrub
@@ -52,14 +55,30 @@ def record(provider: str, model: str | None, tokens_in: int, tokens_out: int, co
     line = scrub(json.dumps(entry, ensure_ascii=False, separators=(",", ":"), default=str)) + "\n"
     path = ledger_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
+        if ref and _holds(fd, scrub(json.dumps({"ref": ref}, ensure_ascii=False, separators=(",", ":")))[1:-1]):
+            return entry
         os.write(fd, line.encode("utf-8"))
         os.fsync(fd)
     finally:
         os.close(fd)  # closing releases the lock
     return entry
+
+
+def _holds(fd: int, fragment: str) -> bool:
+    """True when the ledger open at `fd` already has a line with this exact `"ref":"…"` fragment."""
+    needle = fragment.encode("utf-8")
+    size = os.fstat(fd).st_size
+    chunk, offset, tail = 1 << 20, 0, b""
+    while offset < size:
+        data = tail + os.pread(fd, chunk, offset)
+        if needle in data:
+            return True
+        offset += chunk
+        tail = data[-len(needle):]
+    return False
 
 
 def entries(since: date | None = None, path: Path | None = None) -> Iterator[dict]:
