@@ -32,8 +32,16 @@ class EndpointGone(ProviderError):
 
 
 class RemoteRunFailed(ProviderError):
-    """The provider ended the research run itself (failed, cancelled) or no longer knows it: only a new,
-    paid submission can answer the question now."""
+    """The provider ended the research run itself (failed, cancelled): only a new, paid submission can
+    answer the question now."""
+
+
+class RemoteNotFound(ProviderError):
+    """One poll of a known remote id answered 404 (maybe a passing fault): poll again, never re-submit."""
+
+
+class RemoteGone(ProviderError):
+    """Polls of a known remote id keep answering 404: the job fails naming it, never buying it again."""
 
 
 def attempt_timeout(maybe_accepted: bool = False) -> TimeoutError_:
@@ -233,11 +241,17 @@ class Perplexity:
         return self.async_result(self._get(f"/async/chat/completions/{remote_id}", remote_id, deadline))
 
     def _get(self, path: str, remote_id: str, deadline: float | None) -> dict:
+        """The status document of request `remote_id`: one about another request is malformed."""
         try:
-            return self._send("GET", path, deadline=deadline)
+            body = self._send("GET", path, deadline=deadline)
         except NotFound:
-            raise RemoteRunFailed(f"Perplexity no longer knows research request {remote_id} (HTTP 404)",
-                                  details={"provider": PROVIDER, "remote_id": remote_id}) from None
+            raise RemoteNotFound(f"Perplexity does not know research request {remote_id} (HTTP 404)",
+                                 details={"provider": PROVIDER, "remote_id": remote_id}) from None
+        if str(body.get("id") or "") != remote_id:
+            exc = _malformed(f"an answer about request '{str(body.get('id'))[:60]}' to a poll of {remote_id}")
+            exc.details["remote_id"] = remote_id
+            raise exc
+        return body
 
     @staticmethod
     def async_result(body: dict) -> dict | None:

@@ -10,13 +10,14 @@ from gsd_research.core import usage_ledger
 from gsd_research.core.config import home
 from gsd_research.core.errors import GsdError, ProviderError
 from gsd_research.deep import cost as costs
-from gsd_research.deep.perplexity import EndpointGone, Perplexity, poll
+from gsd_research.deep.perplexity import EndpointGone, Perplexity, RemoteGone, RemoteNotFound, poll
 from gsd_research.deep.settings import DeepSettings
 from gsd_research.deep.store import now_iso, read_json, write_json
 
 PROVIDER = "perplexity"
 GONE_MEMORY_S = 7 * 86400  # once Sonar said it is gone, go straight to the Agent API for a week
 WARN_SHARE = 0.8  # warn once a run has used this share of its timeout
+NOT_FOUND_POLLS = 3  # polls in a row answering 404 before a known remote request counts as gone
 
 
 class MaybeTaken(ProviderError):
@@ -43,6 +44,30 @@ class AttemptHooks(Protocol):
 
     def warn(self, started: float, timeout: float) -> None:
         """The attempt nears its timeout."""
+
+
+def tolerate_not_found(fetch: Callable[[], dict | None]) -> Callable[[], dict | None]:
+    """`fetch` (one poll of a known remote id) where a 404 counts as "still running" until NOT_FOUND_POLLS
+    polls in a row answered it: then RemoteGone, which fails the job naming the id (never re-submitted)."""
+    misses = 0
+
+    def guarded() -> dict | None:
+        nonlocal misses
+        try:
+            result = fetch()
+        except RemoteNotFound as exc:
+            misses += 1
+            if misses < NOT_FOUND_POLLS:
+                return None
+            rid = exc.details.get("remote_id")
+            raise RemoteGone(f"Perplexity answered 404 to {misses} polls in a row of research request {rid}: it no "
+                             "longer knows it. It is not bought again by itself", details=dict(exc.details),
+                             suggestions=["Asking again sends a new, paid request",
+                                          "Check the Perplexity dashboard for the request"]) from None
+        misses = 0
+        return result
+
+    return guarded
 
 
 def _state_path():
@@ -106,8 +131,9 @@ class DeepResearch:
         remote_id, remote_api = status.get("remoteId"), status.get("remoteApi")
 
         def wait_for(fetch: Callable[[], dict | None]) -> dict:
-            return poll(fetch, deadline=deadline, interval=self.s.poll_interval, check=hooks.check,
-                        warn_at=started + WARN_SHARE * timeout, on_warn=lambda: hooks.warn(started, timeout))
+            return poll(tolerate_not_found(fetch), deadline=deadline, interval=self.s.poll_interval,
+                        check=hooks.check, warn_at=started + WARN_SHARE * timeout,
+                        on_warn=lambda: hooks.warn(started, timeout))
 
         def run(api: str) -> dict:
             if api == "sonar":
