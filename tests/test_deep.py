@@ -371,9 +371,9 @@ def test_async_with_a_cached_answer_completes_at_once(cli, pplx, home):
     again = cli("deep", "--async", "asked twice").json
 
     assert again["status"] == "completed" and again["metadata"]["cache_hit"] is True
-    assert again["report"] == first["report"] and again["conversation_id"] != first["conversation_id"]
+    assert again["report"] == first["report"] and again["conversation_id"] == first["conversation_id"]
     assert not (home / "conversation-logs" / again["conversation_id"] / "job.json").exists()
-    assert len(paid(pplx.state)) == 1
+    assert len(paid(pplx.state)) == 1 and len(job_dirs(home)) == 1  # served from its conversation, not a copy
 
 
 @pytest.mark.parametrize("raw, clean", [

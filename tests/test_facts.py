@@ -188,6 +188,8 @@ def test_jobs_wait_answers_as_the_facts_say(cli, fake, home, monkeypatch, outcom
     configure(home, http={"max_retries": 0})
     if outcome == "JOB_FAILED":
         fake.add_fault("/perplexity/async/chat/completions", "status", status=500, times=100, method="POST")
+    if outcome == "JOB_RUNNING":
+        fake.state["pplx_async_delay"] = 5  # longer than the wait (which runs the job: no worker runs)
     job_id = cli("deep", "--async", f"question that ends {outcome}").json["conversation_id"]
     if outcome in ("done", "JOB_FAILED"):
         cli("jobs", "worker", "--once")

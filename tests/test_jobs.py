@@ -15,15 +15,15 @@ from tests.conftest import assert_no_traceback
 from tests.test_deep import CANARY, all_state_text, configure, read
 
 # (fault, options, error code of each attempt, HTTP requests per try: the HTTP layer itself retries
-# 408/429/5xx/timeouts once more with http.max_retries 1). A job that failed for good answers JOB_FAILED
-# (exit 5) with the attempts' code as its cause.
+# 408/429/5xx/timeouts once more with http.max_retries 1, attempts: a rejected key is not retried).
+# A job that failed for good answers JOB_FAILED (exit 5) with the attempts' code as its cause.
 FAULTS = [
-    ("status", {"status": 429}, "RATE_LIMITED", 2),
-    ("status", {"status": 500}, "UPSTREAM_ERROR", 2),
-    ("status", {"status": 503}, "UPSTREAM_ERROR", 2),
-    ("timeout", {"delay": 0.6}, "TIMEOUT", 2),
-    ("malformed", {}, "UPSTREAM_ERROR", 1),
-    ("html", {}, "INVALID_API_KEY", 1),
+    ("status", {"status": 429}, "RATE_LIMITED", 2, 3),
+    ("status", {"status": 500}, "UPSTREAM_ERROR", 2, 3),
+    ("status", {"status": 503}, "UPSTREAM_ERROR", 2, 3),
+    ("timeout", {"delay": 0.6}, "TIMEOUT", 2, 3),
+    ("malformed", {}, "UPSTREAM_ERROR", 1, 3),
+    ("html", {}, "INVALID_API_KEY", 1, 1),
 ]
 
 
@@ -115,8 +115,9 @@ def test_list_respects_max_tokens(cli, pplx):
 
 # -- retries and failures ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kind, opts, code, per_try", FAULTS, ids=[f"{f[0]}-{f[2]}" for f in FAULTS])
-def test_faults_are_retried_then_the_job_fails_with_the_error_code(cli, pplx, home, kind, opts, code, per_try):
+@pytest.mark.parametrize("kind, opts, code, per_try, tries", FAULTS, ids=[f"{f[0]}-{f[2]}" for f in FAULTS])
+def test_faults_are_retried_then_the_job_fails_with_the_error_code(cli, pplx, home, kind, opts, code, per_try,
+                                                                   tries):
     configure(home, http={"max_retries": 1, "read_timeout": 0.3})
     pplx.add_fault("/perplexity/async/chat/completions", kind, times=100, method="POST", **opts)
     job_id = enqueue(cli, "doomed")
@@ -125,11 +126,11 @@ def test_faults_are_retried_then_the_job_fails_with_the_error_code(cli, pplx, ho
     result = cli("jobs", "result", job_id)
 
     status = status_of(home, job_id)
-    assert status["status"] == "failed" and status["attempts"] == 3 and status["failedAt"]
-    assert status["error"]["code"] == code and [e["code"] for e in status["errors"]] == [code] * 3
+    assert status["status"] == "failed" and status["attempts"] == tries and status["failedAt"]
+    assert status["error"]["code"] == code and [e["code"] for e in status["errors"]] == [code] * tries
     assert not (home / "conversation-logs" / job_id / "job.json").exists()
     posts = pplx.hits("/perplexity/async/chat/completions", method="POST")
-    assert len(posts) == 3 * per_try
+    assert len(posts) == tries * per_try
     assert len({p.json()["idempotency_key"] for p in posts}) == 1  # every try under the same key: never paid twice
     assert result.code == 5 and result.json["error"]["code"] == "JOB_FAILED"
     assert result.json["error"]["details"]["cause"] == code
@@ -153,9 +154,9 @@ def test_a_failed_attempt_is_recorded_then_retried_to_success(cli, pplx, home):
 
 
 def test_polling_timeout_fails_the_attempt(cli, pplx, home):
-    configure(home, deep={"max_attempts": 2})
+    configure(home, deep={"max_attempts": 2, "timeout": 1})
     pplx.state["pplx_async_delay"] = 30
-    job_id = enqueue(cli, "never finishes", "--timeout", "1")
+    job_id = enqueue(cli, "never finishes")
 
     started = time.monotonic()
     cli("jobs", "worker", "--once")
@@ -209,6 +210,7 @@ def test_wait_returns_the_report_of_a_completed_job(cli, pplx):
 
 
 def test_wait_times_out_with_exit_6_while_pending(cli, pplx):
+    pplx.state["pplx_async_delay"] = 5  # jobs wait runs it (no worker runs), and it takes longer than the wait
     job_id = enqueue(cli, "nobody runs me")
 
     started = time.monotonic()
@@ -332,7 +334,7 @@ def test_status_restarts_a_dead_worker(run_bin, pplx, home, reap):
 
 
 def test_retry_waits_at_least_the_servers_retry_after(cli, pplx, home):
-    configure(home, http={"max_retries": 0}, deep={"retry_backoff": 0.01})
+    configure(home, http={"max_retries": 0}, deep={"retry_backoff": 0.01, "retry_backoff_max": 2})
     pplx.add_fault("/perplexity/async/chat/completions", "status", status=429, times=1, method="POST",
                    retry_after="1")
     job_id = enqueue(cli, "slow down")

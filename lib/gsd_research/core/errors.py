@@ -31,6 +31,7 @@ EXIT_CODES: dict[str, int] = {
     "INTERNAL_ERROR": 1,
     "STATE_NOT_WRITABLE": 1,
     "ACCESS_DENIED": 5,
+    "INTERRUPTED": 130,  # SIGINT; SIGTERM: 143
 }
 
 
@@ -117,3 +118,18 @@ class BudgetExceeded(GsdError):
 
 class JobNotFound(NotFound):
     code = "JOB_NOT_FOUND"
+
+
+class CallInterrupted(GsdError):
+    """A signal stopped the call; the exit status is 128 + its number (130 SIGINT, 143 SIGTERM)."""
+
+    code = "INTERRUPTED"
+
+    def __init__(self, signum: int, message: str, **kwargs) -> None:
+        super().__init__(message, **kwargs)
+        self.signum = int(signum)
+        self.details.setdefault("signal", self.signum)
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum

@@ -10,38 +10,40 @@ never bought again. A job another process runs is waited on, and taken over if t
 
 from __future__ import annotations
 
-import contextlib
 import signal
-import threading
 import time
 
-from gsd_research.core.errors import GsdError, TimeoutError_
-from gsd_research.deep.store import TERMINAL, JobStore, parse_iso, read_json
-from gsd_research.deep.worker import Interrupted, Worker
+from gsd_research.core.errors import CallInterrupted, GsdError, TimeoutError_
+from gsd_research.deep.signals import NOTHING_SENT, Interrupted, deferred_signals, sigterm_interrupts
+from gsd_research.deep.store import TERMINAL, JobStore, due_at, read_json
+from gsd_research.deep.worker import Worker
 
 WAIT_STEP = 0.25  # seconds between looks at a job another process runs
 
 
-@contextlib.contextmanager
-def sigterm_interrupts():
-    """SIGTERM raises Interrupted in the main thread while the block runs (the job is then handed over)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(_signum, _frame):
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one is enough: the hand-over takes milliseconds
-        raise Interrupted()
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+def attempt_here(rt, settings, store: JobStore, job_id: str, lock, until: float, *, stop_at: float | None,
+                 discard_untaken: bool = False, command: str = "deep") -> tuple[str, object] | None:
+    """One attempt of a queued job in this process, holding its run `lock` (always released): (state,
+    value) as `Worker.execute` gives them, or None when there was nothing to run: finished, or waiting out
+    a backoff that ends after the monotonic `until` (left to the worker)."""
+    job = store.job(job_id)
+    status = read_json(store.dir(job_id) / "status.json") or {}
+    retry_at = due_at(status, settings.retry_backoff_max)
+    if job is None or time.time() + max(0.0, until - time.monotonic()) < retry_at:
+        lock.release()
+        return None
+    time.sleep(max(0.0, retry_at - time.time()))
+    worker = Worker(rt, settings, once=True, store=store, command=command)
+    started = worker.start(job, status, lock=lock)
+    if started is None:
+        return None
+    return worker.execute(job, *started, stop_at=stop_at, discard_untaken=discard_untaken)
 
 
 class Foreground:
-    """Runs or waits on one job for a blocking caller, within `timeout` seconds of waiting."""
+    """Runs or waits on one job for a blocking caller, within its wait (`--timeout`, else the job's own
+    attempt timeout). The wait never shortens the job's attempts: when it ends first, the attempt is
+    handed over to the background and goes on with its own deadline."""
 
     def __init__(self, rt, ctx: dict, render) -> None:
         self.rt, self.ctx, self.render = rt, ctx, render
@@ -49,24 +51,27 @@ class Foreground:
         self.store = JobStore()
         self.job_id: str | None = None
         self.lock = None
-        self.until = time.monotonic() + float(ctx["timeout"])
+        self.wait = float(ctx.get("wait") or ctx["timeout"])
+        self.until = time.monotonic() + self.wait
 
-    def run(self, attached: tuple[str, dict] | None) -> dict:
+    def run(self, find_or_create) -> dict:
+        """`find_or_create()` gives (created, job id, status, run lock); it runs with interrupts deferred,
+        so an interrupt always knows whether a job exists."""
         with sigterm_interrupts():
             try:
-                return self._run(attached)
-            except (Interrupted, KeyboardInterrupt):
-                return self._interrupted()
+                with deferred_signals():
+                    created, self.job_id, status, self.lock = find_or_create()
+                if status.get("status") == "completed":
+                    return self._finished(status, created)
+                if not created:
+                    self.lock = self.store.claim(self.job_id)
+                return self._run(created)
+            except Interrupted:
+                return self._interrupted(signal.SIGTERM)
+            except KeyboardInterrupt:
+                return self._interrupted(signal.SIGINT)
 
-    def _run(self, attached: tuple[str, dict] | None) -> dict:
-        created = attached is None
-        if created:
-            params = {"effort": self.ctx["effort"], "model": self.s.model, "timeout": self.ctx["timeout"],
-                      "no_cache": self.rt.no_cache}
-            self.job_id, _, self.lock = self.store.create_claimed(self.ctx["text"], params,
-                                                                  priority=self.ctx["priority"], key=self.ctx["key"])
-        else:
-            self.job_id, self.lock = attached[0], self.store.claim(attached[0])
+    def _run(self, created: bool) -> dict:
         while True:
             if self.lock is not None:
                 outcome = self._attempt(self.lock, created)
@@ -82,20 +87,14 @@ class Foreground:
 
     def _attempt(self, lock, created: bool) -> dict | None:
         """One attempt in this process; None when there was nothing to run (the caller looks at the status)."""
-        job = self.store.job(self.job_id)
-        status = read_json(self.store.dir(self.job_id) / "status.json") or {}
-        retry_at = parse_iso(status.get("retryAt")) or 0
-        if job is None or time.time() + max(0.0, self.until - time.monotonic()) < retry_at:
-            lock.release()  # finished, or waiting out a backoff past our wait: left to the worker
+        # The caller's own --timeout (or an attached caller's wait) ends the wait, not the attempt.
+        stop_at = self.until if self.ctx.get("wait") or not created else None
+        ran = attempt_here(self.rt, self.s, self.store, self.job_id, lock, self.until, stop_at=stop_at,
+                           discard_untaken=created, command="deep")
+        if ran is None:
             return None
-        time.sleep(max(0.0, retry_at - time.time()))
-        worker = Worker(self.rt, self.s, once=True, store=self.store, command="deep")
-        started = worker.start(job, status, lock=lock)
-        if started is None:
-            return None
-        state, value = worker.execute(job, *started, stop_at=None if created else self.until,
-                                      discard_untaken=created)
-        if state == "completed":
+        state, value = ran
+        if state in ("completed", "failed"):
             return self._finished(self.store.status(self.job_id), created)
         if state == "cancelled":
             return None  # the status says cancelled: _finished reports it
@@ -111,7 +110,7 @@ class Foreground:
             if message is not None:
                 meta = {} if created else {"attached_to_job": self.job_id}
                 return self.render(self.job_id, message, meta)
-        from gsd_research.deep.jobs_command import terminal_error
+        from gsd_research.deep.render import terminal_error
 
         raise terminal_error(self.store, self.job_id, status)
 
@@ -120,9 +119,6 @@ class Foreground:
         if state == "discarded":
             return exc
         exc.details.update(conversation_id=self.job_id)
-        if state == "failed":
-            exc.suggestions = [f"gsd-research jobs status {self.job_id}", *exc.suggestions]
-            return exc
         exc.message += f". The job keeps its request and retries in the background ({self._where()})"
         exc.suggestions = [f"gsd-research jobs wait {self.job_id} --timeout 100",
                            f"gsd-research jobs cancel {self.job_id}", *exc.suggestions]
@@ -132,19 +128,19 @@ class Foreground:
 
     def _still_running(self, status: dict, why: str) -> TimeoutError_:
         return TimeoutError_(
-            f"Deep research job {self.job_id} is still {status.get('status')} after {self.ctx['timeout']:g} s "
+            f"Deep research job {self.job_id} is still {status.get('status')} after {self.wait:g} s "
             f"({why}); its request is kept ({self._where()})",
             suggestions=[f"gsd-research jobs wait {self.job_id} --timeout 100", *TIMEOUT_TIPS],
             details={"conversation_id": self.job_id, "status": status.get("status"),
                      "attempts": status.get("attempts", 0), "remote_id": status.get("remoteId")})
 
-    def _interrupted(self) -> dict:
+    def _interrupted(self, signum: int) -> dict:
         if self.lock is not None:
             self.lock.release()  # (already released when the attempt had started)
         if self.job_id is None:
-            raise GsdError("Interrupted before the job was created: nothing was sent", code="INTERNAL_ERROR")
+            raise CallInterrupted(signum, NOTHING_SENT)
         status = read_json(self.store.dir(self.job_id) / "status.json") or {}
-        if status.get("status") == "completed":
+        if status.get("status") in TERMINAL:  # the report, or why there is none
             return self._finished(status, created=True)
         raise GsdError(
             f"Interrupted: deep research job {self.job_id} goes on in the background ({self._where()}); "

@@ -8,8 +8,9 @@ import click
 
 from gsd_research.core.errors import GsdError
 from gsd_research.core.runtime import Runtime, agent_command
+from gsd_research.deep.render import quoted, terminal_error
 from gsd_research.deep.settings import load
-from gsd_research.deep.store import STATUSES, TERMINAL, JobStore, read_json
+from gsd_research.deep.store import STATUSES, TERMINAL, JobStore, damage, read_json
 
 STATUS_KEYS = ("status", "attempts", "priority", "effort", "model", "query", "createdAt", "startedAt", "completedAt",
                "failedAt", "cancelledAt", "retryAt", "error", "errors", "interruptions", "cost", "usage")
@@ -76,27 +77,32 @@ def list_jobs(rt, only: str | None, limit: int):
 
 
 def _list_row(store: JobStore, job_id: str) -> dict | None:
-    """One job's row; a damaged job (unreadable status.json) says so and how to fix it. None for a folder
-    still being created (no status.json yet, under a minute old)."""
+    """One job's row; a damaged job (unreadable status.json, no valid status, nothing able to run it)
+    says so and how to fix it. None for a folder still being created (no status.json, under a minute old)."""
     folder = store.logs / job_id
     status = read_json(folder / "status.json")
-    if status is not None:
-        row = {k: status.get(k) for k in ("status", "priority", "effort", "attempts", "createdAt") if k in status}
-        row["status"] = str(status.get("status"))
-        return {"conversation_id": job_id, **row, "query": str(status.get("query") or "")[:120]}
-    exists = (folder / "status.json").exists()
+    problem = damage(status)
+    if problem is None:
+        problem = store.orphaned(job_id, status) if status.get("status") in ("pending", "running") else None
+        if problem is None:
+            row = {k: status.get(k) for k in ("status", "priority", "effort", "attempts", "createdAt") if k in status}
+            return {"conversation_id": job_id, **row, "query": str(status.get("query") or "")[:120]}
     try:
         age = time.time() - folder.stat().st_mtime
     except OSError:
         return None
-    if not exists and age < 60:
+    if not (folder / "status.json").exists() and age < 60:
         return None
+    return {"conversation_id": job_id, "status": "damaged", **damaged_fix(store, job_id, problem)}
+
+
+def damaged_fix(store: JobStore, job_id: str, problem: str) -> dict:
+    """The query, problem and fix of a damaged job."""
+    folder = store.logs / job_id
     messages = (read_json(folder / "conversation.json") or {}).get("messages") or [{}]
     query = str(messages[0].get("content") or "") if isinstance(messages[0], dict) else ""
-    again = f"gsd-research deep {_quoted({'query': query})} --async" if query else "run the research again"
-    return {"conversation_id": job_id, "status": "damaged", "query": query[:120],
-            "problem": "status.json is unreadable (damaged)" if exists else "status.json is missing",
-            "fix": f"rm -r {folder} ; then {again}"}
+    again = f"gsd-research deep {quoted({'query': query})} --async" if query else "run the research again"
+    return {"query": query[:120], "problem": problem, "fix": f"rm -r {folder} ; then {again}"}
 
 
 @agent_command("status")
@@ -117,29 +123,6 @@ def job_status(rt, job_id: str):
     return doc
 
 
-def terminal_error(store: JobStore, job_id: str, status: dict) -> GsdError:
-    """The error of a job that ended without a report: JOB_FAILED (exit 5) with its cause, or JOB_CANCELLED."""
-    if status.get("status") == "cancelled":
-        return GsdError(f"Job {job_id} was cancelled", code="JOB_CANCELLED", details={"conversation_id": job_id},
-                        suggestions=[f"Enqueue it again: gsd-research deep {_quoted(status)} --async"])
-    if status.get("status") == "completed":  # completed, but the report in conversation.json is gone or damaged
-        return GsdError(f"The report of job {job_id} is unreadable (its conversation.json is missing or damaged)",
-                        code="JOB_NOT_FOUND", details={"conversation_id": job_id},
-                        suggestions=[f"Run the research again: gsd-research deep {_quoted(status)} --async"])
-    err = status.get("error") or {}
-    remote_id = err.get("remote_id") or status.get("remoteId")
-    details = {"conversation_id": job_id, "cause": str(err.get("code") or "UPSTREAM_ERROR"),
-               "attempts": status.get("attempts"), "errors": status.get("errors") or []}
-    if remote_id:
-        details["remote_id"] = remote_id
-    return GsdError(f"Job {job_id} failed after {status.get('attempts', 0)} attempt(s): "
-                    f"{err.get('code', 'UPSTREAM_ERROR')}: {err.get('message', '')}"
-                    + (f" (Perplexity request {remote_id})" if remote_id else ""),
-                    code="JOB_FAILED", details=details,
-                    suggestions=[f"gsd-research jobs status {job_id}",
-                                 f"Ask again (a new, paid request): gsd-research deep {_quoted(status)} --async"])
-
-
 def _result(rt, store: JobStore, job_id: str, status: dict) -> dict:
     from gsd_research.deep.render import answer_payload
 
@@ -155,12 +138,6 @@ def _result(rt, store: JobStore, job_id: str, status: dict) -> dict:
     doc = _status_view(job_id, status)
     doc.update(ready=False, next=f"gsd-research jobs wait {job_id} --timeout 100")
     return doc
-
-
-def _quoted(status: dict) -> str:
-    import shlex
-
-    return shlex.quote(str(status.get("query") or "QUERY"))
 
 
 @agent_command("result")
@@ -189,7 +166,8 @@ Outcomes, by exit status and error.code (never by message text):
               help="Seconds to wait (keep it under the Bash tool's timeout; run wait again after).")
 def job_wait(rt, job_id: str, timeout: float):
     store = JobStore()
-    interval = max(0.02, min(0.5, load(rt.config).poll_interval))
+    settings = load(rt.config)
+    interval = max(0.02, min(0.5, settings.poll_interval))
     deadline = time.monotonic() + timeout
     next_revive = 0.0
     while True:
@@ -197,14 +175,46 @@ def job_wait(rt, job_id: str, timeout: float):
         if status.get("status") in TERMINAL:
             return _result(rt, store, job_id, status)
         if time.monotonic() >= next_revive:
-            _revive(rt, store)
+            worker = _revive(rt, store)
             next_revive = time.monotonic() + 5.0
+            if worker is not None and not worker["running"]:  # deep.autostart is off and no worker runs
+                _run_here(rt, settings, store, job_id, deadline)
+                continue
         if time.monotonic() >= deadline:
-            raise GsdError(f"Job {job_id} is still {status.get('status')} after {timeout:g} s: wait again",
-                           code="JOB_RUNNING", suggestions=[f"gsd-research jobs wait {job_id} --timeout 100"],
-                           details={"conversation_id": job_id, "status": status.get("status"),
-                                    "attempts": status.get("attempts", 0)})
+            raise _still_running(store, job_id, status, timeout, settings.autostart)
         time.sleep(interval)
+
+
+def _run_here(rt, settings, store: JobStore, job_id: str, deadline: float) -> None:
+    """Run the job's attempt in this process until the wait ends (nothing else would run it)."""
+    from gsd_research.deep.foreground import attempt_here
+    from gsd_research.deep.signals import Interrupted, sigterm_interrupts
+
+    lock = store.claim(job_id)
+    if lock is None:
+        return
+    try:
+        with sigterm_interrupts():
+            attempt_here(rt, settings, store, job_id, lock, deadline, stop_at=deadline, command="jobs wait")
+    except (Interrupted, KeyboardInterrupt):
+        raise GsdError(f"Interrupted: job {job_id} is queued again with its request kept; wait on it again",
+                       code="JOB_RUNNING", suggestions=[f"gsd-research jobs wait {job_id} --timeout 100"],
+                       details={"conversation_id": job_id}) from None
+
+
+def _still_running(store: JobStore, job_id: str, status: dict, timeout: float, autostart: bool) -> GsdError:
+    message = f"Job {job_id} is still {status.get('status')} after {timeout:g} s: wait again"
+    details = {"conversation_id": job_id, "status": status.get("status"), "attempts": status.get("attempts", 0)}
+    suggestions = [f"gsd-research jobs wait {job_id} --timeout 100"]
+    if not autostart and not store.held(job_id):
+        from gsd_research.deep.queue import worker_alive
+
+        if worker_alive() is None:
+            message += (" (no worker runs the queue: deep.autostart is off, so the job advances only while "
+                        "jobs wait runs it; start one with: gsd-research jobs worker)")
+            details["worker"] = {"running": False, "needed": True}
+            suggestions.append("gsd-research jobs worker")
+    return GsdError(message, code="JOB_RUNNING", suggestions=suggestions, details=details)
 
 
 @agent_command("cancel")
@@ -220,6 +230,9 @@ def job_cancel(rt, job_id: str):
             return {"conversation_id": job_id, "cancelled": False, "status": before,
                     "note": f"The job is already {before}"}
         store.finish(job_id, "cancelled")
+    from gsd_research.deep.accounting import record_unreported
+
+    record_unreported(rt.config, job_id, status, "jobs cancel", "cancelled")  # its accepted request was paid
     return {"conversation_id": job_id, "cancelled": True, "status": "cancelled", "was": before}
 
 

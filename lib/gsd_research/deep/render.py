@@ -73,3 +73,41 @@ def message_from(result: dict) -> dict:
             "cost": {"usd": 0.0, "source": "cache"} if cached else result.get("cost"),
             "model": result.get("model"), "api": result.get("api"), "cacheHit": cached,
             "fallback": bool(result.get("fallback")), "warnings": result.get("warnings") or []}
+
+
+def quoted(status: dict) -> str:
+    import shlex
+
+    return shlex.quote(str(status.get("query") or "QUERY"))
+
+
+def terminal_error(store, job_id: str, status: dict):
+    """The error of a job that ended without a report: JOB_FAILED (exit 5) with its cause, or JOB_CANCELLED."""
+    from gsd_research.core.errors import GsdError
+    from gsd_research.deep.questions import revivable
+
+    if status.get("status") == "cancelled":
+        again = (f"Ask again to fetch the report of Perplexity request {status['remoteId']} (nothing is paid twice)"
+                 if revivable(status) else "Enqueue it again")
+        return GsdError(f"Job {job_id} was cancelled", code="JOB_CANCELLED", details={"conversation_id": job_id},
+                        suggestions=[f"{again}: gsd-research deep {quoted(status)} --async"])
+    if status.get("status") == "completed":  # completed, but the report in conversation.json is gone or damaged
+        return GsdError(f"The report of job {job_id} is unreadable (its conversation.json is missing or damaged)",
+                        code="JOB_NOT_FOUND", details={"conversation_id": job_id},
+                        suggestions=[f"Run the research again: gsd-research deep {quoted(status)} --async"])
+    err = status.get("error") if isinstance(status.get("error"), dict) else {"message": str(status.get("error") or "")}
+    remote_id = err.get("remote_id") or status.get("remoteId")
+    details = {"conversation_id": job_id, "cause": str(err.get("code") or "UPSTREAM_ERROR"),
+               "attempts": status.get("attempts"), "errors": status.get("errors") or []}
+    if remote_id:
+        details["remote_id"] = remote_id
+    again = f"gsd-research deep {quoted(status)} --async"
+    if revivable(status):
+        when = f"After {err['retryAfter']}, ask" if err.get("retryAfter") else "Ask"
+        ask = f"{when} again to fetch the report of Perplexity request {remote_id} (nothing is paid twice): {again}"
+    else:
+        ask = f"Ask again (a new, paid request): {again}"
+    return GsdError(f"Job {job_id} failed after {status.get('attempts', 0)} attempt(s): "
+                    f"{err.get('code', 'UPSTREAM_ERROR')}: {err.get('message', '')}"
+                    + (f" (Perplexity request {remote_id})" if remote_id else ""),
+                    code="JOB_FAILED", details=details, suggestions=[f"gsd-research jobs status {job_id}", ask])

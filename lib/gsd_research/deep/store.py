@@ -9,90 +9,30 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import re
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from gsd_research.core.config import home
 from gsd_research.core.errors import JobNotFound, UsageError
+from gsd_research.deep.files import (  # noqa: F401 - re-exported: the store's callers import them from here
+    STATUSES,
+    TERMINAL,
+    TMP_SUFFIX,
+    damage,
+    due_at,
+    file_lock,
+    new_id,
+    now_iso,
+    parse_iso,
+    read_json,
+    write_json,
+)
 
-ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{2,80}$")
-TERMINAL = frozenset({"completed", "failed", "cancelled"})
-STATUSES = ("pending", "running", "completed", "failed", "cancelled")
-TMP_SUFFIX = ".tmp"
+ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{2,80}\Z")
 SEQ_WIDTH = 20
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def parse_iso(text: str | None) -> float | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
-def new_id() -> str:
-    """A unique, time-sortable conversation id such as dr-20261122-042614123-9f3c2a1b (UTC, milliseconds)."""
-    now = time.time()
-    return f"dr-{time.strftime('%Y%m%d-%H%M%S', time.gmtime(now))}{int(now % 1 * 1000):03d}-{os.urandom(4).hex()}"
-
-
-def write_json(path: Path, doc: Any, durable: bool = True) -> None:
-    """Replace `path` with `doc` as JSON in one rename; known keys scrubbed out first.
-
-    The rename makes it atomic for readers and against a killed writer; `durable` adds an fsync so
-    the new content also survives a power loss (skipped for transient states that can be redone).
-    """
-    from gsd_research.core.secrets import scrub
-
-    text = scrub(json.dumps(doc, ensure_ascii=False, indent=1, default=str))
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(3).hex()}{TMP_SUFFIX}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            if durable:
-                os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def read_json(path: Path) -> dict | None:
-    """A JSON document, or None when it is missing or unreadable."""
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) else None
-
-
-@contextlib.contextmanager
-def file_lock(path: Path, blocking: bool = True):
-    """An exclusive flock on `path`; yields False (without waiting) when not blocking and it is held."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)
 
 
 class RunLock:
@@ -129,12 +69,31 @@ class JobStore:
         return path
 
     def status(self, job_id: str) -> dict:
+        """The job's status document; JOB_NOT_FOUND naming the damage (and its fix) when it is unusable."""
         doc = read_json(self.existing_dir(job_id) / "status.json")
-        if doc is None:
-            raise JobNotFound(f"The status of job '{job_id}' is unreadable (damaged status.json)",
-                              suggestions=[f"Remove {self.dir(job_id)} and run the research again",
+        problem = damage(doc) or self.orphaned(job_id, doc or {})
+        if problem:
+            raise JobNotFound(f"Job '{job_id}' is damaged: {problem}", details={"conversation_id": job_id,
+                                                                               "damaged": True},
+                              suggestions=[f"rm -r {self.dir(job_id)}", "then run the research again",
                                            "gsd-research jobs list"])
-        return doc
+        return doc  # type: ignore[return-value]
+
+    def orphaned(self, job_id: str, status: dict, grace: float = 60.0) -> str | None:
+        """Why a job nobody can ever run is stuck, or None: `running` (or `pending` for over `grace`
+        seconds) with no job.json and no runner. A live enqueue writes job.json milliseconds after
+        status.json; a job is `running` only while queued."""
+        state = status.get("status")
+        if state not in ("pending", "running") or (self.dir(job_id) / "job.json").exists():
+            return None
+        since = parse_iso(status.get("revivedAt") or status.get("createdAt")) or 0
+        if state == "pending" and time.time() - since < grace:
+            return None
+        if self.held(job_id):
+            return None
+        if (self.dir(job_id) / "job.json").exists():  # queued in the meantime
+            return None
+        return f"status.json says {state} but the job has no job.json: nothing can ever run it"
 
     def conversation(self, job_id: str) -> dict:
         return read_json(self.existing_dir(job_id) / "conversation.json") or {"id": job_id, "messages": []}
@@ -188,20 +147,10 @@ class JobStore:
         job_id = str(doc.get("id") or "")
         return job_id if ID_PATTERN.match(job_id) else None
 
-    def attachable(self, key: str, ttl: float, finished_too: bool = True) -> tuple[str, dict] | None:
-        """The job already asking this question: queued or running, or (with `finished_too`) completed
-        within `ttl` seconds with its report readable. None when a new job is needed."""
-        job_id = self.lookup(key)
-        status = read_json(self.logs / job_id / "status.json") if job_id else None
-        if status is None or status.get("key") != key:
-            return None
-        state = status.get("status")
-        if state in ("pending", "running") and self.job(job_id) is not None:
-            return job_id, status
-        if state == "completed" and finished_too and self.has_answer(job_id) is not None:
-            if time.time() - (parse_iso(status.get("completedAt")) or 0) <= ttl:
-                return job_id, status
-        return None
+    def point(self, key: str, job_id: str, at: str) -> None:
+        """Make `job_id` the job a later call asking the question with this key finds."""
+        self._index_path(key).parent.mkdir(parents=True, exist_ok=True)
+        write_json(self._index_path(key), {"id": job_id, "at": at}, durable=False)
 
     # -- enqueue -------------------------------------------------------------------------------
     def next_seq(self) -> int:
@@ -280,12 +229,11 @@ class JobStore:
                           usage=answer.get("usage"), cost=answer.get("cost"))
         write_json(path / "conversation.json", conversation)
         write_json(path / "status.json", status)
+        if key:  # before job.json: once the job can run (and pay), the same question finds it
+            self.point(key, job_id, created)
         if enqueue:
             write_json(path / "job.json", dict(params, id=job_id, query=query, priority=priority, seq=seq,
                                                createdAt=created))
-        if key:
-            self._index_path(key).parent.mkdir(parents=True, exist_ok=True)
-            write_json(self._index_path(key), {"id": job_id, "at": created}, durable=False)
         return job_id, status, lock
 
     # -- transitions ---------------------------------------------------------------------------
@@ -367,7 +315,7 @@ class JobStore:
                     if not (path / "status.json").exists() and path.stat().st_mtime < cutoff:
                         out.append(job_id)
                 continue
-            created = parse_iso(status.get("createdAt"))
+            created = parse_iso(status.get("revivedAt") or status.get("createdAt"))
             if (status.get("status") == "pending" and status.get("mode") in ("async", "blocking")
                     and created is not None and created < cutoff):
                 out.append(job_id)

@@ -23,16 +23,14 @@ import traceback
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 from gsd_research.core.errors import GsdError, TimeoutError_
-from gsd_research.deep import joblog, queue, result_cache
+from gsd_research.deep import accounting, failures, joblog, queue, result_cache
 from gsd_research.deep.guard import check_budget
 from gsd_research.deep.perplexity import RemoteRunFailed
 from gsd_research.deep.render import message_from
-from gsd_research.deep.research import DeepResearch, MaybeTaken
+from gsd_research.deep.research import DeepResearch
 from gsd_research.deep.settings import DeepSettings
-from gsd_research.deep.store import JobStore, RunLock, file_lock, now_iso, parse_iso, read_json, write_json
-
-PERMANENT = frozenset({"USAGE_ERROR", "MISSING_API_KEY", "BUDGET_EXCEEDED"})
-REMOTE_FIELDS = ("remoteId", "remoteApi", "submitKey", "agentSubmittedAt")
+from gsd_research.deep.signals import Interrupted
+from gsd_research.deep.store import JobStore, RunLock, due_at, file_lock, now_iso, read_json, write_json
 
 
 class JobCancelled(Exception):
@@ -41,10 +39,6 @@ class JobCancelled(Exception):
 
 class HandOver(Exception):  # noqa: N818 - an outcome, not an error
     """A blocking caller stops waiting before the attempt's own deadline: the job goes on without it."""
-
-
-class Interrupted(BaseException):  # noqa: N818 - like KeyboardInterrupt
-    """SIGTERM (what the Bash tool's timeout sends) reached a process running a job."""
 
 
 class JobHooks:
@@ -173,9 +167,9 @@ class Worker:
             while True:
                 self._reap(running)
                 jobs = [js for js in self.store.queued() if js[0]["id"] not in running]
-                now = time.time()
-                later = [parse_iso(js[1].get("retryAt")) for js in jobs if (parse_iso(js[1].get("retryAt")) or 0) > now]
-                for job, status in (js for js in jobs if (parse_iso(js[1].get("retryAt")) or 0) <= now):
+                now, cap = time.time(), self.s.retry_backoff_max
+                later = [due_at(js[1], cap) for js in jobs if due_at(js[1], cap) > now]
+                for job, status in (js for js in jobs if due_at(js[1], cap) <= now):
                     if len(running) >= self.s.concurrency:
                         break
                     started = self.start(job, status)
@@ -245,6 +239,7 @@ class Worker:
             if died > self.s.max_interruptions:
                 err = {"code": "INTERNAL_ERROR", "message": f"The job's runner died {died} times running it"}
                 self.store.finish(job_id, "failed", error=err, interruptions=died)
+                accounting.record_unreported(self.rt.config, job_id, status, self.command, "runner died")
                 self.count("failed")
                 return None
             changes["interruptions"] = died
@@ -279,6 +274,7 @@ class Worker:
                     raise
                 raise HandOver(job_id) from exc
         except JobCancelled:
+            self.unreported(job_id, "cancelled")
             self.count("cancelled")
             self.log(f"cancelled {job_id}")
             return "cancelled", None
@@ -307,7 +303,8 @@ class Worker:
             cached = result_cache.get(query, effort, model, self.rt.config.ttl("deep"))
             if cached is not None:
                 return dict(cached, cache_hit=True)
-        check_budget(self.s)
+        if not status.get("remoteId"):  # resuming a request already paid for spends nothing more
+            check_budget(self.s)
         return self.research.priced(self.research.resumable(job, status, hooks, stop_at))
 
     def _untaken(self, job_id: str, exc: GsdError) -> bool:
@@ -327,7 +324,8 @@ class Worker:
         message = message_from(result)
         with self.store.lock(job_id):
             current = read_json(self.store.dir(job_id) / "status.json") or {}
-            if current.get("status") == "cancelled":
+            if current.get("status") == "cancelled":  # paid for all the same: its ledger line, real cost
+                self._account(job_id, current, message)
                 self.count("cancelled")
                 return
             self.store.commit_answer(job_id, message)  # the commit point
@@ -335,7 +333,8 @@ class Worker:
             self.store.finish(job_id, "completed", usage=message["usage"], cost=message["cost"], error=None,
                               attempts=int(current.get("attempts") or 0) + 1, ledgerRecorded=True)
         if not result.get("cache_hit"):
-            result_cache.put(job["query"], job.get("effort") or "medium", job.get("model") or self.s.model, result)
+            result_cache.put(job["query"], job.get("effort") or "medium", job.get("model") or self.s.model, result,
+                             conversation_id=job_id)
         self.count("completed")
         self.log(f"completed {job_id}")
 
@@ -354,28 +353,16 @@ class Worker:
 
     def failed(self, job_id: str, exc: GsdError) -> str:
         """Record a failed attempt: retried after a backoff ("pending") or finally "failed"."""
-        with self.store.lock(job_id):
-            current = read_json(self.store.dir(job_id) / "status.json") or {}
-            if current.get("status") == "cancelled":
-                return "cancelled"
-            attempts = int(current.get("attempts") or 0) + 1
-            error = {"code": exc.code, "message": exc.message, "at": now_iso(), "attempt": attempts}
-            remote_id = exc.details.get("remote_id") or current.get("remoteId")
-            if remote_id:
-                error["remote_id"] = remote_id
-            history = list(current.get("errors") or [])[-9:] + [error]
-            if attempts >= self.s.max_attempts or exc.code in PERMANENT or isinstance(exc, MaybeTaken):
-                self.store.finish(job_id, "failed", attempts=attempts, error=error, errors=history)
-                self.count("failed")
-                self.log(f"failed {job_id}: {exc.code} after {attempts} attempt(s)")
-                return "failed"
-            retry_at = time.time() + max(self.s.backoff(attempts), float(exc.retry_after or 0))
-            changes = {"status": "pending", "attempts": attempts, "error": error, "errors": history,
-                       "retryAt": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(retry_at))
-                       + f".{int(retry_at % 1 * 1000):03d}Z"}
-            if isinstance(exc, RemoteRunFailed):  # the provider ended that run: the next try submits anew
-                changes.update(dict.fromkeys(REMOTE_FIELDS), submissions=int(current.get("submissions") or 0) + 1)
-            self.store.update_status(job_id, **changes)
+        state = failures.record(self.store, self.s, self.rt.config, job_id, exc, self.command)
+        if state == "failed":
+            self.count("failed")
+            self.log(f"failed {job_id}: {exc.code}")
+        elif state == "pending":
             self.count("retried")
-            self.log(f"attempt {attempts} of {job_id} failed ({exc.code}); retry after backoff")
-            return "pending"
+            self.log(f"attempt of {job_id} failed ({exc.code}); retry after backoff")
+        return state
+
+    def unreported(self, job_id: str, reason: str) -> None:
+        """The ledger line of the job's accepted request that ends without a report (written once)."""
+        status = read_json(self.store.dir(job_id) / "status.json") or {}
+        accounting.record_unreported(self.rt.config, job_id, status, self.command, reason)

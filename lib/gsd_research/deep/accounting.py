@@ -1,0 +1,38 @@
+"""The ledger lines of deep research jobs: one per request Perplexity accepted (and billed), whatever became
+of it, each with a `ref` naming the job and its remote request so that it is written once.
+
+A request that ended without a report (failed polls, cancelled mid-run, a lost submit answer, a run the
+provider ended) has no usage figures: its line carries the price table's typical cost for the job's
+effort, marked `estimated: true`, so that the daily budget counts it.
+"""
+
+from __future__ import annotations
+
+from gsd_research.core import usage_ledger
+from gsd_research.deep import cost as costs
+
+PROVIDER = "perplexity"
+
+
+def ref_of(job_id: str, status: dict) -> str | None:
+    """The ledger ref of the job's current remote request; None when the provider certainly has none
+    (nothing accepted yet, or a Sonar submit whose answer never came: its idempotency key is reused)."""
+    if status.get("remoteId"):
+        return f"{job_id}:{status['remoteId']}"
+    if status.get("agentSubmittedAt"):  # an Agent API submit that may have been accepted (no id came back)
+        return f"{job_id}:agent@{status['agentSubmittedAt']}"
+    return None
+
+
+def record_unreported(config, job_id: str, status: dict, command: str, reason: str) -> dict | None:
+    """One estimated line for the job's accepted request that ended without a report (once per ref)."""
+    ref = ref_of(job_id, status)
+    if ref is None:
+        return None
+    model = status.get("model") or "sonar-deep-research"
+    table = costs.price_table(config)
+    api = status.get("remoteApi") or ("agent" if status.get("agentSubmittedAt") else "sonar")
+    usd = costs.expected_cost(table, PROVIDER, model, str(status.get("effort") or "medium"))
+    return usage_ledger.record(PROVIDER, model, 0, 0, float(usd or 0.0), command, cost_source="estimated", ref=ref,
+                               extra={"api": api, "estimated": True, "reason": reason,
+                                      "remote_id": status.get("remoteId")})

@@ -1,0 +1,71 @@
+"""What a failed attempt does to its job: retried after a backoff, or failed for good.
+
+Failed for good: after `max_attempts`; at once for errors no retry can fix (a rejected key, a spent
+budget, a usage error), for a paid submit that may have been accepted without an id (never re-sent),
+for a remote request Perplexity no longer knows (never bought again by itself), and when Perplexity asks
+to wait longer than any backoff of ours (`deep.retry_backoff_max`): the error then says when to retry.
+A request the provider accepted gets its ledger line when it ends without a report (`accounting`).
+"""
+
+from __future__ import annotations
+
+import time
+
+from gsd_research.core.errors import GsdError
+from gsd_research.deep import accounting
+from gsd_research.deep.perplexity import RemoteGone, RemoteRunFailed
+from gsd_research.deep.research import MaybeTaken
+from gsd_research.deep.settings import DeepSettings
+from gsd_research.deep.store import JobStore, now_iso, read_json
+
+PERMANENT = frozenset({"USAGE_ERROR", "MISSING_API_KEY", "INVALID_API_KEY", "BUDGET_EXCEEDED"})
+REMOTE_FIELDS = ("remoteId", "remoteApi", "submitKey", "agentSubmittedAt")
+
+
+def iso(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(epoch)) + f".{int(epoch % 1 * 1000):03d}Z"
+
+
+def _too_long_a_wait(exc: GsdError, s: DeepSettings) -> float | None:
+    """The provider's Retry-After when it is longer than any backoff of ours, else None."""
+    after = float(exc.retry_after or 0)
+    return after if after > s.retry_backoff_max else None
+
+
+def _is_final(exc: GsdError, attempts: int, s: DeepSettings) -> bool:
+    return (attempts >= s.max_attempts or exc.code in PERMANENT or isinstance(exc, (MaybeTaken, RemoteGone))
+            or _too_long_a_wait(exc, s) is not None)
+
+
+def record(store: JobStore, s: DeepSettings, config, job_id: str, exc: GsdError, command: str) -> str:
+    """Record a failed attempt (caller does not hold the job lock): "pending" (retried after a backoff),
+    "failed" (for good) or "cancelled" (cancelled meanwhile)."""
+    with store.lock(job_id):
+        current = read_json(store.dir(job_id) / "status.json") or {}
+        if current.get("status") == "cancelled":
+            return "cancelled"
+        attempts = int(current.get("attempts") or 0) + 1
+        error = {"code": exc.code, "message": exc.message, "at": now_iso(), "attempt": attempts}
+        remote_id = exc.details.get("remote_id") or current.get("remoteId")
+        if remote_id:
+            error["remote_id"] = remote_id
+        after = _too_long_a_wait(exc, s)
+        if after is not None:
+            error["retryAfter"] = iso(time.time() + after)
+            error["message"] += (f"; Perplexity asks to wait {after:.0f} s, longer than deep.retry_backoff_max "
+                                 f"({s.retry_backoff_max:g} s): retry after {error['retryAfter']}")
+        history = [*list(current.get("errors") or [])[-9:], error]
+        if _is_final(exc, attempts, s):
+            ended = isinstance(exc, (RemoteRunFailed, RemoteGone))  # the remote request will never answer
+            store.finish(job_id, "failed", attempts=attempts, error=error, errors=history,
+                         **({"remoteDone": True} if ended else {}))
+            accounting.record_unreported(config, job_id, current, command, f"failed: {exc.code}")
+            return "failed"
+        wait = max(s.backoff(attempts), float(exc.retry_after or 0))
+        changes = {"status": "pending", "attempts": attempts, "error": error, "errors": history,
+                   "retryAt": iso(time.time() + wait)}
+        if isinstance(exc, RemoteRunFailed):  # the provider ended that run: the next try submits anew
+            accounting.record_unreported(config, job_id, current, command, "ended by the provider")
+            changes.update(dict.fromkeys(REMOTE_FIELDS), submissions=int(current.get("submissions") or 0) + 1)
+        store.update_status(job_id, **changes)
+        return "pending"

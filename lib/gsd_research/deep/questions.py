@@ -1,0 +1,78 @@
+"""The same question asked again: one job per question, found or created atomically.
+
+jobs/by-question/<key>.json names the latest job that asked the question with this key (see
+result_cache.key); jobs/by-question/<key>.lock serialises every process asking it, so identical calls
+made at once attach to one job and one payment. A job that failed or was cancelled while the request it
+paid for may still finish at Perplexity is revived (resumed by its remote id) instead of buying the
+question again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+from gsd_research.deep.store import JobStore, file_lock, now_iso, parse_iso, read_json, write_json
+
+REVIVE_WINDOW = 86400.0  # seconds after it ended that a job's remote request is looked up again
+
+
+@contextlib.contextmanager
+def question_lock(store: JobStore, key: str):
+    """Held while one process decides between attaching to the question's job and creating one."""
+    with file_lock(store.control / "by-question" / f"{key}.lock"):
+        yield
+
+
+def revivable(status: dict) -> bool:
+    """True when a job ended without a report while the remote request it paid for may still answer:
+    failed or cancelled, a remote id, not known to be gone or ended by the provider, recently."""
+    if status.get("status") not in ("failed", "cancelled") or not status.get("remoteId") or status.get("remoteDone"):
+        return False
+    ended = parse_iso(status.get("failedAt") or status.get("cancelledAt")) or 0
+    return time.time() - ended <= REVIVE_WINDOW
+
+
+def find(store: JobStore, key: str, ttl: float, *, finished_too: bool, params: dict,
+         mode: str) -> tuple[str, dict] | None:
+    """The job already asking this question (call it under `question_lock`): queued or running; completed
+    within `ttl` seconds with its report readable (with `finished_too`); or ended without a report while
+    its paid remote request may still answer (revived: queued again to resume it). None: create one."""
+    job_id = store.lookup(key)
+    status = read_json(store.logs / job_id / "status.json") if job_id else None
+    if status is None or status.get("key") != key:
+        return None
+    state = status.get("status")
+    if state in ("pending", "running") and store.job(job_id) is not None:
+        return job_id, status
+    if state == "completed" and finished_too and store.has_answer(job_id) is not None:
+        if time.time() - (parse_iso(status.get("completedAt")) or 0) <= ttl:
+            return job_id, status
+    if revivable(status):
+        revived = revive(store, job_id, params, mode)
+        if revived is not None:
+            return job_id, revived
+    return None
+
+
+def revive(store: JobStore, job_id: str, params: dict, mode: str) -> dict | None:
+    """Queue an ended job again to resume its remote request: status `pending` with fresh attempts (its
+    remote id, API and idempotency key kept), then job.json. None when it changed in the meantime."""
+    with store.lock(job_id):
+        path = store.dir(job_id)
+        status = read_json(path / "status.json") or {}
+        if not revivable(status):
+            return None
+        messages = store.conversation(job_id).get("messages") or [{}]
+        query = str((messages[0] if isinstance(messages[0], dict) else {}).get("content") or status.get("query"))
+        seq = store.next_seq()
+        now = now_iso()
+        history = list(status.get("errors") or [])
+        updated = store.update_status(
+            job_id, status="pending", attempts=0, error=None, retryAt=None, failedAt=None, cancelledAt=None,
+            revivals=int(status.get("revivals") or 0) + 1, revivedAt=now, mode=mode, seq=seq, errors=history)
+        job = dict(params, id=job_id, query=query, priority=int(status.get("priority") or 0), seq=seq, createdAt=now,
+                   effort=status.get("effort") or params.get("effort"), model=status.get("model") or params.get("model"))
+        write_json(path / "job.json", job)
+    return updated
+
