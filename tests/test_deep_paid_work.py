@@ -229,6 +229,23 @@ def test_asking_again_after_a_job_failed_resumes_the_request_it_paid_for(cli, pp
     assert status["status"] == "completed" and status["revivals"] == 1
 
 
+def test_asking_again_after_every_submit_answer_was_lost_resends_under_the_same_key(cli, pplx, home):
+    configure(home, deep={"max_attempts": 2}, http={"max_retries": 1})
+    pplx.state["pplx_lose"] = 100  # accepted (and billed) once, every answer lost
+
+    first = cli("deep", "answers lost")
+    cli("jobs", "worker", "--once")  # the job's second (last) attempt, in the background
+    job_id = first.json["error"]["details"]["conversation_id"]
+    assert status_of(home, job_id)["status"] == "failed" and len(paid(pplx.state)) == 1
+    pplx.state["pplx_lose"] = 0  # the provider recovers
+    again = cli("deep", "answers lost")
+
+    posts = pplx.hits(SUBMIT, method="POST")
+    assert again.code == 0 and again.json["conversation_id"] == job_id, again.stdout
+    assert len({p.json()["idempotency_key"] for p in posts}) == 1 and len(paid(pplx.state)) == 1
+    assert len(ledger_lines(home)) == 1
+
+
 def test_asking_again_after_the_provider_ended_the_run_is_a_new_request(cli, pplx, home):
     configure(home, deep={"max_attempts": 1})
     pplx.state["pplx_async_fail"] = 1

@@ -182,8 +182,10 @@ ATTACHED_NOTE = "This question is already queued or running as this job: waiting
 
 
 def revived_note(status: dict) -> str:
-    return (f"This question's job ended before the report of the request it paid for (Perplexity request "
-            f"{status.get('remoteId')}) arrived: it is queued again to fetch that report, nothing is paid twice.")
+    fetch = (f"fetch the report of the request it paid for (Perplexity request {status['remoteId']})"
+             if status.get("remoteId") else "send its request again under the same idempotency key")
+    return (f"This question's job ended before its report arrived: it is queued again to {fetch}; "
+            "nothing is paid twice.")
 
 
 def _blocking(rt, ctx: dict) -> dict:

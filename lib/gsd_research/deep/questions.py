@@ -25,12 +25,24 @@ def question_lock(store: JobStore, key: str):
 
 
 def revivable(status: dict) -> bool:
-    """True when a job ended without a report while the remote request it paid for may still answer:
-    failed or cancelled, a remote id, not known to be gone or ended by the provider, recently."""
-    if status.get("status") not in ("failed", "cancelled") or not status.get("remoteId") or status.get("remoteDone"):
+    """True when a job ended without a report while the request it sent may still answer: failed or
+    cancelled, recently, with a remote id (resumed by it) or a Sonar idempotency key whose answer never
+    came (re-sent under the same key: never paid twice), and not ended or forgotten by the provider."""
+    if status.get("status") not in ("failed", "cancelled") or status.get("remoteDone"):
+        return False
+    if not status.get("remoteId") and not (status.get("submitKey") and not status.get("agentSubmittedAt")):
         return False
     ended = parse_iso(status.get("failedAt") or status.get("cancelledAt")) or 0
     return time.time() - ended <= REVIVE_WINDOW
+
+
+def resume_hint(status: dict) -> str:
+    """What asking the question again does for this ended job."""
+    if not revivable(status):
+        return "Ask again (a new, paid request)"
+    if status.get("remoteId"):
+        return f"Ask again to fetch the report of Perplexity request {status['remoteId']} (nothing is paid twice)"
+    return "Ask again: its request is sent again under the same idempotency key (never paid twice)"
 
 
 def find(store: JobStore, key: str, ttl: float, *, finished_too: bool, params: dict,

@@ -84,11 +84,10 @@ def quoted(status: dict) -> str:
 def terminal_error(store, job_id: str, status: dict):
     """The error of a job that ended without a report: JOB_FAILED (exit 5) with its cause, or JOB_CANCELLED."""
     from gsd_research.core.errors import GsdError
-    from gsd_research.deep.questions import revivable
+    from gsd_research.deep.questions import resume_hint, revivable
 
     if status.get("status") == "cancelled":
-        again = (f"Ask again to fetch the report of Perplexity request {status['remoteId']} (nothing is paid twice)"
-                 if revivable(status) else "Enqueue it again")
+        again = resume_hint(status) if revivable(status) else "Enqueue it again"
         return GsdError(f"Job {job_id} was cancelled", code="JOB_CANCELLED", details={"conversation_id": job_id},
                         suggestions=[f"{again}: gsd-research deep {quoted(status)} --async"])
     if status.get("status") == "completed":  # completed, but the report in conversation.json is gone or damaged
@@ -101,12 +100,9 @@ def terminal_error(store, job_id: str, status: dict):
                "attempts": status.get("attempts"), "errors": status.get("errors") or []}
     if remote_id:
         details["remote_id"] = remote_id
-    again = f"gsd-research deep {quoted(status)} --async"
-    if revivable(status):
-        when = f"After {err['retryAfter']}, ask" if err.get("retryAfter") else "Ask"
-        ask = f"{when} again to fetch the report of Perplexity request {remote_id} (nothing is paid twice): {again}"
-    else:
-        ask = f"Ask again (a new, paid request): {again}"
+    ask = f"{resume_hint(status)}: gsd-research deep {quoted(status)} --async"
+    if err.get("retryAfter") and revivable(status):
+        ask = f"After {err['retryAfter']}, a" + ask[1:]
     return GsdError(f"Job {job_id} failed after {status.get('attempts', 0)} attempt(s): "
                     f"{err.get('code', 'UPSTREAM_ERROR')}: {err.get('message', '')}"
                     + (f" (Perplexity request {remote_id})" if remote_id else ""),
