@@ -14,7 +14,7 @@ import signal
 import time
 
 from gsd_research.core.errors import CallInterrupted, GsdError, TimeoutError_
-from gsd_research.deep.signals import NOTHING_SENT, Interrupted, deferred_signals, sigterm_interrupts
+from gsd_research.deep.signals import NOTHING_SENT, Interrupted, deferred_signals
 from gsd_research.deep.store import TERMINAL, JobStore, due_at, read_json
 from gsd_research.deep.worker import Worker
 
@@ -56,20 +56,20 @@ class Foreground:
 
     def run(self, find_or_create) -> dict:
         """`find_or_create()` gives (created, job id, status, run lock); it runs with interrupts deferred,
-        so an interrupt always knows whether a job exists."""
-        with sigterm_interrupts():
-            try:
-                with deferred_signals():
-                    created, self.job_id, status, self.lock = find_or_create()
-                if status.get("status") == "completed":
-                    return self._finished(status, created)
-                if not created:
-                    self.lock = self.store.claim(self.job_id)
-                return self._run(created)
-            except Interrupted:
-                return self._interrupted(signal.SIGTERM)
-            except KeyboardInterrupt:
-                return self._interrupted(signal.SIGINT)
+        so an interrupt always knows whether a job exists. SIGTERM raises Interrupted (the caller runs
+        this under `signals.sigterm_interrupts`)."""
+        try:
+            with deferred_signals():
+                created, self.job_id, status, self.lock = find_or_create()
+            if status.get("status") == "completed":
+                return self._finished(status, created)
+            if not created:
+                self.lock = self.store.claim(self.job_id)
+            return self._run(created)
+        except Interrupted:
+            return self._interrupted(signal.SIGTERM)
+        except KeyboardInterrupt:
+            return self._interrupted(signal.SIGINT)
 
     def _run(self, created: bool) -> dict:
         while True:

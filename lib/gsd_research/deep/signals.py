@@ -19,24 +19,30 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
+_FIRED: list[bool] = []  # set once SIGTERM has interrupted this process
+
+
 @contextlib.contextmanager
 def sigterm_interrupts():
-    """SIGTERM raises Interrupted in the main thread while the block runs; one is enough (later ones are
-    ignored while the interrupted call hands its job over, which takes milliseconds). Ignored by a no-op
-    handler, not SIG_IGN, which a worker spawned meanwhile would inherit."""
+    """SIGTERM raises Interrupted in the main thread while the block runs. One is enough: from then on the
+    process ignores SIGTERM (by a no-op handler, not SIG_IGN, which a worker spawned meanwhile would
+    inherit) until it exits, so a second one cannot kill it while it hands its job over or prints its
+    answer."""
     if not _main_thread():
         yield
         return
 
     def handler(_signum, _frame):
         signal.signal(signal.SIGTERM, lambda *_: None)
+        _FIRED.append(True)
         raise Interrupted()
 
     previous = signal.signal(signal.SIGTERM, handler)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if not _FIRED:
+            signal.signal(signal.SIGTERM, previous)
 
 
 @contextlib.contextmanager
