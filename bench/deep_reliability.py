@@ -1,6 +1,6 @@
 """Deep research under kills and faults: nothing lost, nothing bought twice, every wait bounded.
 
-    .venv/bin/python -m bench.deep_reliability [--only kill|never|faults] [--never-defaults]
+    .venv/bin/python -m bench.deep_reliability [--only kill|never|faults|races] [--never-defaults]
 
 Real `gsd-research` processes against the fake Perplexity (run in this process; its request log counts
 the paid requests it accepted). Prints one JSON document with the figures.
@@ -17,6 +17,10 @@ faults:  429, 500, 503, timeout, malformed, HTML 401 on the submit (before the p
          and on every poll (after it accepted the request), in blocking and async mode; then submits the
          provider accepted (and billed) whose answer was lost (a 500 or no answer), Sonar async (an
          idempotency key exists) and the Agent API (none exists), in both modes.
+races:   4 identical `deep` calls started at once (blocking, then --async): jobs created, paid requests;
+         odd provider answers after acceptance: one 404 on a poll (Sonar, Agent API), 404 on every poll,
+         Retry-After 100000 on every poll, a poll answer about another request; a blocking call whose
+         `--timeout 2` is shorter than the research (8 s), then `jobs wait`.
 """
 
 from __future__ import annotations
@@ -190,13 +194,26 @@ def fault_run(server, root: Path, name: str, kind: str, opts: dict, mode: str, p
            "paid_requests": len(accepted), "paid_again_after_acceptance": max(0, len(accepted) - 1),
            "job_kept": bool(job_id and (home / "conversation-logs" / job_id).exists())}
     if mode == "blocking" and phase == "after acceptance" and job_id:
-        server.clear_faults()  # the provider recovers: the kept request is finished in the background
-        call(env, "jobs", "worker", "--once")
+        server.clear_faults()  # the provider recovers: the kept request is finished
+        status = json.loads((home / "conversation-logs" / job_id / "status.json").read_text())
+        if status["status"] == "failed":  # failed for good (a rejected key): asking again resumes its request
+            call(env, "deep", query)
+            row["recovered_by"] = "the same deep call"
+        else:
+            call(env, "jobs", "worker", "--once")
+            row["recovered_by"] = "jobs worker --once"
         final = json.loads((home / "conversation-logs" / job_id / "status.json").read_text())
         row["after_recovery"] = final["status"]
         row["paid_requests"] = len(paid(server.state))
     row["ledger_lines"] = ledger_lines(home)
+    row["ledger_estimated"] = estimated_lines(home)
     return row
+
+
+def estimated_lines(home: Path) -> int:
+    path = home / "usage" / "ledger.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return sum(bool(json.loads(line).get("estimated")) for line in lines)
 
 
 def lost_run(server, root: Path, lose: str, mode: str, api: str) -> dict:
@@ -221,14 +238,87 @@ def lost_run(server, root: Path, lose: str, mode: str, api: str) -> dict:
     return {"answer_lost_by": lose, "mode": mode, "api": api, "exit": code, "code": err.get("code"),
             "cause": (err.get("details") or {}).get("cause"), "seconds": elapsed, "submits_sent": len(posts),
             "idempotency_keys": len({p.json().get("idempotency_key") for p in posts}),
+            "paid_requests": len(paid(server.state)), "ledger_lines": ledger_lines(home),
+            "ledger_estimated": estimated_lines(home)}
+
+
+# -- races and odd answers ---------------------------------------------------------------------------------
+
+def identical_run(server, root: Path, mode: str) -> dict:
+    """4 identical calls started at once: one job, one payment."""
+    from tests.fakes.perplexity import paid
+
+    reset(server)
+    server.state["pplx_async_delay"] = 1.0
+    home = home_with(root, f"identical-{mode}", autostart=True, concurrency=2)
+    env = env_for(home, server.url)
+    args = [str(BIN), "deep", *(["--async"] if mode == "async" else []), f"asked four times at once ({mode})"]
+    started = time.monotonic()
+    procs = [subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(4)]
+    docs = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
+    ids = {d.get("conversation_id") for d in docs}
+    if mode == "async":
+        for job_id in ids:
+            call(env, "jobs", "wait", str(job_id), "--timeout", "60")
+    elapsed = round(time.monotonic() - started, 2)
+    time.sleep(0.3)
+    stop_worker(home)
+    return {"mode": mode, "calls": 4, "exits": [p.returncode for p in procs], "distinct_jobs": len(ids),
+            "job_folders": len(list((home / "conversation-logs").iterdir())), "seconds": elapsed,
             "paid_requests": len(paid(server.state)), "ledger_lines": ledger_lines(home)}
+
+
+def odd_run(server, root: Path, name: str) -> dict:
+    """One odd provider behaviour after acceptance: the outcome, its time and what was paid."""
+    from tests.fakes.perplexity import paid
+
+    reset(server)
+    server.state["pplx_async_delay"] = 8.0 if name == "short --timeout" else 0.3
+    api = "agent" if name == "one 404 (Agent API)" else "sonar"
+    home = home_with(root, f"odd-{name.replace(' ', '-')}", autostart=False, api=api, retry_backoff=0.5,
+                     retry_backoff_max=30)
+    env = env_for(home, server.url)
+    poll = SUBMIT + "/" if api == "sonar" else "/perplexity/v1/responses/"
+    other = {"id": "OTHER-JOB", "status": "COMPLETED", "model": "sonar-deep-research",
+             "response": {"id": "OTHER-JOB", "model": "sonar-deep-research",
+                          "choices": [{"message": {"content": "REPORT OF ANOTHER JOB"}}], "usage": {}}}
+    faults = {"one 404 (Sonar)": ("status", 1, {"status": 404}), "one 404 (Agent API)": ("status", 1, {"status": 404}),
+              "404 on every poll": ("status", 1000, {"status": 404}),
+              "Retry-After 100000 on every poll": ("status", 1000, {"status": 429, "retry_after": "100000"}),
+              "another request's answer": ("status", 1000, {"status": 200, "body": other})}
+    if name in faults:
+        kind, times, opts = faults[name]
+        server.add_fault(poll, kind, times=times, method="GET", **opts)
+    query = f"odd answer: {name}"
+    started = time.monotonic()
+    if name in ("404 on every poll", "Retry-After 100000 on every poll"):
+        job_id = call(env, "deep", "--async", query)[1]["conversation_id"]
+        call(env, "jobs", "worker", "--once")
+        code, doc, _ = call(env, "jobs", "wait", job_id, "--timeout", "1")
+    else:
+        code, doc, _ = call(env, "deep", query, *(["--timeout", "2"] if name == "short --timeout" else []))
+    elapsed = round(time.monotonic() - started, 2)
+    err = doc.get("error") or {}
+    row = {"case": name, "exit": code, "code": err.get("code"), "cause": (err.get("details") or {}).get("cause"),
+           "seconds": elapsed, "report_of_another_request_taken": "REPORT OF ANOTHER JOB" in json.dumps(doc)}
+    if name == "short --timeout":  # the job goes on with its own attempt time: wait for it
+        wait_code, _, _ = call(env, "jobs", "wait", err["details"]["conversation_id"], "--timeout", "60")
+        row.update(then_jobs_wait_exit=wait_code, total_s=round(time.monotonic() - started, 2))
+    row.update(submits_sent=len(server.hits("/perplexity", method="POST")), paid_requests=len(paid(server.state)),
+               ledger_lines=ledger_lines(home), ledger_estimated=estimated_lines(home))
+    return row
+
+
+ODD = ["one 404 (Sonar)", "one 404 (Agent API)", "404 on every poll", "Retry-After 100000 on every poll",
+       "another request's answer", "short --timeout"]
 
 
 def main() -> None:
     from tests.fakes.server import make_server
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--only", choices=["kill", "never", "faults"], default=None)
+    parser.add_argument("--only", choices=["kill", "never", "faults", "races"], default=None)
     parser.add_argument("--never-defaults", action="store_true")
     args = parser.parse_args()
     server = make_server("perplexity")
@@ -246,6 +336,9 @@ def main() -> None:
                                 for mode in ("blocking", "async") for name, kind, opts in FAULTS]
             report["lost_submit_answers"] = [lost_run(server, root, lose, mode, api) for api in ("sonar", "agent")
                                              for mode in ("blocking", "async") for lose in ("500", "hang")]
+        if args.only in (None, "races"):
+            report["identical_calls"] = [identical_run(server, root, mode) for mode in ("blocking", "async")]
+            report["odd_answers"] = [odd_run(server, root, name) for name in ODD]
     finally:
         server.state.pop("pplx_hang", None)
         server.stop()
