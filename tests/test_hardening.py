@@ -65,7 +65,7 @@ def test_the_enumerations_match_the_code_that_reads_them():
     from gsd_research.search.tavily import DEPTHS
     from tests.conftest import ROOT
 
-    spec = importlib.util.spec_from_file_location("hook", ROOT / "hooks" / "gsd_research_hook.py")
+    spec = importlib.util.spec_from_file_location("hook", ROOT / "hooks" / "gsd_research_hooks" / "common.py")
     hook = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hook)
     assert ENUMS["hooks.webfetch_mode"] == ENUMS["hooks.context7_mode"] == hook.MODES

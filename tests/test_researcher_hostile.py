@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+import uuid
 
 import pytest
 
@@ -142,8 +143,9 @@ def test_a_malformed_server_url_is_not_saved_in_the_config(home, url, reason):
 
 def test_server_status_labels_local_and_server_counts(tmp_path, home, chroma_server):
     seed_model()
-    kb("repo", "add", "d", str(make_repo(tmp_path / "repo")), "--json")
-    indexed = kb("index", "d", "--json").json["results"][0]  # into the embedded store: the server holds nothing
+    name = f"local{uuid.uuid4().hex[:8]}"  # the server is shared by the tests: a collection no other test made
+    kb("repo", "add", name, str(make_repo(tmp_path / "repo")), "--json")
+    indexed = kb("index", name, "--json").json["results"][0]  # into the embedded store: the server holds nothing
 
     res = kb("status", "--chroma-url", chroma_server, "--json")
     human = kb("status", "--chroma-url", chroma_server)
