@@ -90,7 +90,9 @@ def test_a_server_that_does_not_answer_in_time_is_reported_within_the_bound(tmp_
 
     assert time.monotonic() - started < 10
     assert (res.code, res.json["error"]["code"]) == (5, "NETWORK_ERROR"), res.stdout
-    assert res.json["error"]["message"] == f"Chroma server at {server} did not answer within 1 s"
+    # A loaded machine may time out the connect itself: either way the answer names the server and the bound.
+    assert res.json["error"]["message"] in (f"Chroma server at {server} did not answer within 1 s",
+                                            f"Chroma server at {server} is unreachable (timed out)")
 
 
 NOT_CHROMA = {
