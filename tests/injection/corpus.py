@@ -8,12 +8,13 @@
 
 `fence_is_sound` checks an output the way a reader would, independently of gsd_research's own folding:
 the opening marker first, the closing marker last, and no marker spelling between them once the text
-is NFKC-normalized, stripped of format characters and markup, mapped through a few look-alikes and read
-letters-only.
+is NFKC-normalized with HTML character references decoded, stripped of format characters and markup, mapped
+through look-alikes of a few scripts and read letters-only, forwards and backwards.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import unicodedata
@@ -48,7 +49,8 @@ def embedded(variant: str, page: str) -> str:
     return "\n\n".join([*paragraphs[:middle], variant, *paragraphs[middle:]])
 
 
-_LOOKALIKE = str.maketrans("ЕЕНОРСТХУАКМеорсхуакітпѕ", "EEHOPCTXYAKMeopcxyakitns")
+_LOOKALIKE = str.maketrans("ЕЕНОРСТХУАКМеорсхуакітпѕ" "ꓮꓐꓚꓓꓰꓝꓖꓧꓲꓙꓗꓡꓟꓠꓳꓑꓣꓢꓔꓴꓦꓪꓫꓬꓜ" "ᎪᎠᎬᏀᎻᏦᎷᏢᎡᏚᎢᏙᏔ" "ՍᑌƱⲈⲚⲦⲬ",
+                           "EEHOPCTXYAKMeopcxyakitns" "ABCDEFGHIJKLMNOPRSTUVWXYZ" "ADEGHKMPRSTVW" "UUUENTX")
 _FORMAT = re.compile(r"[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f"
                      r"\u3164\ufe00-\ufe0f\ufeff\uffa0\U000e0000-\U000e007f]")
 
@@ -56,7 +58,7 @@ _FORMAT = re.compile(r"[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\
 def reader_letters(text: str) -> str:
     """What a careful reader (or a model) would read: NFKC, no format characters, look-alikes mapped,
     markup and punctuation gone, letters only, lower case."""
-    text = _FORMAT.sub("", unicodedata.normalize("NFKC", text)).translate(_LOOKALIKE)
+    text = _FORMAT.sub("", unicodedata.normalize("NFKC", html.unescape(text))).translate(_LOOKALIKE)
     text = re.sub(r"<[^>]{0,200}>|[*_~`]", "", text)
     return re.sub(r"[^a-z]", "", text.lower())
 
@@ -64,7 +66,8 @@ def reader_letters(text: str) -> str:
 def marker_like(text: str) -> int:
     """How many fence-marker spellings a reader would see in `text` (END UNTRUSTED …, UNTRUSTED TEXT …)."""
     letters = reader_letters(text)
-    return len(re.findall(r"end(?:of)?(?:the)?untrusted|untrusted(?:text|content|data)", letters))
+    marker = r"end(?:of)?(?:the)?untrusted|untrusted(?:text|content|data)"
+    return len(re.findall(marker, letters)) + len(re.findall(marker, letters[::-1]))  # RTL override: backwards
 
 
 def fence_is_sound(output: str, open_markers: tuple[str, ...], close_marker: str) -> bool:

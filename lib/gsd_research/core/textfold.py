@@ -31,6 +31,8 @@ CONFUSABLES = {
     **dict(zip("αβγεηικνορτυχωϲΑΒΕΖΗΙΚΜΝΟΡΤΥΧ", "abyenikvoptuxwcabezhikmnoptyx", strict=True)),
     **dict(zip("ıȷɑɡɩɪʟɴʀʏɢʜʙꜱᴀᴄᴅᴇᴊᴋᴍᴏᴘᴛᴜᴠᴡᴢ", "ijagiilnrygnbsacdejkmoptuvwz", strict=True)),
     **dict(zip("đĐħĦłŁøØŧŦƀɨʉƶǥɍ", "ddhhllootbbiuzgr", strict=True)),  # letters with a stroke (no NFKD decomposition)
+    # Coptic letters drawn as their Greek models (TR39 leaves these out), the Latin upsilon that passes for U
+    **dict(zip("ⲀⲁⲂⲃⲈⲉⲏⲓⲕⲙⲛⲧⲩⲭƱ", "aabbeehikmntyxu", strict=True)),
 }
 EXTRA_INVISIBLE = (0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180E, 0x2800, 0x3164, 0xFFA0)
 # Code points worth folding (Latin supplements, IPA, Greek, Cyrillic, phonetic, letter-like, enclosed,
@@ -40,6 +42,21 @@ _RANGES = ((0x80, 0x2FF), (0x370, 0x52F), (0x1AB0, 0x1AFF), (0x1D00, 0x1EFF), (0
            (0xFEFF, 0xFEFF), (0xFF00, 0xFFEF), (0xFFF0, 0xFFFB), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
            (0x1D400, 0x1D7FF), (0x1F100, 0x1F1FF), (0xE0000, 0xE007F), (0xE0100, 0xE01EF))
 LEET = str.maketrans("013457@$", "oieastas")
+
+
+@lru_cache(maxsize=1)
+def skeleton_letters() -> dict[int, str]:
+    """Letters of any script that Unicode TR39 lists as look-alikes of an ASCII letter (Lisu `ꓔ`, Cherokee
+    `Ꭲ`, Armenian `Ս`, Coptic `Ⲧ`, Canadian syllabics `ᑌ` …) -> that letter, from data/confusables.txt."""
+    from pathlib import Path
+
+    table = {}
+    data = Path(__file__).resolve().parent.parent / "data" / "confusables.txt"
+    for line in data.read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            code, letter = line.split()
+            table[int(code, 16)] = letter
+    return table
 
 
 def _fold_char(cp: int) -> str | None:
@@ -59,7 +76,7 @@ def _fold_char(cp: int) -> str | None:
     base = "".join(c for c in unicodedata.normalize("NFKD", ch) if not unicodedata.combining(c))
     if len(base) == 1 and base.isascii() and base != ch:
         return base.lower() if base.isalpha() else base
-    return None
+    return skeleton_letters().get(cp)
 
 
 @lru_cache(maxsize=1)
@@ -67,6 +84,11 @@ def fold_table() -> dict[int, str]:
     table = {}
     for low, high in _RANGES:
         for cp in range(low, high + 1):
+            folded = _fold_char(cp)
+            if folded is not None:
+                table[cp] = folded
+    for cp in skeleton_letters():  # look-alike letters of scripts outside the ranges above
+        if cp not in table:
             folded = _fold_char(cp)
             if folded is not None:
                 table[cp] = folded
@@ -111,6 +133,7 @@ class View:
 
 
 _COMMENT = re.compile(r"<!--|-->")
+_COMMENT_BODY = re.compile(r"<!--.{0,2000}?(?:-->|$)", re.S)
 _HTML_TAG = re.compile(r"</?[a-z][\w:-]{0,30}(?:\s[^<>]{0,300})?/?>")
 _MD_LINK_TARGET = re.compile(r"\]\([^()\s]{0,500}(?:\s\"[^\"]{0,200}\")?\)")
 _MD_ESCAPE = re.compile(r"\\(?=[^\w\s])|!(?=\[)")
@@ -167,12 +190,35 @@ def _fold_spacing(folded: str) -> str:
     return "".join(chars)
 
 
+_ENTITY = re.compile(r"&(?:#[0-9]{1,7};?|#x[0-9a-f]{1,6};?|[a-z][a-z0-9]{1,31};)", re.I)
+_KEEP_ESCAPED = frozenset("<>&\"'")  # escaped code (`&lt;system&gt;`) stays as written: it renders as text
+
+
+def decode_entities(original: str, folded: str) -> str:
+    """`folded` with each HTML character reference of `original` (`&#84;`, `&#x54;`, `&lbrack;`) read as the
+    character it renders as, folded, in place of its `&` (the rest of it BLANK): same length."""
+    import html
+
+    chars = None
+    for match in _ENTITY.finditer(original):
+        decoded = html.unescape(match.group())
+        if len(decoded) != 1 or decoded == match.group() or decoded in _KEEP_ESCAPED:
+            continue
+        if chars is None:
+            chars = list(folded)
+        chars[match.start()] = fold(decoded) or BLANK
+        chars[match.start() + 1: match.end()] = BLANK * (match.end() - match.start() - 1)
+    return folded if chars is None else "".join(chars)
+
+
 class Views:
     """The three detection views of one text (words and compact built on first use)."""
 
     def __init__(self, text: str) -> None:
         self.original = text
         self.folded = fold(text)  # same length as the original: index i is character i
+        if "&" in text:
+            self.folded = decode_entities(text, self.folded)
         self.tags = View(self.folded)
         self._words: View | None = None
         self._compact: View | None = None
@@ -201,6 +247,14 @@ class Views:
             letters = kept.translate(LEET)
             self._compact = View(letters, parent=self.words)
         return self._compact
+
+    @property
+    def uncommented(self) -> View | None:
+        """The `tags` view with HTML comments (and what they hold) removed, as a Markdown or HTML reader
+        sees `[END UNTRUS<!-- x -->TED TEXT]`; None when the text holds no comment."""
+        if "<!--" not in self.folded:
+            return None
+        return View(_COMMENT_BODY.sub(lambda m: BLANK * len(m.group()), self.folded))
 
     def line(self, original_index: int) -> int:
         return self.original.count("\n", 0, original_index) + 1
