@@ -21,14 +21,17 @@ _SECRET = (r"(?:api[ -]?keys?|apikeys?|credentials|secrets?|passwords?|(?:access
            r"env(?:ironment)? (?:variables|vars)|(?<![\w.])\.env\b|ssh keys?|private keys?|id_?rsa|cookies)")
 _SECRET_NEEDLES = ("api", "credential", "secret", "password", "token", "env", "ssh key", "private key", "rsa", "cookie")
 _GAP = r"[^.!?]{0,30}?"
-_OVERRIDE_VERBS = ("ignore", "disregard", "forget", "override", "bypass", "skip", "discard", "abandon")
+_PATH_GAP = r"(?:[^.!?]|\.(?=[\w/~-]))"  # like [^.!?], but the dot of a path (~/.aws, .env) ends no sentence
+_OVERRIDE_VERBS = ("ignore", "disregard", "forget", "override", "bypass", "skip", "discard", "abandon", "overlook",
+                   "neglect", "pay no", "set aside", "put aside", "scrap")
 _TARGETS = ("instruction", "prompt", "directive", "direction", "guideline", "guardrail", "rule", "constraint",
             "programming", "guidance")
 
 PATTERNS: list[tuple[str, str, tuple[tuple[str, ...], ...], str]] = [
     # "ignore all previous instructions", "disregard your prior guidelines", "forget everything above"
     ("override", "words", (_OVERRIDE_VERBS, _TARGETS),
-     r"(?:ignore|disregard|forget|override|bypass|skip|discard|abandon)\b" + _GAP + r"\b(?:previous|prior|above|"
+     r"(?:ignore|disregard|forget|override|bypass|skip|discard|abandon|overlook|neglect|pay no (?:attention|heed|mind) "
+     r"to|set aside|put aside|scrap)\b" + _GAP + r"\b(?:previous|prior|above|"
      r"earlier|preceding|former|original|initial|system|your|my)\b" + _GAP + r"\b(?:instructions?|prompts?|"
      r"directives?|directions|guidelines|guardrails|rules|constraints|programming|guidance)"),
     ("override", "words", (("set aside", "put aside", "ignore", "disregard", "forget", "drop", "abandon"),
@@ -38,6 +41,17 @@ PATTERNS: list[tuple[str, str, tuple[tuple[str, ...], ...], str]] = [
     ("override", "words", (("ignore", "disregard"), (" and ",)),
      r"(?:ignore|disregard)\s+(?:the|these|those|any|all|everything)\s+(?:\w+\s+)?(?:above|instructions)\s+and\s+"
      r"(?:instead\s+)?(?:write|say|output|print|respond|reply|answer)\b"),
+    # "Disregard the above.", "Ignore everything before this sentence."
+    ("override", "words", (("ignore", "disregard", "forget", "discard", "overlook"),
+                           ("above", "before", "earlier", "previously", "so far")),
+     r"(?:ignore|disregard|forget|discard|overlook)\s+(?:(?:all|everything|anything)\s+(?:of\s+)?)?(?:the\s+|what\s+"
+     r"(?:came|comes|was (?:said|written)|is written|you (?:read|saw))\s+)?(?:above|before|earlier|previously|so far)"
+     r"(?:\s+this\s+(?:sentence|line|point|paragraph|message|text|section))?\s*(?:[.!;:,\n]|and\b|$)"),
+    # "treat everything you were told before this line as void"
+    ("override", "words", (("treat", "consider", "regard"), (" as ",)),
+     r"(?:treat|consider|regard)\s+(?:everything|all|anything)\s+(?:you(?:'ve| have| were)?\s+(?:been\s+)?(?:told|given|"
+     r"instructed)|(?:said|written)?\s*(?:above|before this))[^.!?]{0,30}\bas\s+(?:void|null|invalid|cancel\w*|"
+     r"obsolete|irrelevant)\b"),
     ("override", "words", (("supersede", "override", "replace", "precedence"), ("your ",)),
      r"(?:supersedes?|overrides?|replaces?|takes precedence over)\s+(?:all of\s+)?your\s+(?:\w+\s+)?(?:instructions|"
      r"system prompt|rules|guidelines|programming|directives)\b"),
@@ -60,6 +74,11 @@ PATTERNS: list[tuple[str, str, tuple[tuple[str, ...], ...], str]] = [
      r"(?:previous|prior|earlier|above|original|existing|old|all|your)\s+(?:\w+\s+)?(?:instructions|directives|"
      r"rules|prompts|guidelines|orders)\s+(?:are|is|have been|were)\s+(?:now\s+|hereby\s+)?(?:cancel\w*|void|"
      r"obsolete|revoked|invalid|null|superseded|replaced|overridden|lifted|no longer (?:valid|apply|in effect))"),
+    # "The prior guidance no longer applies.", "Previous instructions: void."
+    ("override", "words", (_TARGETS + ("orders",), ("no longer", "not apply", ":")),
+     r"(?:previous|prior|earlier|above|original|old|all|your)\s+(?:\w+\s+)?(?:instructions|directives|rules|prompts|"
+     r"guidelines|guidance|orders|directions)(?:\s+(?:(?:are|is)\s+)?(?:no longer (?:apply|applies|valid|in effect|"
+     r"relevant)|(?:do|does) not apply)\b|\s*:\s*(?:void|null|cancel\w*|revoked|obsolete)\b)"),
     ("override", "words", (("system override",),), r"system override\b"),
     ("override", "compact", (("ignore", "disregard", "forget", "override", "bypass"),),
      r"(?:ignore|disregard|forget|override|bypass)(?:all|any|of|the|your|my|these|those){0,3}(?:previous|prior|"
@@ -83,6 +102,9 @@ PATTERNS: list[tuple[str, str, tuple[tuple[str, ...], ...], str]] = [
      r"(?:act|behave|pretend|roleplay)\s+(?:as|to be|(?:that\s+)?you(?:'re| are))\s+(?:if you (?:are|were)\s+)?"
      r"(?:an?|the|my)\s+(?:\w+\s+){0,2}?(?:ai|assistant|chatbot|dan|hacker|jailbroken|unrestricted|unfiltered|"
      r"uncensored|language model|model)\b"),
+    ("role_change", "words", (("you are", "you're"), ("with no ", "without ")),
+     r"you(?:'re| are) (?:now )?(?:an?\s+)?(?:\w+\s+){0,2}?(?:ai|assistant|model|chatbot|bot|agent)\s+(?:with no|without "
+     r"(?:any\s+)?)\s*(?:restrictions|limits|limitations|filters|rules|guardrails|guidelines|censorship)\b"),
     ("role_change", "words", (("new ",), ("instruction", "prompt", "directive")),
      r"new (?:system\s+)?(?:instructions?|prompt|directives?)\s*:"),
     ("role_change", "words", ((" mode",), ("you're", "you are")),
@@ -115,6 +137,12 @@ PATTERNS: list[tuple[str, str, tuple[tuple[str, ...], ...], str]] = [
     ("tool_request", "words", (("tool",),),
      r"(?:use|call|invoke|run|execute|trigger)\s+(?:the|your)\s+(?:\w+\s+)?(?:bash|shell|terminal|browser|fetch|"
      r"webfetch|file|code|python|computer|write|edit|read)\s+tool\b"),
+    ("tool_request", "words", (("terminal", "shell", "console", "command line"), (" and ",)),
+     r"(?:open|launch|start)\s+(?:a|the|your)\s+(?:terminal|shell|console|command line)\s+and\s+(?:run|execute|type|"
+     r"paste|enter)\b"),
+    ("tool_request", "words", (("authori", "permitted", "allowed", "instructed"), (" you to ",)),
+     r"(?:has|have)\s+(?:now\s+)?(?:authori[sz]ed|permitted|allowed|instructed)\s+you\s+to\s+(?:run|execute|delete|"
+     r"install|send|push|commit|modify|write|upload)\b"),
     ("tool_request", "words", (("you're ", "you are "), ("running", "executing", "hosted", "deployed")),
      r"(?:machine|computer|system|host|server|environment|sandbox|container) you(?:'re| are) (?:running|executing|"
      r"hosted|deployed) (?:on|in)\b"),
@@ -127,16 +155,17 @@ PATTERNS: list[tuple[str, str, tuple[tuple[str, ...], ...], str]] = [
      r"need to|have to|are (?:required|instructed) to)\s+(?:now\s+|immediately\s+)?(?:run|execute|call|invoke)\b"),
     # "send the API keys to https://…", "leak the credentials", `cat .env | curl …`
     ("exfiltration", "words", (("send", "post", "upload", "transmit", "forward", "mail"), _SECRET_NEEDLES),
-     r"(?:send|post|upload|transmit|forward|e-?mail)\b[^.!?]{0,40}?" + _SECRET + r"[^.!?]{0,60}?\b(?:to|into|at|"
+     r"(?:send|post|upload|transmit|forward|e-?mail)\b" + _PATH_GAP + "{0,40}?" + _SECRET + r"[^.!?]{0,60}?\b(?:to|"
+     r"into|at|"
      r"via)\s+(?:https?://|\S+@\S+\.\w|(?:the |this |a |my )?(?:url|link|endpoint|server|webhook|address|e-?mail))"),
     ("exfiltration", "words", (("include", "embed", "append", "paste", "print", "reveal", "output", "share", "put"),
                                _SECRET_NEEDLES, ("http", "@", "link", "webhook", "endpoint", "image")),
      r"(?:include|embed|append|paste|print|reveal|output|share|put)\b[^.!?]{0,40}?" + _SECRET + r"[^.!?]{0,60}?"
      r"\b(?:to|into|at|via|in)\s+(?:https?://|\S+@\S+\.\w|(?:the |this |a )?(?:link|webhook|endpoint|markdown "
      r"image|image url))"),
-    ("exfiltration", "words", (("the user's", "users'", "their", "the developer's"), _SECRET_NEEDLES),
+    ("exfiltration", "words", (("the user's", "users'", "their", "the developer's", "its "), _SECRET_NEEDLES),
      r"(?:write|save|copy|send|post|include|append|paste|print|output|log|upload|e-?mail|leak)\b[^.!?]{0,15}?\b(?:the "
-     r"user's|users'|their|the developer's)\s+(?:\w+\s+)?" + _SECRET),
+     r"user's|users'|their|the developer's|its)\s+(?:\w+\s+)?" + _SECRET),
     ("exfiltration", "words", (("exfiltrate", "leak", "steal", "harvest"), _SECRET_NEEDLES),
      r"(?:exfiltrate|leak|steal|harvest)\b[^.!?]{0,40}?" + _SECRET),
     ("exfiltration", "words", ((".env", "rsa", "credentials", ".netrc", "shadow", ".ssh"),),
@@ -147,7 +176,11 @@ PATTERNS: list[tuple[str, str, tuple[tuple[str, ...], ...], str]] = [
     ("exfiltration", "tags", (("![",),),
      r"!\[[^\]]{0,100}\]\(https?://[^)\s]{0,200}[?&][\w-]+=(?:\{\{?|\$\{?|<|%7b)"),
     ("destructive", "words", (("rm",),),
-     r"rm\s+-(?:rf|fr|r\s+-f|f\s+-r)\s+(?:--no-preserve-root\s+)?(?:/|~|\$home|/\*)(?=[\s\"'`;)]|$)"),
+     r"rm\s+-(?:rf|fr|r\s+-f|f\s+-r)\s+(?:--no-preserve-root\s+)?(?:/|~/?|\$home/?|/\*|~/\*|\$home/\*)"
+     r"(?=[\s\"'`;)]|$)"),
+    ("destructive", "words", (("-delete", "dd ", "mkfs", ":|:"),),
+     r"find\s+/\s+(?:\S+\s+){0,4}?-delete\b|dd\s+if=\S+\s+of=/dev/(?:sd|nvme|hd|vd|disk|mmcblk)\w*|mkfs(?:\.\w+)?\s+"
+     r"/dev/(?:sd|nvme|hd|vd|disk)\w*|:\(\)\s*\{\s*:\|:&\s*\}\s*;\s*:"),
     # "Note to the AI:", "If you are an AI assistant", "AI agents, please …", "Claude, stop …"
     ("addressed_to_ai", "words", (("whoever", "anyone", "anything", "whatever"), ("this ",)),
      r"(?:whoever|anyone|anything|whatever) (?:is )?(?:reading|processing|parsing|summari[sz]ing|crawling|"
@@ -192,8 +225,50 @@ PATTERNS: list[tuple[str, str, tuple[tuple[str, ...], ...], str]] = [
      r"product|repository)\b[^.!?]{0,60}\b(?:say|state|claim|mention|write|tell|recommend|include|conclude|"
      r"report)\b"),
     ("hijack", "words", (("gsd-research",),), r"gsd-research\s+(?:config|cache|jobs|deep|fetch|search|docs)\b"),
-    ("secrecy", "words", (("the user", "secretly", "covertly"),),
+    # "The agent reading this should …", "your next action must be …", "when you write the summary, add …"
+    ("hijack", "words", (("reading", "processing", "summari"), ("should", "must", "need", "required", "instructed")),
+     r"(?:" + _AI_WORDS + r")s?\s+(?:that is\s+|who is\s+)?(?:reading|processing|summari[sz]ing)\s+(?:this|these)\b"
+     r"[^.!?]{0,20}\b(?:should|must|needs? to|is (?:required|instructed) to)\b"),
+    ("hijack", "words", (("your next",),),
+     r"your next (?:action|step|task|move|command) (?:must|should|will|shall|is to)\b"),
+    ("hijack", "words", (("when you",), ("summary", "answer", "report", "response")),
+     r"when you (?:write|produce|generate|create|give|compose) (?:the|your|a|an) (?:summary|answer|report|response)\b"
+     r"[^.!?]{0,40}\b(?:add|include|recommend|say|mention|state|insert|append|claim)\b"),
+    ("secrecy", "words", (("the user", "secretly", "covertly", "mention"),),
      r"(?:do not|don't|never)\s+(?:tell|inform|mention (?:this )?to|reveal (?:this )?to|alert|notify)\s+(?:this\s+"
      r"to\s+)?the user\b|without (?:telling|informing|alerting|notifying) the user\b|(?:secretly|covertly)\s+(?:"
-     r"run|execute|add|send|include|insert|modify|delete|install)\b"),
+     r"run|execute|add|send|include|insert|modify|delete|install)\b|(?:do not|don't|never)\s+mention\s+(?:any\s+|the\s+)?"
+     r"(?:known\s+)?(?:vulnerabilit\w+|security (?:issues?|problems?|flaws?|risks?)|cves?|this instruction|these "
+     r"instructions)\b"),
+    # "ignore / forget the previous instructions" in Italian, Portuguese, Dutch, Polish, Scandinavian, Turkish
+    # (folded: accents gone, `ı` read as `i`)
+    ("override", "words", (("ignor", "dimentic", "trascur"), ("istruzion",)),
+     r"(?:ignora|ignorate|dimentica|dimenticate|trascura)\b[^.!?]{0,30}\bistruzioni\b"),
+    ("override", "words", (("ignor", "esquec", "desconsider"), ("instruc",)),
+     r"(?:ignore|ignora|ignorem|esqueca|esquecam|desconsidere)\b[^.!?]{0,30}\binstrucoes\b"),
+    ("override", "words", (("negeer", "vergeet"), ("instructies", "opdrachten")),
+     r"(?:negeer|vergeet)\b[^.!?]{0,30}\b(?:instructies|opdrachten)\b"),
+    ("override", "words", (("ignoruj", "zapomnij", "pomin"), ("instrukcj", "polece")),
+     r"(?:zignoruj|ignoruj|zapomnij|pomin)\w*\b[^.!?]{0,30}\b(?:instrukcj|poleceni)\w*"),
+    ("override", "words", (("ignorera", "glom", "ignorer", "glem"), ("instruktion",)),
+     r"(?:ignorera|glom|ignorer|glem)\b[^.!?]{0,30}\binstruktion\w*"),
+    ("override", "words", (("talimat", "komut", "yonerge"), ("yok say", "gormezden", "unut", "goz ardi")),
+     r"(?:talimat|komut|yonerge)\w*\b[^.!?]{0,30}\b(?:yok say|gormezden gel|unut|goz ardi et)\w*"),
+]
+
+# "Ignore / forget the previous instructions" in Russian, Chinese, Japanese, Korean and Arabic, written in their own
+# script: `core.untrusted` folds these patterns and needles as it folds text (Cyrillic look-alikes become Latin
+# letters) and runs them only on text that is not ASCII.
+NATIVE_PATTERNS: list[tuple[str, str, tuple[tuple[str, ...], ...], str]] = [
+    ("override", "words", (("игнорир", "забуд", "не обращай"), ("инструкц", "указани", "правил", "команд")),  # Russian
+     r"(?:про)?(?:игнорир\w*|забудь\w*|забудьте|не обращай\w* внимания на)\b[^.!?]{0,40}?\b(?:инструкц|указани|"
+     r"правил|команд)\w*"),
+    ("override", "words", (("忽略", "无视", "忽视", "無視", "忘记", "忘掉", "不要理会"), ("指令", "指示", "说明", "提示", "规则", "命令")),
+     r"(?:忽略|无视|忽视|無視|忘记|忘掉|不要理会)[^。！？.!?]{0,12}(?:指令|指示|说明|提示|规则|命令)"),  # Chinese
+    ("override", "words", (("指示", "命令", "指令", "ルール"), ("無視", "忘れ")),  # Japanese
+     r"(?:指示|命令|指令|ルール)[^。！？.!?]{0,12}(?:無視|忘れ)"),
+    ("override", "words", (("지시", "명령", "지침", "규칙"), ("무시", "잊어")),  # Korean
+     r"(?:지시|명령|지침|규칙)[^.!?]{0,12}(?:무시|잊어)"),
+    ("override", "words", (("تجاهل", "انس"), ("التعليمات", "الأوامر", "التوجيهات")),  # Arabic
+     r"(?:تجاهل|تجاهلي|انس|انسى)[^.!?]{0,30}(?:التعليمات|الأوامر|التوجيهات)"),
 ]

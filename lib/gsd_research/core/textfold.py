@@ -153,6 +153,12 @@ def fold(text: str) -> str:
     return _NON_ASCII.sub(lambda m: m.group().translate(table), text).lower()
 
 
+def fold_native(pattern: str) -> str:
+    """A pattern written in another script folded as `fold` folds text, its ASCII (regex syntax) untouched."""
+    table = fold_table()
+    return _NON_ASCII.sub(lambda m: m.group().translate(table).lower(), pattern).replace(BLANK, "")
+
+
 _TEXT_ATTR = re.compile(r"""\b(?:alt|title|content|aria-label|placeholder|value|label|summary)\s*=\s*(?:"([^"]*)"|'([^']*)')""",
                         re.I)
 

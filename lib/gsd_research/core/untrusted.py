@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from gsd_research.core.injection_patterns import PATTERNS
+from gsd_research.core.injection_patterns import NATIVE_PATTERNS, PATTERNS
 from gsd_research.core.markers import fuzzy_spans
 from gsd_research.core.textfold import Views
 
@@ -66,6 +66,16 @@ def _compiled() -> list[tuple[str, re.Pattern, str, tuple]]:
     return [(kind, re.compile(pattern, re.M), view, needles) for kind, view, needles, pattern in PATTERNS]
 
 
+@lru_cache(maxsize=1)
+def _compiled_native() -> list[tuple[str, re.Pattern, str, tuple]]:
+    """The patterns written in other scripts, folded as text is (see injection_patterns.NATIVE_PATTERNS)."""
+    from gsd_research.core.textfold import fold_native
+
+    return [(kind, re.compile(fold_native(pattern), re.M), view,
+             tuple(tuple(fold_native(n) for n in group) for group in needles))
+            for kind, view, needles, pattern in NATIVE_PATTERNS]
+
+
 @lru_cache(maxsize=16)
 def _analysis(text: str) -> tuple[tuple[dict, ...], tuple[tuple[int, int, str], ...]]:
     """(findings, spans to neutralize) of a text; cached, as commands scan and fence the same text."""
@@ -86,7 +96,10 @@ def _analysis(text: str) -> tuple[tuple[dict, ...], tuple[tuple[int, int, str], 
 def _detect(views: Views) -> dict[str, int]:
     """Kind -> original position of its first match, over the folded views."""
     found: dict[str, int] = {}
-    for kind, pattern, name, needles in _compiled():
+    patterns = _compiled()
+    if not views.original.isascii():
+        patterns = patterns + _compiled_native()
+    for kind, pattern, name, needles in patterns:
         if kind in found:
             continue
         view = getattr(views, name)
@@ -95,7 +108,8 @@ def _detect(views: Views) -> dict[str, int]:
             continue  # a word every match contains is missing: nothing to find (most pages, most patterns)
         for match in pattern.finditer(text):
             at = match.start()
-            if name != "compact" and at and text[at].isalpha() and (text[at - 1].isalnum() or text[at - 1] == "_"):
+            if name != "compact" and at and "a" <= text[at] < "\u3000" and text[at].isalpha() and (
+                    text[at - 1].isalnum() or text[at - 1] == "_"):
                 continue  # inside a word: the patterns leave the leading \b to this check (speed)
             if name == "words" and _NEGATED.search(text[max(0, at - 24):at]):
                 continue  # "never send your API key to a URL …", "don't ignore the rules"
@@ -238,12 +252,17 @@ def guard_results(results: list[dict], fields: tuple[str, ...] = ("content", "sn
     for index, item in enumerate(results):
         item = dict(item)
         findings = []
-        for field in fields:
-            value = item.get(field)
-            if isinstance(value, str) and value:
-                hits = scan(value)
-                findings.extend(dict(h, field=field) for h in hits)
-                item[field] = fence(value, bool(hits))
+        texts = {f: item[f] for f in fields if isinstance(item.get(f), str) and item[f]}
+        for field, value in texts.items():
+            hits = scan(value)
+            findings.extend(dict(h, field=field) for h in hits)
+            item[field] = fence(value, bool(hits))
+        if not findings and len(texts) > 1:  # an instruction split over the title and the snippet
+            values = list(texts.values())
+            joined = scan("\n".join(values)) or scan("\n".join(reversed(values)))
+            findings = [dict(h, field="+".join(texts)) for h in joined]
+            for field in texts if findings else ():
+                item[field] = fence(texts[field], True)
         if findings:
             item["injection_flagged"] = True
             warnings.append(warning(f"results[{index}]", findings, result=index + 1,
