@@ -1,4 +1,7 @@
-"""Fake Context7 REST v2 (`/api/v2/libs/search`, `/api/v2/context`) with a small catalogue."""
+"""Fake Context7 REST v2 (`/api/v2/libs/search`, `/api/v2/context`) with a small catalogue.
+
+`server.state["context7.body"]` replaces the documentation answer (JSON), `server.state["context7.libraries"]`
+adds search results (hostile titles and ids) in front of the catalogue's."""
 
 from __future__ import annotations
 
@@ -57,9 +60,11 @@ def _auth_error(req: Request) -> Reply | None:
     return None
 
 
-def search(req: Request) -> Reply:
+def search(req: Request, state: dict | None = None) -> Reply:
     if (err := _auth_error(req)) is not None:
         return err
+    if (state or {}).get("context7.libraries"):
+        return Reply(200, {"results": [_lib(e) for e in state["context7.libraries"]], "searchFilterApplied": False})
     name = req.query.get("libraryName", "")
     if not name or not req.query.get("query"):
         return _error(400, "validation_error", "Library name is required")
@@ -122,9 +127,11 @@ def _fastapi(query: str) -> dict:
     return {"codeSnippets": code, "infoSnippets": info}
 
 
-def context(req: Request) -> Reply:
+def context(req: Request, state: dict | None = None) -> Reply:
     if (err := _auth_error(req)) is not None:
         return err
+    if (state or {}).get("context7.body") is not None:
+        return Reply(200, state["context7.body"])
     library_id = req.query.get("libraryId", "")
     query = req.query.get("query", "")
     if not re.match(r"^/[^/]+/[^/]+([/@][^/]+)?$", library_id) or not query:
@@ -150,5 +157,5 @@ def context(req: Request) -> Reply:
 
 
 def install(server: FakeServer) -> None:
-    server.route("GET", r"/api/v2/libs/search")(search)
-    server.route("GET", r"/api/v2/context")(context)
+    server.route("GET", r"/api/v2/libs/search")(lambda req: search(req, server.state))
+    server.route("GET", r"/api/v2/context")(lambda req: context(req, server.state))

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import click
 
-from gsd_research.core.budget import check_echo, fit_results
+from gsd_research.core.budget import check_echo, fit_results, json_tokens
 from gsd_research.core.errors import UsageError
 from gsd_research.core.output import document_tokens
 from gsd_research.core.runtime import agent_command
+from gsd_research.core.untrusted import NOTICE, fence, guard_results
 from gsd_research.docs.context7 import Context7, snippets_to_results
+
+MAX_WARNINGS = 10
 
 
 @agent_command("docs")
@@ -24,13 +27,14 @@ def docs(rt, library: str, query: tuple[str, ...]):
     client = Context7(rt.http, cfg.base_url("context7"), cfg.api_key("context7"), cfg.ttl("docs"))
     library_id, match = client.resolve(library.strip(), text)
     body, served_id = client.context(library_id, text)
-    results = snippets_to_results(body)
+    results, warnings = guard_results(snippets_to_results(body), fields=("content", "title"))  # external text
     doc = {
         "query": text,
         "library": library,
+        "untrusted": NOTICE,
         "metadata": {
             "library_id": served_id,
-            "library_title": match.title if match else None,
+            "library_title": fence(match.title) if match else None,
             "confidence": "HIGH",
             "backend": "context7",
             "cache_hit": rt.http.upstream_requests == 0,
@@ -41,7 +45,7 @@ def docs(rt, library: str, query: tuple[str, ...]):
         doc["metadata"]["redirected_from"] = library_id
     if not results:
         doc["metadata"]["note"] = "Context7 returned no snippets for this query; rephrase it with API names"
-    doc = fit_results(doc, results, rt.max_tokens)
+    doc = _fit(doc, results, warnings[:MAX_WARNINGS], rt.max_tokens)
     if results and not doc["results"]:
         meta = doc["metadata"]
         meta["note"] = "No snippet fits: raise --max-tokens"
@@ -49,4 +53,28 @@ def docs(rt, library: str, query: tuple[str, ...]):
         if meta["tokens_used"] > rt.max_tokens:
             del meta["note"]
             meta["tokens_used"] = document_tokens(doc)
+    return doc
+
+
+def _fit(doc: dict, results: list[dict], warnings: list[dict], max_tokens: int) -> dict:
+    """The answer within the budget, fences and warnings counted: room is kept for the warnings, and only
+    those of the snippets that fit are given. When not even the envelope with the untrusted notice fits, an
+    answer without any external text (no snippet, no notice, no library title) that says to raise --max-tokens."""
+    reserve = json_tokens({"injection_flagged": True, "injection_warnings": warnings}) if warnings else 0
+    try:
+        doc = fit_results(doc, results, max_tokens - reserve)
+    except UsageError:
+        if not results:
+            raise
+        bare = {k: v for k, v in doc.items() if k != "untrusted"}
+        bare["metadata"] = {k: v for k, v in doc["metadata"].items() if k != "library_title"}
+        doc = fit_results(bare, [], max_tokens)
+        doc["metadata"].update(total_available=len(results), truncated=True)
+        return doc
+    kept = [w for w in warnings if w["result"] <= len(doc["results"])]
+    if kept:
+        meta = doc.pop("metadata")
+        doc.update(injection_flagged=True, injection_warnings=kept, metadata=meta)
+    doc["metadata"]["max_tokens"] = max_tokens
+    doc["metadata"]["tokens_used"] = document_tokens(doc)
     return doc

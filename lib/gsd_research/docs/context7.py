@@ -11,6 +11,7 @@ from gsd_research.core.errors import GsdError, NotFound, ProviderError, RateLimi
 from gsd_research.core.http import HttpClient, error_message, forget, parse_json, raise_for_status
 
 LIBRARY_ID = re.compile(r"^/[^/\s]+/[^/\s]+([/@][^/\s]+)?$")
+SAFE_ID = re.compile(r"^/[A-Za-z0-9._+-]+/[A-Za-z0-9._+-]+(?:[/@][A-Za-z0-9._+-]+)?$")  # ids Context7 sends us
 KEY_HINT = "CONTEXT7_API_KEY (or unset it to use anonymous access)"
 SKIP_STATES = {"error", "delete"}
 
@@ -56,7 +57,7 @@ def rank_libraries(query: str, results: list[dict]) -> list[Library]:
     """Order the search answer by its own signals: name match, benchmark and trust scores, stars, rank."""
     ranked = []
     for position, lib in enumerate(results):
-        if not isinstance(lib, dict) or not lib.get("id") or lib.get("state") in SKIP_STATES:
+        if not isinstance(lib, dict) or not safe_id(lib.get("id")) or lib.get("state") in SKIP_STATES:
             continue
         similarity = name_similarity(query, lib)
         stars = lib.get("stars") or 0
@@ -72,6 +73,27 @@ def rank_libraries(query: str, results: list[dict]) -> list[Library]:
                                             [str(v) for v in lib.get("versions") or []], str(lib.get("state") or ""))))
     good = [lib for sim, lib in ranked if sim >= 0.6]
     return sorted(good, key=lambda lib: lib.score, reverse=True)
+
+
+def safe_id(value) -> bool:
+    """A library id from Context7 that we may repeat: ASCII name characters only, no fence-marker spelling."""
+    from gsd_research.core.untrusted import neutralize
+
+    text = str(value or "")
+    return bool(SAFE_ID.match(text)) and neutralize(text) == text
+
+
+_PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._+#-]{0,59}$")
+
+
+def safe_name(lib: dict) -> str | None:
+    """A search result's title when it is a plain library name, else its id when that is safe, else None."""
+    from gsd_research.core.untrusted import neutralize, scan
+
+    title = str(lib.get("title") or "")
+    if _PLAIN_NAME.match(title) and neutralize(title) == title and not scan(title):
+        return title
+    return str(lib["id"]) if safe_id(lib.get("id")) else None
 
 
 def split_version(spec: str) -> tuple[str, str | None]:
@@ -127,8 +149,8 @@ class Context7:
         name, version = split_version(spec)
         results = self.search(name, query)
         ranked = rank_libraries(name, results)
-        if not ranked:
-            suggestions = [str(r.get("title") or r.get("id")) for r in results if isinstance(r, dict)][:5]
+        if not ranked:  # the names Context7 found, where they are plain names (titles are external text)
+            suggestions = [n for n in (safe_name(r) for r in results if isinstance(r, dict)) if n][:5]
             raise LibraryNotFound(
                 f"Could not resolve library '{spec}'",
                 suggestions=suggestions or ["Check the spelling, or pass a Context7 id such as /vercel/next.js"],
@@ -171,7 +193,7 @@ def _redirect_target(resp) -> str | None:
     target = str(target)
     if "://" in target:
         target = "/" + "/".join(target.split("://", 1)[1].split("/")[1:])
-    return target if LIBRARY_ID.match(target) else None
+    return target if LIBRARY_ID.match(target) and safe_id(target.split("@")[0]) else None
 
 
 def _not_found(library_id: str, resp) -> GsdError:
