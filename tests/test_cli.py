@@ -108,7 +108,7 @@ def test_non_utf8_stdout_still_gets_utf8_json(fake):
                           env=env, timeout=60)
 
     doc = json.loads(proc.stdout.decode("utf-8"))
-    assert "東京" in doc["error"]["message"] and proc.returncode == 5
+    assert "東京" in doc["error"]["details"]["provider_message"] and proc.returncode == 5
     assert b"Traceback" not in proc.stderr
 
 

@@ -178,7 +178,8 @@ def test_wait_on_a_failed_job_is_job_failed_exit_5_with_the_cause(cli, pplx, hom
 
     err = result.json["error"]
     assert result.code == 5 and err["code"] == "JOB_FAILED"
-    assert "failed upstream" in err["message"]
+    assert "deep research failed" in err["message"] and "upstream" not in err["message"]  # our words only
+    assert "failed upstream" in err["details"]["errors"][-1]["provider_message"]  # Perplexity's, fenced
     assert err["details"]["cause"] == "UPSTREAM_ERROR" and err["details"]["remote_id"] == paid(pplx.state)[0]["id"]
 
 

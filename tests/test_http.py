@@ -109,7 +109,9 @@ def test_status_map(status, error):
         raise_for_status("context7", response(status, body=b'{"error": "x", "message": "Provider said no"}'))
 
     assert info.value.details["status"] == status
-    assert "Provider said no" in info.value.message or status == 408
+    assert "Provider said no" not in info.value.message  # the provider's words are never ours
+    said = info.value.details.get("provider_message")
+    assert status == 408 or said == "[UNTRUSTED TEXT]\nProvider said no\n[END UNTRUSTED TEXT]"
 
 
 def test_quota_statuses_are_quota_exceeded():

@@ -149,7 +149,7 @@ def test_a_failed_attempt_is_recorded_then_retried_to_success(cli, pplx, home):
     status = status_of(home, job_id)
     assert status["status"] == "completed" and status["attempts"] == 3
     assert [e["code"] for e in status["errors"]] == ["UPSTREAM_ERROR", "UPSTREAM_ERROR"]
-    assert "failed upstream" in status["errors"][1]["message"]
+    assert status["errors"][1]["provider_message"] == "[UNTRUSTED TEXT]\nResearch run failed upstream\n[END UNTRUSTED TEXT]"
     assert worker["retried"] == 2 and worker["completed"] == 1
 
 

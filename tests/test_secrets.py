@@ -50,7 +50,7 @@ def test_a_provider_that_echoes_the_key_is_scrubbed_at_the_edge(cli, fake, home,
 
     result = cli("docs", "react", "hooks")
 
-    assert result.code == 5 and "***" in result.json["error"]["message"]
+    assert result.code == 5 and "***" in result.json["error"]["details"]["provider_message"]
     assert_clean(result, home)
 
 

@@ -154,12 +154,14 @@ def _unexpected(exc: Exception, rt: Runtime, argv: list[str]) -> int:
     if state is not None:
         emit(failure(rt.command or _guess_command(argv), state.to_dict()), rt.pretty)
         return state.exit_code
+    from gsd_research.core.external import excerpt
+
     log_internal_error(exc)
-    emit(failure(rt.command or _guess_command(argv), {
-        "code": "INTERNAL_ERROR",
-        "message": f"Unexpected {exc.__class__.__name__}: {str(exc)[:300]}",
-        "suggestions": ["Retry; if it persists, report it with the log under GSD_RESEARCH_HOME/logs"],
-    }), rt.pretty)
+    error = {"code": "INTERNAL_ERROR", "message": f"Unexpected {exc.__class__.__name__}",
+             "suggestions": ["Retry; if it persists, report it with the log under GSD_RESEARCH_HOME/logs"]}
+    if str(exc):  # it may quote what an answer held (a key, a value): fenced, apart from our message
+        error["details"] = {"detail": excerpt(str(exc)[:300])}
+    emit(failure(rt.command or _guess_command(argv), error), rt.pretty)
     return 1
 
 

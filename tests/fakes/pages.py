@@ -86,8 +86,19 @@ def state_page(server: FakeServer, req: Request) -> Reply:
     return Reply(200, page, content_type="text/html; charset=utf-8")
 
 
+def state_reply(server: FakeServer, req: Request) -> Reply:
+    """`/pages/reply/NAME`: any answer a test put in server.state["replies"][NAME] ({status, body,
+    content_type, headers}), for hostile status pages, headers and redirects (404 when none)."""
+    spec = (server.state.get("replies") or {}).get(req.path.rsplit("/", 1)[1])
+    if spec is None:
+        return Reply(404, {"error": "no such reply"})
+    return Reply(int(spec.get("status", 200)), spec.get("body", ""), headers=dict(spec.get("headers") or {}),
+                 content_type=spec.get("content_type", "text/html; charset=utf-8"))
+
+
 def install(server: FakeServer) -> None:
     server.route("GET", r"/pages/state/[\w-]+")(lambda req: state_page(server, req))
+    server.route("GET", r"/pages/reply/[\w-]+")(lambda req: state_reply(server, req))
     server.route("GET", r"/pages/code.docx")(docx)
     html = "text/html; charset=utf-8"
     server.route("GET", r"/pages/article")(lambda req: Reply(200, ARTICLE, content_type=html))

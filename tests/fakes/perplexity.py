@@ -7,6 +7,7 @@ Knobs in `server.state` (cleared per test by the `fake` fixture):
   pplx_no_cost      True: answers carry no usage.cost (the client must estimate)
   pplx_echo_auth    True: the report repeats the Authorization header (a leak the client must scrub)
   pplx_async_fail   N: the next N async requests end FAILED
+  pplx_fail_message the error_message of those failed requests (default "Research run failed upstream")
   pplx_inject       True: the report carries a prompt-injection passage from a "source" (a string: that passage)
   pplx_hang         {"submit": s, "poll": s}: submit (POST) / poll (GET) requests get no answer for s seconds
                     (float("inf"): until the test ends) - a provider that never answers
@@ -245,7 +246,8 @@ def _async_doc(state: dict, rid: str, record: dict) -> dict:
     delay = state.get("pplx_async_delay", 0.05)
     if elapsed >= delay and (record["polls"] > 0 or delay == 0):  # with no delay, done at once
         if record["fail"]:
-            doc.update(status="FAILED", failed_at=int(time.time()), error_message="Research run failed upstream")
+            doc.update(status="FAILED", failed_at=int(time.time()),
+                       error_message=state.get("pplx_fail_message", "Research run failed upstream"))
         else:
             with _lock:
                 if "response" not in record:

@@ -246,7 +246,8 @@ def test_tavily_errors_without_fallback(cli, fake, kl, monkeypatch, key, code, e
 
     assert result.code == exit_code
     assert result.json["error"]["code"] == code
-    assert words in result.json["error"]["message"]
+    assert words not in result.json["error"]["message"]  # Tavily's words: fenced, apart from ours
+    assert words in result.json["error"]["details"]["provider_message"]
     assert kl.calls == []
     assert_no_traceback(result)
 

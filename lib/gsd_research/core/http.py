@@ -101,34 +101,46 @@ def error_message(response: requests.Response) -> str:
     return f"HTTP {response.status_code}"
 
 
+def provider_details(provider: str, response: requests.Response) -> dict:
+    """`details` of an error answer: status and provider, and the answer's own text as a short fenced excerpt
+    (`provider_message`): it comes from outside, so it never enters our message (see core.external)."""
+    from gsd_research.core.external import excerpt
+
+    details: dict = {"status": response.status_code, "provider": provider}
+    text = error_message(response)
+    if text and not text.startswith(f"HTTP {response.status_code}"):
+        details["provider_message"] = excerpt(text)
+    return details
+
+
 def raise_for_status(provider: str, response: requests.Response, key_hint: str | None = None) -> None:
-    """Map a non-success answer to a typed error, once for every provider."""
+    """Map a non-success answer to a typed error, once for every provider. The message is ours; the
+    provider's (or the site's) own words are in details.provider_message, fenced."""
     status = response.status_code
     if 200 <= status < 300:
         return
-    msg = error_message(response)
     name = provider.capitalize() if provider else "Provider"
-    details = {"status": status, "provider": provider}
+    details = provider_details(provider, response)
     if status in (401, 403):
         hint = f"Check {key_hint}" if key_hint else "Check the provider's API key"
-        raise InvalidApiKey(f"{name} rejected the credentials (HTTP {status}): {msg}", suggestions=[hint], details=details)
+        raise InvalidApiKey(f"{name} rejected the credentials (HTTP {status})", suggestions=[hint], details=details)
     if status == 404:
-        raise NotFound(f"{name}: not found (HTTP 404): {msg}", details=details,
+        raise NotFound(f"{name}: not found (HTTP 404)", details=details,
                        suggestions=[f"Check the {name} base URL (gsd-research doctor)"])
     if status == 429:
         raise RateLimited(
-            f"{name} rate limit reached (HTTP 429): {msg}",
+            f"{name} rate limit reached (HTTP 429)",
             suggestions=["Wait and retry", "Set an API key for higher limits" if key_hint else "Retry later"],
             retry_after=retry_after_seconds(response),
             details=details,
         )
     if status == 402 or status in (432, 433):
-        raise ProviderError(f"{name} plan or spending limit reached (HTTP {status}): {msg}", code="QUOTA_EXCEEDED",
+        raise ProviderError(f"{name} plan or spending limit reached (HTTP {status})", code="QUOTA_EXCEEDED",
                             details=details, suggestions=[f"Check the {name} plan and credits", "gsd-research usage"])
     if status == 408:
         raise TimeoutError_(f"{name} timed out (HTTP 408)", details=details,
                             suggestions=["Retry later", "Raise http.read_timeout with gsd-research config set"])
-    raise ProviderError(f"{name} answered HTTP {status}: {msg}", details=details,
+    raise ProviderError(f"{name} answered HTTP {status}", details=details,
                         suggestions=[f"Retry later: {name} had a problem", "gsd-research doctor"])
 
 

@@ -49,6 +49,8 @@ def record(store: JobStore, s: DeepSettings, config, job_id: str, exc: GsdError,
         remote_id = exc.details.get("remote_id") or current.get("remoteId")
         if remote_id:
             error["remote_id"] = remote_id
+        if exc.details.get("provider_message"):  # the provider's own words, fenced (core.external)
+            error["provider_message"] = exc.details["provider_message"]
         after = _too_long_a_wait(exc, s)
         if after is not None:
             error["retryAfter"] = iso(time.time() + after)

@@ -16,7 +16,8 @@ import time
 from collections.abc import Callable
 
 from gsd_research.core.errors import MissingApiKey, NotFound, ProviderError, TimeoutError_
-from gsd_research.core.http import HttpClient, error_message, parse_json, raise_for_status
+from gsd_research.core.external import excerpt
+from gsd_research.core.http import HttpClient, error_message, parse_json, provider_details, raise_for_status
 
 PROVIDER = "perplexity"
 KEY_HINT = "PERPLEXITY_API_KEY"
@@ -61,6 +62,11 @@ def strip_think(text: str) -> str:
     if opened >= 0:
         text = text[:opened]
     return text.replace("</think>", "").strip()
+
+
+def _word(value: str) -> str:
+    """A status word from the provider as an identifier (never free text in our message)."""
+    return "".join(c for c in value if c.isascii() and (c.isalnum() or c in "_-"))[:40]
 
 
 def _is_gone(response) -> bool:
@@ -205,8 +211,8 @@ class Perplexity:
             raise _timed_out(exc, deadline) from None
         if resp.status_code in (400, 404, 410):
             if _is_gone(resp) and sonar:
-                raise EndpointGone(f"Perplexity Sonar is not available at {path} (HTTP {resp.status_code}): "
-                                   f"{error_message(resp)}", details={"status": resp.status_code, "provider": PROVIDER},
+                raise EndpointGone(f"Perplexity Sonar is not available at {path} (HTTP {resp.status_code})",
+                                   details=provider_details(PROVIDER, resp),
                                    suggestions=["gsd-research config set deep.api agent"])
             raise_for_status(PROVIDER, resp, KEY_HINT)
         try:
@@ -262,12 +268,11 @@ class Perplexity:
                 raise _malformed("COMPLETED without response")
             return from_chat_completion(body["response"], "sonar-async", remote_id)
         if state == "FAILED":
-            raise RemoteRunFailed(f"Perplexity deep research failed: "
-                                  f"{str(body.get('error_message') or 'no reason')[:300]}",
-                                  details={"provider": PROVIDER, "remote_id": remote_id})
+            raise RemoteRunFailed("Perplexity deep research failed", details={  # its reason: fenced, in details
+                "provider": PROVIDER, "remote_id": remote_id, "provider_message": excerpt(body.get("error_message"))})
         if state in ("CREATED", "IN_PROGRESS", "PENDING"):
             return None
-        raise _malformed(f"unknown async status '{state[:40]}'")
+        raise _malformed(f"unknown async status '{_word(state)}'")
 
     # -- Agent API -----------------------------------------------------------------------------
     def agent_create(self, query: str, preset: str, deadline: float | None = None) -> dict:
@@ -289,9 +294,9 @@ class Perplexity:
             return None
         if state in AGENT_FAILED:
             err = body.get("error") if isinstance(body.get("error"), dict) else {}
-            raise RemoteRunFailed(f"Perplexity Agent API run {state}: {str(err.get('message') or 'no reason')[:300]}",
-                                  details={"provider": PROVIDER, "remote_id": body.get("id")})
-        raise _malformed(f"unknown agent status '{state[:40]}'")
+            raise RemoteRunFailed(f"Perplexity Agent API run {state}", details={
+                "provider": PROVIDER, "remote_id": body.get("id"), "provider_message": excerpt(err.get("message"))})
+        raise _malformed(f"unknown agent status '{_word(state)}'")
 
 
 def poll(fetch: Callable[[], dict | None], *, deadline: float, interval: float,

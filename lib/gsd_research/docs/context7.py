@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 
 from gsd_research.core.errors import GsdError, NotFound, ProviderError, RateLimited
-from gsd_research.core.http import HttpClient, error_message, forget, parse_json, raise_for_status
+from gsd_research.core.http import HttpClient, forget, parse_json, provider_details, raise_for_status
 
 LIBRARY_ID = re.compile(r"^/[^/\s]+/[^/\s]+([/@][^/\s]+)?$")
 SAFE_ID = re.compile(r"^/[A-Za-z0-9._+-]+/[A-Za-z0-9._+-]+(?:[/@][A-Za-z0-9._+-]+)?$")  # ids Context7 sends us
@@ -197,7 +197,7 @@ def _redirect_target(resp) -> str | None:
 
 
 def _not_found(library_id: str, resp) -> GsdError:
-    message = error_message(resp)
+    details = provider_details("context7", resp)  # Context7's own words, fenced, never in our message
     try:
         code = resp.json().get("error")
     except (ValueError, AttributeError):
@@ -205,7 +205,7 @@ def _not_found(library_id: str, resp) -> GsdError:
     if code == "no_snippets_found":
         return NotFound(f"Context7 has no documentation for {library_id} matching this query",
                         suggestions=["Rephrase the query with the API or feature name"])
-    return LibraryNotFound(f"Context7 does not know {library_id}: {message}",
+    return LibraryNotFound(f"Context7 does not know {library_id}", details=details,
                            suggestions=["Pass the library name instead of an id to search for it"])
 
 

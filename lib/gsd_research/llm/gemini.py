@@ -24,8 +24,9 @@ class GeminiBackend(Backend):
         try:
             return super()._post(url, body, headers, key_hint)
         except ProviderError as exc:
-            if exc.details.get("status") == 400 and "api key" in exc.message.lower():
-                raise InvalidApiKey(f"Gemini rejected the API key: {exc.message[:200]}",
+            said = str(exc.details.get("provider_message") or "").lower()  # Gemini's own (fenced) words
+            if exc.details.get("status") == 400 and ("api key" in said or "api_key" in said):
+                raise InvalidApiKey("Gemini rejected the API key (HTTP 400)",
                                     suggestions=[f"Check {KEY_HINT}"], details=exc.details) from None
             raise
 
@@ -45,13 +46,13 @@ class GeminiBackend(Backend):
         candidates = data.get("candidates") if isinstance(data, dict) else None
         if not candidates:
             reason = (data.get("promptFeedback") or {}).get("blockReason") if isinstance(data, dict) else None
-            raise malformed(self.provider, f"no candidates{', blocked: ' + reason if reason else ''}")
+            raise malformed(self.provider, f"no candidates{', blocked: ' + _enum(reason) if reason else ''}")
         first = candidates[0] or {}
         texts = [p.get("text", "") for p in (first.get("content") or {}).get("parts") or []
                  if isinstance(p, dict) and not p.get("thought")]
         text = "".join(texts).strip()
         if not text:
-            raise malformed(self.provider, f"empty answer, finishReason {first.get('finishReason')}")
+            raise malformed(self.provider, f"empty answer, finishReason {_enum(first.get('finishReason'))}")
         usage = data.get("usageMetadata") or {}
         return Generation(text, self.name, str(data.get("modelVersion") or self.model),
                           {"input_tokens": usage.get("promptTokenCount"),
@@ -66,3 +67,8 @@ class GeminiBackend(Backend):
         parts = [{"inlineData": {"mimeType": mime, "data": base64.b64encode(image).decode("ascii")}},
                  {"text": question}]
         return self._call(parts, system=system, max_output_tokens=max_output_tokens, search=False)
+
+
+def _enum(value) -> str:
+    """An enumeration value of Gemini's (SAFETY, MAX_TOKENS) as an identifier: never free text in a message."""
+    return "".join(c for c in str(value or "") if c.isascii() and (c.isalnum() or c == "_"))[:40] or "unknown"

@@ -56,8 +56,10 @@ def clip_input(content: str, limit: int) -> tuple[str, bool]:
 
 
 def summary_prompt(content: str, focus: str | None, max_tokens: int, source: str | None = None) -> str:
+    from gsd_research.core.external import safe_url
+
     focus_line = f"Focus on: {neutralize(focus)}\n" if focus else ""
-    where = f"Source: {source}\n" if source else ""
+    where = f"Source: {safe_url(source)}\n" if source and safe_url(source) else ""  # outside the fence: a safe form
     return (f"{where}{focus_line}Summarize the material in at most {words_for(max_tokens)} words.\n\n"
             f"{fence(content)}")
 

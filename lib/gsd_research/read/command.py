@@ -105,16 +105,17 @@ def fetch(rt, url: str, focus: str | None, extract_: bool, page: int):
     """Read URL: its main content summarized (or, with --extract, as Markdown). Never the raw page."""
     from gsd_research.core.untrusted import fence
     from gsd_research.llm.tasks import source_warnings
-    from gsd_research.read.fetcher import Fetcher
+    from gsd_research.read.fetcher import Fetcher, shown
 
     check_echo(url + " " + (focus or ""), rt.max_tokens, "URL and --focus text")
     fetched = Fetcher(rt).fetch(url)
     markdown, title, hidden, method = page_markdown(fetched)
     if not markdown.strip() or (fetched.kind == "html" and len(markdown.split()) < 5):
-        raise ExtractionFailed(f"No readable main content at {fetched.final_url}",
+        raise ExtractionFailed(f"No readable main content at {shown(fetched.final_url)}",
                                suggestions=["The page may need JavaScript; try another source",
                                             "gsd-research search for another page on the topic"])
-    doc = {"url": url, "final_url": fetched.final_url, "title": fence(title) if title else None,
+    final = shown(fetched.final_url)  # after redirects: external text, in a safe form (core.external)
+    doc = {"url": url, "final_url": final, "title": fence(title) if title else None,
            "metadata": {"content_type": fetched.content_type, "extraction": method, "redirects": fetched.redirects,
                         "fetch_cache_hit": fetched.from_cache, "source_tokens": source_tokens(markdown),
                         "size_capped": fetched.capped}}
@@ -123,7 +124,7 @@ def fetch(rt, url: str, focus: str | None, extract_: bool, page: int):
         return _extract_page(rt, doc, markdown, page, warnings)
     from gsd_research.llm.tasks import SYSTEM_SUMMARY, summary_prompt
 
-    prompt = summary_prompt(_prepare(rt, markdown), focus, rt.max_tokens, source=fetched.final_url)
+    prompt = summary_prompt(_prepare(rt, markdown), focus, rt.max_tokens, source=final)
     text, meta = _model_text(rt, "url", prompt, SYSTEM_SUMMARY, markdown, focus)
     if focus:
         doc["focus"] = focus
@@ -279,12 +280,14 @@ def image(rt, path: str, question: str | None):
 
 def cite(text: str, grounding: dict | None) -> tuple[str, list[dict]]:
     """Numbered sources from groundingMetadata and [n] markers after the segments they support."""
+    from gsd_research.core.external import safe_url
+
     grounding = grounding or {}
     chunks = grounding.get("groundingChunks") or []
     sources = []
     for n, chunk in enumerate(chunks, 1):
         web = (chunk or {}).get("web") or {}
-        sources.append({"n": n, "title": web.get("title") or web.get("domain"), "url": web.get("uri")})
+        sources.append({"n": n, "title": web.get("title") or web.get("domain"), "url": safe_url(web.get("uri"))})
     raw = text.encode("utf-8")
     inserts: dict[int, set[int]] = {}
     for support in grounding.get("groundingSupports") or []:

@@ -26,7 +26,9 @@ ACCEPT = "text/html,application/xhtml+xml,text/plain,text/markdown,application/p
 
 
 def page_error(exc: GsdError, url: str) -> GsdError:
-    """A web page's HTTP error in a page's terms: a 403 is the site refusing, not a bad API key of ours."""
+    """A web page's HTTP error in a page's terms: a 403 is the site refusing, not a bad API key of ours. The
+    site's own error text stays in details.provider_message (fenced), never in the message."""
+    url = shown(url)
     status = exc.details.get("status") if isinstance(exc.details, dict) else None
     if status in (401, 403):
         return GsdError(f"The site refused the request (HTTP {status}) for {url}", code="ACCESS_DENIED",
@@ -38,6 +40,22 @@ def page_error(exc: GsdError, url: str) -> GsdError:
     if status and not exc.suggestions:
         exc.suggestions = ["Retry later, or read another source on the topic"]
     return exc
+
+
+def shown(url: str) -> str:
+    """A URL we reached (maybe through a redirect: external text) as it may appear in our messages."""
+    from gsd_research.core.external import safe_url
+
+    return safe_url(url) or "(a URL that is not shown: not a plain http(s) address)"
+
+
+def host_shown(host: str) -> str:
+    """A host name for our messages: in its ASCII (IDNA) form when it is one, else not repeated."""
+    from gsd_research.core.external import safe_url
+
+    literal = f"[{host}]" if ":" in host else host  # an IPv6 address
+    url = safe_url(f"http://{literal}/") if host and "/" not in host and "@" not in host else None
+    return host if url else "(an invalid host name)"
 
 
 @dataclass
@@ -92,7 +110,7 @@ def resolve(host: str, port: int) -> list[str]:
     except (socket.gaierror, UnicodeError, OSError) as exc:
         from gsd_research.core.errors import NetworkError
 
-        raise NetworkError(f"Cannot resolve host '{host}' ({exc.__class__.__name__})",
+        raise NetworkError(f"Cannot resolve host '{host_shown(host)}' ({exc.__class__.__name__})",
                            suggestions=["Check the URL and the network connection"]) from None
     return sorted({info[4][0].split("%", 1)[0] for info in infos})
 
@@ -104,13 +122,19 @@ def check_url(url: str, allow: set[str] | None = None) -> str:
         parts = urlsplit(url.strip())
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
-        raise BlockedUrl(f"Malformed URL: {url[:200]}", suggestions=["Pass a full http(s) URL"]) from None
+        from gsd_research.core.external import excerpt
+
+        raise BlockedUrl("Malformed URL", suggestions=["Pass a full http(s) URL"],
+                         details={"url": excerpt(url)}) from None
     if parts.scheme.lower() not in ("http", "https"):
-        raise BlockedUrl(f"Only http(s) URLs can be fetched, not '{parts.scheme or 'no scheme'}:'",
+        scheme = parts.scheme.lower() if parts.scheme.isascii() and len(parts.scheme) <= 20 else "another scheme"
+        raise BlockedUrl(f"Only http(s) URLs can be fetched, not '{scheme or 'no scheme'}:'",
                          suggestions=["Pass a full http(s) URL", "For a local file use gsd-research summarize FILE"])
     host = (parts.hostname or "").lower().rstrip(".")
     if not host:
         raise BlockedUrl("The URL has no host", suggestions=["Pass a full http(s) URL"])
+    if host_shown(host).startswith("("):
+        raise BlockedUrl("The URL's host is not a valid host name", suggestions=["Pass a full http(s) URL"])
     if _is_allowed(host, allow):
         return host
     for addr in resolve(host, port):
@@ -211,7 +235,7 @@ class Fetcher:
                 location = resp.headers.get("Location")
                 resp.close()
                 if not location:
-                    raise ExtractionFailed(f"Redirect without a Location header at {current}")
+                    raise ExtractionFailed(f"Redirect without a Location header at {shown(current)}")
                 hops += 1
                 if hops > self.max_redirects:
                     raise GsdError(f"Too many redirects (more than {self.max_redirects}) from {url}",
@@ -254,14 +278,17 @@ class Fetcher:
         return b"".join(chunks), False
 
     def _page(self, url: str, final: str, resp, hops: int, from_cache: bool) -> Page:
-        ctype = resp.headers.get("Content-Type", "")
+        from gsd_research.core.external import media_type
+
+        header = resp.headers.get("Content-Type", "")
+        ctype = media_type(header) or ""  # a header outside the token grammar says nothing we repeat
         kind = kind_of(ctype, final)
         if kind is None:
             resp.close()
             hint = ["For an image saved locally use gsd-research image PATH"] if ctype.startswith("image/") else []
-            raise ExtractionFailed(f"Cannot read content of type '{ctype.split(';')[0]}' from {final}",
+            raise ExtractionFailed(f"Cannot read content of type '{ctype or 'unrecognized'}' from {shown(final)}",
                                    suggestions=hint + ["Fetch an HTML page, a text file, a PDF or an Office file"],
-                                   details={"content_type": ctype.split(";")[0]})
+                                   details={"content_type": ctype or None})
         body, capped = (resp.content, False) if from_cache else self._read_capped(resp)
         if capped and kind not in ("html", "text"):
             raise ExtractionFailed(
@@ -270,8 +297,8 @@ class Fetcher:
                 details={"max_bytes": self.max_bytes})
         if not from_cache and not capped:
             self._store(resp, body)
-        return Page(url, final, resp.status_code, ctype.split(";")[0].strip().lower(), kind, body,
-                    resp.encoding if "charset" in ctype.lower() else None, hops, from_cache, capped)
+        return Page(url, final, resp.status_code, ctype, kind, body,
+                    resp.encoding if "charset" in header.lower() else None, hops, from_cache, capped)
 
     def _store(self, resp, body: bytes) -> None:
         """Keep a complete 200 answer in the shared cache (the streamed request bypassed it)."""

@@ -57,21 +57,28 @@ class DdgsBackend:
             return list(call(query, region=self.region, safesearch=self.safesearch, timelimit=timelimit,
                              max_results=max_results, backend=self.engines) or [])
         except RatelimitException as exc:
-            raise RateLimited(f"Keyless search (ddgs) was rate limited: {_short(exc)}",
+            raise RateLimited("Keyless search (ddgs) was rate limited",
                               suggestions=["Wait and retry", "Set TAVILY_API_KEY to use Tavily"],
-                              details={"provider": NAME}) from None
+                              details=_details(exc)) from None
         except TimeoutException as exc:
-            raise TimeoutError_(f"Keyless search (ddgs) timed out: {_short(exc)}", suggestions=["Retry later"],
-                                details={"provider": NAME}) from None
+            raise TimeoutError_("Keyless search (ddgs) timed out", suggestions=["Retry later"],
+                                details=_details(exc)) from None
         except DDGSException as exc:
             return _no_results_or_raise(exc)
         except Exception as exc:  # noqa: BLE001 - a scraping library can fail in any way; never a traceback
-            raise ProviderError(f"Keyless search (ddgs) failed: {exc.__class__.__name__}: {_short(exc)}",
-                                details={"provider": NAME}) from None
+            raise ProviderError(f"Keyless search (ddgs) failed: {exc.__class__.__name__}",
+                                details=_details(exc)) from None
 
 
 def _short(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:200] or exc.__class__.__name__
+
+
+def _details(exc: BaseException) -> dict:
+    """The scraping library's words (they quote the engines' answers) fenced, apart from our message."""
+    from gsd_research.core.external import excerpt
+
+    return {"provider": NAME, "provider_message": excerpt(_short(exc))}
 
 
 def _no_results_or_raise(exc: BaseException) -> list[dict]:
@@ -79,10 +86,10 @@ def _no_results_or_raise(exc: BaseException) -> list[dict]:
     if text.rstrip(".").lower().endswith("no results found"):
         return []
     if any(hint in text.lower() for hint in _NETWORK_HINTS):
-        raise NetworkError(f"Keyless search (ddgs) could not reach any search engine: {text}",
+        raise NetworkError("Keyless search (ddgs) could not reach any search engine",
                            suggestions=["Check the network connection", "Set TAVILY_API_KEY to use Tavily"],
-                           details={"provider": NAME})
-    raise ProviderError(f"Keyless search (ddgs) failed: {text}", details={"provider": NAME})
+                           details=_details(exc))
+    raise ProviderError("Keyless search (ddgs) failed", details=_details(exc))
 
 
 def make_backend(config) -> KeylessBackend:
