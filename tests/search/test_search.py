@@ -398,7 +398,7 @@ def test_instructions_in_a_result_are_fenced_and_flagged(cli, tavily):
     assert "<system>" not in result.stdout and "</search_results>" not in result.stdout
     [warning] = doc["injection_warnings"]
     assert doc["injection_flagged"] is True
-    assert warning["result"] == 2 and warning["url"] == "https://evil.example/ev"
+    assert warning["result"] == 2 and "url" not in warning  # the index, never the (hostile) URL
     assert {"override", "fake_tag"} <= set(warning["kinds"]) and warning["fields"] == ["snippet"]
     assert doc["untrusted"] == NOTICE
 

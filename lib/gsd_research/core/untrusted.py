@@ -247,7 +247,8 @@ def guard_text(text: str | None, where: str) -> tuple[str | None, list[dict]]:
 def guard_results(results: list[dict], fields: tuple[str, ...] = ("content", "snippet", "title", "summary"),
                   ) -> tuple[list[dict], list[dict]]:
     """The rule for a list of results: every text field fenced; flagged items marked; one warning per
-    flagged item ({"where": "results[i]", "result": i (1-based), "url", "kinds", "fields", "findings"})."""
+    flagged item ({"where": "results[i]", "result": i (1-based), "kinds", "fields", "findings"}: the result's
+    index, never its URL or any other text of it)."""
     warnings, guarded = [], []
     for index, item in enumerate(results):
         item = dict(item)
@@ -266,7 +267,6 @@ def guard_results(results: list[dict], fields: tuple[str, ...] = ("content", "sn
         if findings:
             item["injection_flagged"] = True
             warnings.append(warning(f"results[{index}]", findings, result=index + 1,
-                                    url=item.get("url") or item.get("source_url"),
                                     fields=sorted({f["field"] for f in findings})))
         guarded.append(item)
     return guarded, warnings

@@ -29,9 +29,11 @@ def _fit_citations(citations: list[dict], max_tokens: int) -> list[dict]:
 def answer_payload(query: str, job_id: str, message: dict, max_tokens: int, *, extra_meta: dict | None = None,
                    warnings: list[str] | None = None) -> dict:
     """The envelope body for a finished job or blocking call, with the report cut to the budget."""
+    from gsd_research.core.external import safe_url
     from gsd_research.core.untrusted import NOTICE, fence, guard_text
 
-    citations = [dict(c, title=fence(str(c.get("title") or ""))) for c in message.get("citations") or []]
+    citations = [dict(c, title=fence(str(c.get("title") or "")), url=safe_url(c.get("url")))  # http(s), sanitized
+                 for c in message.get("citations") or []]
     shown = _fit_citations(citations, max_tokens)
     notes = list(dict.fromkeys([*(warnings or []), *(message.get("warnings") or [])]))
     report, found = guard_text(str(message.get("content") or ""), "report")  # fenced, flagged or not

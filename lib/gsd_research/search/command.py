@@ -183,7 +183,7 @@ def guard_answer(answer: dict) -> tuple[list[dict], str | None, list[dict]]:
     results, warnings = guard_results(answer["results"], fields=("snippet", "title"))
     summary, found = guard_text(answer.get("summary"), "summary")
     if found:
-        warnings.insert(0, dict(found[0], result="summary", url=None, fields=["summary"]))
+        warnings.insert(0, dict(found[0], result="summary", fields=["summary"]))
     return results, summary, warnings
 
 

@@ -13,6 +13,7 @@ from typing import Protocol
 from urllib.parse import urlencode, urlsplit
 
 from gsd_research.core.errors import GsdError, NetworkError, ProviderError, RateLimited, TimeoutError_
+from gsd_research.core.external import safe_date, safe_url
 
 NAME = "ddgs"
 MAX_RESULTS = 30  # ddgs pages through engines; more than this is slow and mostly duplicates
@@ -215,13 +216,13 @@ def normalize_results(raw: list[dict]) -> list[dict]:
     out: list[dict] = []
     seen: set[str] = set()
     for item in raw:
-        url = str(item.get("href") or item.get("url") or "").strip()
-        if not url.startswith(("http://", "https://")) or url in seen:
+        url = safe_url(item.get("href") or item.get("url"))  # external: a safe form or nothing
+        if url is None or url in seen:
             continue
         seen.add(url)
         result = {"title": str(item.get("title") or url).strip(), "url": url,
                   "snippet": str(item.get("body") or "").strip(), "provider": NAME}
-        if item.get("date"):
-            result["published_date"] = str(item["date"])
+        if safe_date(item.get("date")):  # a date, or nothing
+            result["published_date"] = safe_date(item["date"])
         out.append(result)
     return out

@@ -139,16 +139,18 @@ def md_inline(text, limit: int | None = None) -> str:
     text = " ".join(text.split())
     if limit and len(text) > limit:
         text = text[: limit - 1].rstrip() + "…"
-    text = text.replace("\\", "\\\\").replace("<", "&lt;").replace(">", "&gt;")
+    text = text.replace("\\", "\\\\").replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")  # `&#84;` stays
     return text.replace("[", "\\[").replace("]", "\\]").replace("`", "'")
 
 
 def md_url(url) -> str:
-    """An http(s) URL as an autolink; anything else as inert text."""
-    url = str(url or "").strip()
-    if re.fullmatch(r"https?://[^\s<>\"`]+", url):
-        return f"<{url}>"
-    return "`" + re.sub(r"[`\s]+", " ", url)[:200] + "` (not a web link)"
+    """An http(s) URL as an autolink (sanitized: core.external.safe_url); anything else is not repeated."""
+    from gsd_research.core.external import safe_url
+
+    safe = safe_url(url)
+    if safe and re.fullmatch(r"https?://[^\s<>\"`]+", safe):
+        return f"<{safe}>"
+    return "(no web link)"
 
 
 # -- rendering -------------------------------------------------------------------------------------
@@ -207,17 +209,18 @@ def lead_sentences(text: str, max_chars: int = 280) -> str:
 
 def search_report_context(answer: dict) -> dict:
     """What the search template needs: numbered sources, cited findings, a labelled summary."""
+    from gsd_research.core.external import safe_date
     from gsd_research.core.untrusted import unfence
 
     sources, findings = [], []
     for n, item in enumerate(answer.get("results") or [], 1):
         flagged = bool(item.get("injection_flagged"))  # the report frames external text itself (notice, quotes)
         snippet = "" if flagged else lead_sentences(unfence(item.get("snippet", "")), 600)
-        title = unfence(str(item.get("title") or "")).strip() or str(item.get("url") or "")
+        title = unfence(str(item.get("title") or "")).strip() or md_url(item.get("url"))
         title = title.strip().rstrip(".")
         sources.append({"n": n, "title": title, "url": item.get("url"),
                         "provider": item.get("provider"), "score": item.get("score"),
-                        "published": item.get("published_date"), "flagged": flagged, "snippet": snippet})
+                        "published": safe_date(item.get("published_date")), "flagged": flagged, "snippet": snippet})
         if flagged:
             findings.append({"n": n, "flagged": True, "text": ""})
         elif snippet:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from gsd_research.core.errors import MissingApiKey, ProviderError, UsageError
+from gsd_research.core.external import safe_date, safe_url
 from gsd_research.core.http import HttpClient, parse_json
 
 NAME = "tavily"
@@ -158,8 +159,8 @@ def normalize_results(items: list) -> list[dict]:
     for item in items:
         if not isinstance(item, dict) or not isinstance(item.get("url"), str):
             continue
-        url = item["url"].strip()
-        if not url.startswith(("http://", "https://")) or url in seen:
+        url = safe_url(item["url"])  # external: percent-encoded, no marker or instruction in its query
+        if url is None or url in seen:
             continue
         seen.add(url)
         result = {"title": str(item.get("title") or url).strip(), "url": url,
@@ -167,7 +168,7 @@ def normalize_results(items: list) -> list[dict]:
         score = item.get("score")
         if isinstance(score, (int, float)) and not isinstance(score, bool):
             result["score"] = round(float(score), 4)
-        if item.get("published_date"):
-            result["published_date"] = str(item["published_date"])
+        if safe_date(item.get("published_date")):  # a date, or nothing
+            result["published_date"] = safe_date(item["published_date"])
         out.append(result)
     return out
