@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 
 from gsd_research.core.errors import GsdError, NotFound, ProviderError, RateLimited
+from gsd_research.core.external import safe_url
 from gsd_research.core.http import HttpClient, forget, parse_json, provider_details, raise_for_status
 
 LIBRARY_ID = re.compile(r"^/[^/\s]+/[^/\s]+([/@][^/\s]+)?$")
@@ -242,12 +243,12 @@ def _code_result(s: dict) -> dict:
             blocks.append(f"```{ex.get('language') or s.get('codeLanguage') or ''}\n{ex['code']}\n```")
     content = "\n\n".join(filter(None, [str(s.get("codeDescription") or "").strip(), *blocks]))
     return {"title": str(s.get("codeTitle") or s.get("pageTitle") or "Code example"), "content": content,
-            "source_url": str(s.get("codeId") or s.get("sourceFile") or ""), "type": "code"}
+            "source_url": safe_url(s.get("codeId") or s.get("sourceFile")) or "", "type": "code"}
 
 
 def _info_result(s: dict) -> dict:
     return {"title": str(s.get("breadcrumb") or "Documentation"), "content": str(s.get("content") or ""),
-            "source_url": str(s.get("pageId") or ""), "type": "info"}
+            "source_url": safe_url(s.get("pageId")) or "", "type": "info"}
 
 
 def _text_results(text: str) -> list[dict]:
@@ -259,5 +260,5 @@ def _text_results(text: str) -> list[dict]:
         title, _, rest = part.partition("\n")
         source = re.search(r"(?m)^Source: (\S+)", rest)
         results.append({"title": title.strip(), "content": rest.strip(),
-                        "source_url": source.group(1) if source else "", "type": "text"})
+                        "source_url": safe_url(source.group(1)) or "" if source else "", "type": "text"})
     return results
