@@ -149,3 +149,132 @@ def test_in_process_calls_restore_the_callers_umask(cli, umask_022):
 
     current = os.umask(0o022)
     assert current == 0o022
+
+
+# -- only our own folders are closed; a folder someone else controls is refused ---------------------------
+
+def test_a_shared_sticky_folder_is_never_chmodded_and_is_refused_as_a_home(run_bin, tmp_path, monkeypatch):
+    shared = tmp_path / "shared-tmp"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)  # as /tmp
+    monkeypatch.setenv("GSD_RESEARCH_HOME", str(shared))
+
+    for args in (("--version",), ("config", "path"), ("docs", "react", "hooks")):
+        result = run_bin("gsd-research", *args)
+        assert stat.S_IMODE(shared.stat().st_mode) == 0o1777, args
+    assert result.json["error"]["code"] == "STATE_UNSAFE" and result.code == 1
+    assert "written by others" in result.json["error"]["message"] and result.json["error"]["suggestions"]
+    assert_no_traceback(result)
+
+
+def test_a_setgid_team_folder_keeps_its_bits(run_bin, tmp_path, monkeypatch):
+    team = tmp_path / "team"
+    team.mkdir()
+    os.chmod(team, 0o2750)
+    (team / "config.yaml").write_text(TEST_CONFIG)
+    os.chmod(team / "config.yaml", 0o640)
+    monkeypatch.setenv("GSD_RESEARCH_HOME", str(team))
+
+    assert run_bin("gsd-research", "config", "path").code == 0
+
+    assert stat.S_IMODE(team.stat().st_mode) == 0o2750
+
+
+def test_a_folder_that_is_not_ours_keeps_its_mode_and_gets_private_files(run_bin, tmp_path, monkeypatch):
+    project = tmp_path / "project"
+    project.mkdir()
+    os.chmod(project, 0o755)
+    (project / "README.md").write_text("A project folder.\n")
+    monkeypatch.setenv("GSD_RESEARCH_HOME", str(project))
+
+    assert run_bin("gsd-research", "config", "set", "cache.ttl.docs", "60").code == 0
+
+    assert stat.S_IMODE(project.stat().st_mode) == 0o755
+    assert stat.S_IMODE((project / "config.yaml").stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("args", [("--version",), ("--help",), ("docs", "--help"), ("search", "-h")])
+def test_version_and_help_touch_no_folder(run_bin, tmp_path, monkeypatch, args):
+    empty = tmp_path / "empty-home"
+    empty.mkdir()
+    os.chmod(empty, 0o755)
+    monkeypatch.setenv("GSD_RESEARCH_HOME", str(empty))
+
+    assert run_bin("gsd-research", *args).code == 0
+
+    assert stat.S_IMODE(empty.stat().st_mode) == 0o755 and list(empty.iterdir()) == []
+
+
+needs_root = pytest.mark.skipif(os.getuid() != 0, reason="giving a folder to another user needs root")
+
+
+@needs_root
+@pytest.mark.parametrize("owned", ["home", "config"])
+def test_a_home_or_config_of_another_user_is_refused_before_it_is_read(run_bin, tmp_path, monkeypatch, fake, owned):
+    other = tmp_path / "other-home"
+    other.mkdir()
+    os.chmod(other, 0o755)
+    (other / "config.yaml").write_text(f"providers:\n  context7:\n    base_url: {fake.url}/attacker\n")
+    os.chmod(other / "config.yaml", 0o644)
+    (other / "logs").mkdir()
+    victim = tmp_path / "root-file"
+    victim.write_text("precious\n")
+    (other / "logs" / "errors.log").symlink_to(victim)
+    os.chown(other if owned == "home" else other / "config.yaml", 65534, 65534)
+    monkeypatch.setenv("GSD_RESEARCH_HOME", str(other))
+    monkeypatch.delenv("CONTEXT7_API_URL")
+
+    result = run_bin("gsd-research", "docs", "react", "hooks")
+
+    assert result.json["error"]["code"] == "STATE_UNSAFE" and "another user" in result.json["error"]["message"]
+    assert fake.hits("/attacker") == [] and victim.read_text() == "precious\n"
+    assert stat.S_IMODE(other.stat().st_mode) == (0o755 if owned == "home" else 0o700)  # never another's folder
+
+
+def test_a_config_others_can_write_is_refused(run_bin, fresh_home):
+    _config(fresh_home)
+    os.chmod(fresh_home / "config.yaml", 0o666)
+
+    result = run_bin("gsd-research", "config", "show")
+
+    assert result.json["error"]["code"] == "STATE_UNSAFE" and "config" in result.json["error"]["message"]
+
+
+@pytest.mark.parametrize("log", ["errors.log", "worker.log", "deep.log"])
+def test_a_symlink_planted_as_a_log_is_replaced_never_followed(fresh_home, tmp_path, log):
+    from gsd_research.core.private import open_private
+
+    fresh_home.mkdir(parents=True)
+    (fresh_home / "logs").mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (fresh_home / "logs" / log).symlink_to(victim)
+
+    fd = open_private(fresh_home / "logs" / log)
+    os.write(fd, b"log line\n")
+    os.close(fd)
+
+    assert victim.read_text() == "precious\n"
+    assert not (fresh_home / "logs" / log).is_symlink()
+    assert (fresh_home / "logs" / log).read_text() == "log line\n"
+
+
+def test_the_internal_error_log_and_the_worker_log_never_follow_a_symlink(cli, home, tmp_path, monkeypatch):
+    from gsd_research.core.internal_errors import log_internal_error
+    from gsd_research.deep import queue
+
+    (home / "logs").mkdir(exist_ok=True)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    for name in ("errors.log", "worker.log"):
+        (home / "logs" / name).symlink_to(victim)
+    spawned = []
+    monkeypatch.setattr("subprocess.Popen", lambda *a, **k: spawned.append(k["stdout"].name) or type(
+        "P", (), {"pid": 1})())
+
+    log_internal_error(RuntimeError("boom"))
+    queue.spawn_worker()
+
+    assert victim.read_text() == "precious\n"
+    assert "RuntimeError: boom" in (home / "logs" / "errors.log").read_text()
+    assert not (home / "logs" / "worker.log").is_symlink() and spawned

@@ -107,11 +107,28 @@ def run(group: click.Group, argv: list[str] | None, prog_name: str, known: dict)
     from gsd_research.core.private import private_process
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    previous_umask = private_process()  # state is 0700/0600 whoever writes it (this call, its worker, SQLite)
+    # state is 0700/0600 whoever writes it (this call, its worker, SQLite); --version and --help touch no folder
+    previous_umask = private_process(close=not _informational(argv))
     try:
         return _run(group, argv, prog_name, known)
     finally:
         os.umask(previous_umask)
+
+
+def _informational(argv: list[str]) -> bool:
+    """--version or --help: answered without reading or touching any state."""
+    args = argv[: argv.index("--")] if "--" in argv else argv
+    return _wants_help(argv) or "--version" in args
+
+
+def _refuse_unsafe_state(argv: list[str]) -> None:
+    """A home or config another user controls is refused (STATE_UNSAFE) before anything reads it."""
+    if not _informational(argv):
+        from gsd_research.core.private import unsafe_state
+
+        unsafe = unsafe_state()
+        if unsafe is not None:
+            raise unsafe
 
 
 def _run(group: click.Group, argv: list[str], prog_name: str, known: dict) -> int:
@@ -121,6 +138,7 @@ def _run(group: click.Group, argv: list[str], prog_name: str, known: dict) -> in
     if _wants_help(argv):
         return _help(group, argv, prog_name, rt)
     try:
+        _refuse_unsafe_state(argv)
         rv = group.main(args=argv, prog_name=prog_name, standalone_mode=False, obj=rt)
     except click.exceptions.NoArgsIsHelpError as exc:
         return _no_command(exc, prog_name, known, rt)

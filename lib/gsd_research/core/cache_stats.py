@@ -49,7 +49,9 @@ class exclusive_lock:
         self.fd = None
 
     def __enter__(self):
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        from gsd_research.core.private import open_private
+
+        self.fd = open_private(self.path, os.O_RDWR | os.O_CREAT)
         try:
             import fcntl
 

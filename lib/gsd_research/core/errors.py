@@ -30,6 +30,7 @@ EXIT_CODES: dict[str, int] = {
     "BUDGET_EXCEEDED": 1,
     "INTERNAL_ERROR": 1,
     "STATE_NOT_WRITABLE": 1,
+    "STATE_UNSAFE": 1,
     "ACCESS_DENIED": 5,
     "INTERRUPTED": 130,  # SIGINT; SIGTERM: 143
 }

@@ -1,11 +1,19 @@
-"""Private state: a 0077 umask at every process edge and GSD_RESEARCH_HOME closed to others.
+"""Private state: a 0077 umask at every process edge, our state folders closed to others, and a state folder
+that someone else controls refused.
 
 Every entry point (`gsd-research` and the deep worker it spawns as `gsd-research jobs worker`,
 `researcher` and its MCP server `researcher serve`) calls `private_process()` first: folders are then
 created 0700 and files 0600 whoever writes them (our code, SQLite, Chroma: its Rust core honours the
-umask, checked by tests/test_private_state.py). An existing home (or plugin data folder) that the group
-or others can enter is closed (0700) when it belongs to the user running us, which also covers files an
-older version left 0644 inside it.
+umask, checked by tests/test_private_state.py).
+
+A state root (GSD_RESEARCH_HOME, the plugin data folder) that already exists is closed (0700) only when it is
+ours: it belongs to the user running us, carries no sticky or setgid bit (a shared folder such as /tmp), and
+is empty, or carries our marker file, or holds our state (config.yaml, the HTTP cache, job logs). A folder
+that is not ours keeps its mode: the files we create inside it are private all the same.
+
+`unsafe_state()` refuses a home another user owns or others can write to, and a config.yaml likewise:
+whoever controls them controls where keys are sent and what the caches answer (STATE_UNSAFE).
+`open_private()` opens a state file (logs, locks, ledgers) without following a symlink planted in its place.
 """
 
 from __future__ import annotations
@@ -15,6 +23,8 @@ import stat
 from pathlib import Path
 
 PRIVATE_UMASK = 0o077
+MARKER = ".gsd-research-state"  # written into a state root we closed: it is ours from then on
+OUR_STATE = ("config.yaml", "cache/http_cache.sqlite", "conversation-logs", "jobs/worker.lock", "usage")
 
 
 def state_roots() -> list[Path]:
@@ -28,23 +38,88 @@ def state_roots() -> list[Path]:
     return roots
 
 
-def private_process() -> int:
-    """Set the private umask and close the state roots; returns the previous umask."""
+def private_process(close: bool = True) -> int:
+    """Set the private umask and (unless `close` is False: --version, --help) close the state roots that are
+    ours; returns the previous umask."""
     previous = os.umask(PRIVATE_UMASK)
-    for root in state_roots():
-        close_dir(root)
+    if close:
+        for root in state_roots():
+            close_dir(root)
     return previous
 
 
 def close_dir(path: Path) -> None:
-    """chmod 0700 a folder of ours that others can enter (never a folder of another user)."""
+    """chmod 0700 a state folder of ours that others can enter, and mark it as ours."""
     try:
         info = os.stat(path)
     except OSError:
         return
-    if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and stat.S_IMODE(info.st_mode) & 0o077:
-        try:
+    if not stat.S_ISDIR(info.st_mode) or not _ours(Path(path), info):
+        return
+    try:
+        if stat.S_IMODE(info.st_mode) & 0o077:
             os.chmod(path, stat.S_IMODE(info.st_mode) & 0o700)
-        except OSError:
-            pass
+        marker = Path(path) / MARKER
+        if not marker.exists():
+            os.close(open_private(marker, os.O_WRONLY | os.O_CREAT))
+    except OSError:
+        pass
 
+
+def _ours(path: Path, info: os.stat_result) -> bool:
+    if info.st_uid != os.getuid() or info.st_mode & (stat.S_ISVTX | stat.S_ISGID):
+        return False  # another user's, or a shared folder (/tmp, a setgid team folder)
+    try:
+        if (path / MARKER).exists() or not any(os.scandir(path)):
+            return True
+    except OSError:
+        return False
+    return any((path / name).exists() for name in OUR_STATE)
+
+
+def unsafe_state():
+    """A GsdError (STATE_UNSAFE) when GSD_RESEARCH_HOME or its config.yaml belongs to another user or others
+    may write to it; None when it is safe (or does not exist yet: we create it private)."""
+    from gsd_research.core.config import CONFIG_FILE, home
+
+    root = home()
+    for path, what in ((root, "GSD_RESEARCH_HOME"), (root / CONFIG_FILE, "its config file")):
+        try:
+            info = os.stat(path)  # a symlink is judged by what it points at
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode) != (path == root):
+            continue  # a home that is a file, a config that is a folder: STATE_NOT_WRITABLE or USAGE_ERROR later
+        problem = None
+        if info.st_uid != os.getuid():
+            problem = f"belongs to another user (uid {info.st_uid})"
+        elif info.st_mode & 0o022:
+            problem = f"can be written by {'others' if info.st_mode & 0o002 else 'its group'} (mode {oct(stat.S_IMODE(info.st_mode))})"
+        if problem:
+            return _unsafe(root, path, what, problem)
+    return None
+
+
+def _unsafe(root: Path, path: Path, what: str, problem: str):
+    from gsd_research.core.errors import GsdError
+
+    return GsdError(
+        f"Refusing to use {what} {path}: it {problem}. Whoever controls it controls where API keys are sent "
+        "and what the caches answer", code="STATE_UNSAFE",
+        suggestions=["Point GSD_RESEARCH_HOME at a folder of your own (unset it for ~/.gsd-research)",
+                     f"Or make it yours and private: chown -R {os.getuid()} {root} && chmod 700 {root} "
+                     f"&& chmod 600 {root / 'config.yaml'}"],
+        details={"path": str(path)})
+
+
+def open_private(path: Path, flags: int = os.O_WRONLY | os.O_APPEND | os.O_CREAT) -> int:
+    """os.open of a state file, private (0600) and never through a symlink: one planted in its place (to make
+    us append to or lock another file) is removed and the file created anew."""
+    flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        return os.open(path, flags, 0o600)
+    except OSError:
+        if not os.path.islink(path):
+            raise
+        os.unlink(path)  # the link, never its target
+        return os.open(path, flags, 0o600)

@@ -55,7 +55,9 @@ def record(provider: str, model: str | None, tokens_in: int, tokens_out: int, co
     line = scrub(json.dumps(entry, ensure_ascii=False, separators=(",", ":"), default=str)) + "\n"
     path = ledger_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+    from gsd_research.core.private import open_private
+
+    fd = open_private(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)  # never through a planted symlink
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         if ref and _holds(fd, scrub(json.dumps({"ref": ref}, ensure_ascii=False, separators=(",", ":")))[1:-1]):

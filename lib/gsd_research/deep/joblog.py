@@ -35,7 +35,9 @@ def event(kind: str, **fields) -> None:
                 os.replace(path, path.with_suffix(".log.1"))  # keep one old log
         except OSError:
             pass
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        from gsd_research.core.private import open_private
+
+        fd = open_private(path)  # never through a planted symlink
         try:
             os.write(fd, (line + "\n").encode("utf-8"))
         finally:

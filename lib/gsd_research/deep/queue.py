@@ -47,7 +47,9 @@ def spawn_worker() -> int:
             os.replace(path, path.with_suffix(".log.1"))  # keep one old log
     except OSError:
         pass
-    with open(path, "ab") as log:
+    from gsd_research.core.private import open_private
+
+    with os.fdopen(open_private(path), "ab") as log:  # never through a planted symlink
         proc = subprocess.Popen(
             [sys.executable, "-m", "gsd_research", "jobs", "worker"],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True, start_new_session=True,
