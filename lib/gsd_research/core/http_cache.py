@@ -63,7 +63,8 @@ def import_requests_cache(need_redis: bool):
 
 def safe_serializer():
     """requests-cache's JSON serializer behind FORMAT_TAG; loading anything else (a pickle, a foreign or
-    malformed value) gives None, which requests-cache treats as a miss. Nothing it reads can run code."""
+    malformed value, an answer whose status is not 200) gives None, which requests-cache treats as a miss.
+    Nothing it reads can run code."""
     from requests_cache.serializers.pipeline import SerializerPipeline, Stage
     from requests_cache.serializers.preconf import json_preconf_stage
 
@@ -73,9 +74,12 @@ def safe_serializer():
 
         def loads(self, value):
             try:
-                return super().loads(value)
+                loaded = super().loads(value)
             except Exception:  # noqa: BLE001 - whatever is not ours is a miss, never a crash
                 return None
+            # only 200 answers are ever stored: any other status (a planted 500, an empty `{}` read as
+            # status 0 that would never expire) is a miss, and the next answer overwrites it
+            return loaded if getattr(loaded, "status_code", None) == 200 else None
 
     return TaggedJson([json_preconf_stage, Stage(dumps=_dumps, loads=_loads)], name="gsd-json", is_binary=False)
 
@@ -135,6 +139,7 @@ def build_session(config: Config):
         # Opening runs PRAGMA journal_mode=WAL, which fails at once ("database is locked", busy_timeout
         # notwithstanding) when processes race to open a new file: they open it one at a time.
         with exclusive_lock(path.with_name(path.name + ".lock")):
+            unlink_symlinks(path)
             current = file_format(path)
             if current is not None and current < CACHE_FORMAT:
                 discard(path)
@@ -145,6 +150,16 @@ def build_session(config: Config):
     session = requests_cache.CachedSession(backend=backend, **common)
     session.headers["User-Agent"] = USER_AGENT
     return session
+
+
+def unlink_symlinks(path) -> None:
+    """The cache database (and its -wal and -shm files) is ours alone: a symlink in its place, which would make
+    SQLite write our tables into another application's database, is removed and a new cache starts."""
+    for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        if p.is_symlink():
+            p.unlink()  # the link, never its target
+            print(f"gsd-research: {p.name} was a symbolic link; it was removed (the HTTP cache is a file of its "
+                  "own) and a new cache starts", file=sys.stderr)
 
 
 def file_format(path) -> int | None:

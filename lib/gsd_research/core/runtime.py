@@ -17,6 +17,7 @@ class Runtime:
     no_cache: bool = False
     pretty: bool = False
     command: str | None = None
+    private_input: bool = False  # the call sends the user's own files to a model: never into a shared cache
     _config: object = field(default=None, repr=False)
     _http: object = field(default=None, repr=False)
 

@@ -70,9 +70,13 @@ class Backend:
 
     def _post(self, url: str, body: dict, headers: dict | None = None, key_hint: str | None = None):
         from gsd_research.core.http import parse_json
+        from gsd_research.core.http_cache import cache_backend_name
 
+        # a prompt holding the user's local file stays out of a cache the team shares (Redis); SQLite is private
+        shared = cache_backend_name(self.rt.config) == "redis"
         resp = self.rt.http.request(self.provider, "POST", url, json=body, headers=headers or {},
-                                    ttl=self.rt.config.ttl("llm"), key_hint=key_hint)
+                                    ttl=self.rt.config.ttl("llm"), key_hint=key_hint,
+                                    cache=not (shared and self.rt.private_input))
         return parse_json(self.provider, resp)
 
 

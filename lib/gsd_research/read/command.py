@@ -203,6 +203,7 @@ def summarize(rt, source: str | None, focus: str | None):
     from gsd_research.llm.tasks import SYSTEM_SUMMARY, source_warnings, summary_prompt
 
     check_echo(focus or "", rt.max_tokens, "--focus text")
+    rt.private_input = True
     label, markdown, hidden = read_input(source)
     prompt = summary_prompt(_prepare(rt, markdown), focus, rt.max_tokens)
     text, meta = _model_text(rt, "summarize", prompt, SYSTEM_SUMMARY, markdown, focus)
@@ -222,6 +223,7 @@ def analyze(rt, question: str, source: str | None):
     if not question.strip():
         raise UsageError("analyze needs a question", suggestions=['gsd-research analyze "What changed?" notes.md'])
     check_echo(question, rt.max_tokens, "question")
+    rt.private_input = True
     label, markdown, hidden = read_input(source)
     prompt = analyze_prompt(_prepare(rt, markdown), question, rt.max_tokens)
     text, meta = _model_text(rt, "analyze", prompt, SYSTEM_ANALYZE, markdown, question)
@@ -249,6 +251,7 @@ def image(rt, path: str, question: str | None):
     from gsd_research.llm.tasks import SYSTEM_IMAGE, output_tokens_for, words_for
 
     check_echo(question or "", rt.max_tokens, "question")
+    rt.private_input = True
     file = Path(path).expanduser()
     data = read_regular(file, path, MAX_IMAGE_BYTES + 1, "image file")
     mime = image_mime(data[:16])
