@@ -132,6 +132,22 @@ def serve(factory, port: int | None = None, host: str = "127.0.0.1") -> None:
         raise GsdError("The 'mcp' package is not installed", code="ENVIRONMENT_MISSING",
                        suggestions=["pip install 'mcp>=1.2'"]) from None
     if port:
-        server.run("streamable-http", host=host, port=port)
+        serve_http(server, host, port)
     else:
         server.run("stdio")
+
+
+def serve_http(server, host: str, port: int) -> None:
+    """Streamable HTTP behind a bearer token. A port is open to every local user and process (and, through DNS
+    rebinding, to web pages), and the tools read and index files: a loopback bind alone protects nothing."""
+    import sys
+
+    import uvicorn
+
+    from gsd_research.researcher.mcp_auth import BearerAuth, token_file
+
+    token, path = token_file()
+    app = BearerAuth(server.streamable_http_app(host=host), token)
+    print(f"researcher: MCP over HTTP at http://{host}:{port}/mcp; every request needs the header "
+          f"'Authorization: Bearer {token}' (the token is kept in {path}, mode 0600)", file=sys.stderr, flush=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
