@@ -254,3 +254,21 @@ def _readable(value: bytes) -> str:
     if text.startswith("gsd-research-cache/json\n"):
         walk(json.loads(text.split("\n", 1)[1]))
     return "\n".join(out)
+
+
+@redis_warning
+@pytest.mark.parametrize("command", [("cache", "stats"), ("cache", "clear")])
+def test_a_wrong_redis_password_is_a_clear_error_not_an_internal_one(cli, redis_server, redis_home, command):
+    import redis
+
+    url, client = redis_server
+    client.config_set("requirepass", "s3cret-redis")
+    try:
+        result = cli(*command)
+    finally:
+        redis.Redis.from_url(url, password="s3cret-redis").config_set("requirepass", "")
+
+    err = result.json["error"]
+    assert err["code"] == "USAGE_ERROR" and result.code == 2, err
+    assert "password" in err["message"] and "cache.redis_url" in err["suggestions"][0]
+    assert_no_traceback(result)

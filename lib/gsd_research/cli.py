@@ -165,10 +165,10 @@ def _run(group: click.Group, argv: list[str], prog_name: str, known: dict) -> in
 
 def _unexpected(exc: Exception, rt: Runtime, argv: list[str]) -> int:
     """An exception no command turned into a GsdError: state we cannot write, else an internal error."""
-    from gsd_research.core.internal_errors import log_internal_error, state_error
+    from gsd_research.core.internal_errors import cache_error, log_internal_error, state_error
     from gsd_research.core.output import emit, failure
 
-    state = state_error(exc)
+    state = state_error(exc) or cache_error(exc)
     if state is not None:
         emit(failure(rt.command or _guess_command(argv), state.to_dict()), rt.pretty)
         return state.exit_code

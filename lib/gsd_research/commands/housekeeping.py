@@ -302,6 +302,8 @@ def set_(rt, key: str, value: str):
 
     parsed = value if isinstance(default_at(key), str) else parse_value(value)
     note = validate(key, parsed)
+    if key in ENUMS:
+        value = parsed.strip().lower()  # stored as the code compares it: `ENFORCE` is `enforce`
     load_user_config()  # a broken file is reported before anything is written
     stored = set_value(key, value)
     secret = is_secret_key(key)

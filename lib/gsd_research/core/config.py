@@ -17,6 +17,7 @@ DEFAULTS: dict[str, Any] = {
     "hooks": {"webfetch_mode": "suggest", "context7_mode": "suggest"},  # off | suggest | enforce
     "cache": {
         "backend": "sqlite",  # sqlite | redis | off
+        "stats": True,  # count hits and misses in cache/stats.json
         "redis_url": "redis://127.0.0.1:6379/0",
         "ttl": {"docs": 86400, "deep": 21600, "search": 3600, "fetch": 3600, "llm": 86400},
     },

@@ -40,3 +40,22 @@ def state_error(exc: BaseException):
                     code="STATE_NOT_WRITABLE",
                     suggestions=[f"Make {root} a writable directory (GSD_RESEARCH_HOME)",
                                  "Or point GSD_RESEARCH_HOME at a writable directory", "gsd-research doctor"])
+
+
+def cache_error(exc: BaseException):
+    """A Redis cache that refuses us (wrong password, unreachable) where no call could fall back (cache
+    stats, cache clear) as a clear error: USAGE_ERROR for credentials, NETWORK_ERROR otherwise; else None."""
+    import sys
+
+    redis = sys.modules.get("redis")
+    if redis is None or not isinstance(exc, redis.exceptions.RedisError):
+        return None
+    from gsd_research.core.errors import GsdError, NetworkError
+
+    fix = ["Check cache.redis_url (gsd-research config show): redis://:PASSWORD@HOST:PORT/DB",
+           "Or use the local cache: gsd-research config set cache.backend sqlite"]
+    if isinstance(exc, redis.exceptions.AuthenticationError) or "NOAUTH" in str(exc) or "WRONGPASS" in str(exc):
+        return GsdError("The Redis cache refused the credentials of cache.redis_url (wrong or missing password)",
+                        code="USAGE_ERROR", suggestions=fix)
+    return NetworkError(f"Cannot use the Redis cache of cache.redis_url ({exc.__class__.__name__})", suggestions=fix)
+
