@@ -65,3 +65,48 @@ def test_plan_report_path_applies_the_policy(tmp_path):
     with pytest.raises(reports.UsageError):
         reports.plan_report_path(str(tmp_path / "x.md"), "q", project)
     assert reports.plan_report_path(str(tmp_path / "x.md"), "q", project, anywhere=True) == (tmp_path, "x")
+
+
+@pytest.mark.parametrize("name", ["r" * 300 + ".md", "research/" + "d" * 260 + "/r.md", "bad\nname.md",
+                                  "research/tab\there.md", "line\rbreak.md"])
+def test_an_overlong_or_control_character_name_is_a_usage_error_before_searching(cli, tavily, workdir, name):
+    result = cli("search", "EV market", f"--report={name}")
+
+    assert result.code == 2 and result.json["error"]["code"] == "USAGE_ERROR", result.json
+    assert tavily.hits("/tavily") == [] and list(workdir.iterdir()) == []
+    assert_no_traceback(result)
+
+
+def test_a_report_the_user_asked_for_gets_the_users_umask_and_state_stays_private(cli, tavily, workdir, home):
+    previous = os.umask(0o022)
+    try:
+        project = cli("search", "EV market", "--report=out/ev.md").json
+        private = cli("search", "EV market", f"--report={home / 'reports' / 'ev.md'}").json
+    finally:
+        os.umask(previous)
+
+    assert project["success"] and private["success"]
+    assert oct(os.stat(workdir / "out").st_mode & 0o777) == "0o755"
+    assert oct(os.stat(workdir / "out" / "ev.md").st_mode & 0o777) == "0o644"
+    assert oct(os.stat(home / "reports").st_mode & 0o777) == "0o700"
+    assert oct(os.stat(home / "reports" / "ev.md").st_mode & 0o777) == "0o600"
+
+
+def test_a_folder_swapped_for_a_link_outside_during_the_search_is_refused(cli, tavily, workdir, outside, monkeypatch):
+    from gsd_research.search import command
+
+    (workdir / "research").mkdir()
+    real_chain = command.run_chain
+
+    def swap_then_search(*args, **kwargs):
+        os.rename(workdir / "research", workdir / "research.old")
+        os.symlink(outside, workdir / "research")  # after the check, before the write
+        return real_chain(*args, **kwargs)
+
+    monkeypatch.setattr(command, "run_chain", swap_then_search)
+
+    result = cli("search", "EV market", "--report=research/ev.md")
+
+    assert result.code == 2 and result.json["error"]["code"] == "USAGE_ERROR", result.json
+    assert "changed during the search" in result.json["error"]["message"]
+    assert list(outside.iterdir()) == []

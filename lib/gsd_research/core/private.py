@@ -18,11 +18,13 @@ whoever controls them controls where keys are sent and what the caches answer (S
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from pathlib import Path
 
 PRIVATE_UMASK = 0o077
+_USER_UMASK: list[int] = []  # the umask the user ran us with (set by private_process)
 MARKER = ".gsd-research-state"  # written into a state root we closed: it is ours from then on
 OUR_STATE = ("config.yaml", "cache/http_cache.sqlite", "conversation-logs", "jobs/worker.lock", "usage")
 
@@ -42,10 +44,24 @@ def private_process(close: bool = True) -> int:
     """Set the private umask and (unless `close` is False: --version, --help) close the state roots that are
     ours; returns the previous umask."""
     previous = os.umask(PRIVATE_UMASK)
+    _USER_UMASK[:] = [previous]
     if close:
         for root in state_roots():
             close_dir(root)
     return previous
+
+
+@contextlib.contextmanager
+def user_umask(enabled: bool = True):
+    """The user's own umask for the duration (files the user asked for outside our state: reports)."""
+    if not enabled or not _USER_UMASK:
+        yield
+        return
+    current = os.umask(_USER_UMASK[0])
+    try:
+        yield
+    finally:
+        os.umask(current)
 
 
 def close_dir(path: Path) -> None:

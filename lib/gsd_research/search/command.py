@@ -61,7 +61,7 @@ def search(rt, words, query_opt, max_sources, depth, topic, time_range, include_
     answer, failures = run_chain(rt, provider_chain(rt, provider), query, params)
     doc = build_answer(rt, query, params, answer, failures)
     if plan is not None:
-        doc["report"] = write_report(rt, env, plan, doc)
+        doc["report"] = write_report(rt, env, plan, doc, anywhere=allow_outside)
     return fit(rt, doc)
 
 
@@ -231,13 +231,13 @@ def build_answer(rt, query: str, params: dict, answer: dict, failures: list[dict
     return doc
 
 
-def write_report(rt, env, plan, doc: dict) -> str:
+def write_report(rt, env, plan, doc: dict, anywhere: bool = False) -> str:
     """Render and write the report from the full answer; returns its path for the JSON answer."""
     from gsd_research.core.secrets import known_secrets, scrub
     from gsd_research.search import reports
 
     text = reports.render(env, "search_report.md.j2", reports.search_report_context(doc))
-    path = reports.write_new(plan[0], plan[1], scrub(text, known_secrets(rt.config)))
+    path = reports.write_new(plan[0], plan[1], scrub(text, known_secrets(rt.config)), anywhere=anywhere)
     return reports.display_path(path)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from gsd_research.core.errors import GsdError, UsageError
 
 SLUG_MAX = 60
+MAX_NAME_BYTES = 200  # of each part of a report path: room for the -999.md a name may get, under NAME_MAX
 MAX_COLLISIONS = 999
 REPORT_SUFFIX = ".md"
 _WINDOWS_RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(1, 10)), *(f"lpt{i}" for i in range(1, 10))}
@@ -55,13 +56,16 @@ def plan_report_path(requested: str | None, query: str, cwd: Path | None = None,
     return directory, stem
 
 
-def check_inside(directory: Path, cwd: Path) -> None:
-    """Refuse a report folder outside the project and the research home (symlinks followed)."""
+def _inside(real: Path, cwd: Path) -> bool:
     from gsd_research.core.config import home
 
-    real = Path(os.path.realpath(directory))
     roots = [Path(os.path.realpath(cwd)), Path(os.path.realpath(home()))]
-    if not any(real == root or root in real.parents for root in roots):
+    return any(real == root or root in real.parents for root in roots)
+
+
+def check_inside(directory: Path, cwd: Path) -> None:
+    """Refuse a report folder outside the project and the research home (symlinks followed)."""
+    if not _inside(Path(os.path.realpath(directory)), cwd):
         raise UsageError(f"Report folder {directory} is outside the project folder ({cwd}) and "
                          "GSD_RESEARCH_HOME", suggestions=["Pass a path inside the project, e.g. --report research/",
                                                            "Or add --allow-outside to write there anyway"])
@@ -84,9 +88,16 @@ def check_writable(directory: Path) -> None:
 def _report_target(requested: str | None, query: str, cwd: Path) -> tuple[Path, str]:
     if not requested:
         return default_report_dir(cwd), slugify(query)
-    if "\x00" in requested or ".." in Path(requested).parts:
+    if _CONTROL.search(requested):
+        raise UsageError("Report path must not hold line breaks or other control characters",
+                         suggestions=["Pass a path such as research/topic.md, or --report alone for the default"])
+    if ".." in Path(requested).parts:
         raise UsageError(f"Report path must not climb out with '..': {requested!r}",
                          suggestions=["Pass a path such as research/topic.md, or --report alone for the default"])
+    longest = max(len(part.encode("utf-8")) for part in Path(requested).parts)
+    if longest > MAX_NAME_BYTES:
+        raise UsageError(f"A name in the report path is {longest} bytes long; at most {MAX_NAME_BYTES} are allowed",
+                         suggestions=["Pass a shorter name, or --report alone for a name made from the query"])
     target = Path(requested).expanduser()
     target = target if target.is_absolute() else cwd / target
     if requested.endswith(("/", os.sep)) or target.is_dir():
@@ -100,27 +111,68 @@ def _report_target(requested: str | None, query: str, cwd: Path) -> tuple[Path, 
     return target.parent, stem
 
 
-def write_new(directory: Path, stem: str, text: str) -> Path:
-    """Write `text` to `directory/stem.md`, or `stem-2.md`, `stem-3.md`…: never overwrites a file."""
-    if not stem or "/" in stem or os.sep in stem or stem in (".", ".."):
+def write_new(directory: Path, stem: str, text: str, *, anywhere: bool = True, cwd: Path | None = None) -> Path:
+    """Write `text` to `directory/stem.md`, or `stem-2.md`, `stem-3.md`…: never overwrites a file.
+
+    The folder is checked again where the file is created (opened once, the file created relative to that
+    descriptor, never through a symlink): a folder swapped for a link to elsewhere after the search started
+    is refused unless `anywhere`. A report outside GSD_RESEARCH_HOME is the user's document: it gets the
+    user's own umask, not the private one of our state."""
+    from gsd_research.core.private import user_umask
+
+    if not stem or "/" in stem or os.sep in stem or stem in (".", "..") or _CONTROL.search(stem):
         raise UsageError(f"Unsafe report file name {stem!r}")
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ReportFailed(f"Cannot create the report folder {directory}: {exc.strerror or exc}",
-                           suggestions=["Pass another folder with --report PATH"]) from None
-    for i in range(1, MAX_COLLISIONS + 1):
-        path = directory / (f"{stem}{REPORT_SUFFIX}" if i == 1 else f"{stem}-{i}{REPORT_SUFFIX}")
+    with user_umask(enabled=not _in_home(directory)):
         try:
-            with open(path, "x", encoding="utf-8") as fh:  # exclusive: a race or an existing file moves on
-                fh.write(text)
-            return path
+            directory.mkdir(parents=True, exist_ok=True)
+            dfd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        except OSError as exc:
+            raise ReportFailed(f"Cannot create the report folder {directory}: {exc.strerror or exc}",
+                               suggestions=["Pass another folder with --report PATH"]) from None
+        try:
+            if not anywhere and not _inside(_fd_path(dfd, directory), Path.cwd() if cwd is None else cwd):
+                raise UsageError(f"Report folder {directory} now lies outside the project and GSD_RESEARCH_HOME "
+                                 "(it changed during the search)", suggestions=["Pass a folder inside the project"])
+            return _create(dfd, directory, stem, text)
+        finally:
+            os.close(dfd)
+
+
+def _create(dfd: int, directory: Path, stem: str, text: str) -> Path:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    for i in range(1, MAX_COLLISIONS + 1):
+        name = f"{stem}{REPORT_SUFFIX}" if i == 1 else f"{stem}-{i}{REPORT_SUFFIX}"
+        try:
+            fd = os.open(name, flags, 0o666, dir_fd=dfd)  # exclusive: a race or an existing file moves on
         except FileExistsError:
             continue
         except OSError as exc:
-            raise ReportFailed(f"Cannot write the report {path}: {exc.strerror or exc}",
+            raise ReportFailed(f"Cannot write the report {directory / name}: {exc.strerror or exc}",
                                suggestions=["Pass another path with --report PATH"]) from None
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        return directory / name
     raise ReportFailed(f"Too many reports named {stem} in {directory}", suggestions=["Pass --report PATH"])
+
+
+def _fd_path(dfd: int, directory: Path) -> Path:
+    """The real path of the folder open as `dfd` (its resolved name, when that is still the same folder)."""
+    real = Path(os.path.realpath(directory))
+    try:
+        same = os.path.samestat(os.fstat(dfd), os.stat(real))
+    except OSError:
+        same = False
+    if not same:
+        raise ReportFailed(f"The report folder {directory} changed while the report was written",
+                           suggestions=["Retry the search"])
+    return real
+
+
+def _in_home(directory: Path) -> bool:
+    from gsd_research.core.config import home
+
+    real, root = Path(os.path.realpath(directory)), Path(os.path.realpath(home()))
+    return real == root or root in real.parents
 
 
 def display_path(path: Path, cwd: Path | None = None) -> str:
