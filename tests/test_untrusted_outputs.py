@@ -185,6 +185,19 @@ def test_keyless_search_results(cli, fake, monkeypatch):
     assert_all_fenced(cli("search", "colony census", "--provider", "ddgs").json, expect=5)
 
 
+# -- docs --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("variant", SAMPLE, ids=ids(SAMPLE))
+def test_docs_snippets_and_titles(cli, fake, variant):
+    fake.state["context7.body"] = {
+        "codeSnippets": [{"codeTitle": f"{CANARY.title()} setup {variant['text'][:60]}",
+                          "codeDescription": passage(variant["text"]),
+                          "codeList": [{"language": "bash", "code": f"pip install {CANARY}"}]}],
+        "infoSnippets": [{"breadcrumb": f"{CANARY.title()} guide", "content": passage("")}]}
+
+    assert_all_fenced(cli("docs", "react", "hooks", "--max-tokens", "4000").json, expect=3)
+
+
 # -- deep and jobs -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("variant", SAMPLE[:6], ids=ids(SAMPLE[:6]))
