@@ -71,7 +71,23 @@ def held_out() -> tuple[int, int, int]:
                 for i in items)
     print(f"\nheld-out variants (tests/injection/heldout.jsonl, written after tuning, never tuned on): "
           f"detected {pct(found, len(items))}; fenced soundly {pct(sound, len(items))}")
+    held_out_round_4()
     return found, sound, len(items)
+
+
+def held_out_round_4() -> None:
+    """tests/injection/heldout4.jsonl: written before the fourth tuning round (never tuned on), per technique;
+    fence-close variants also count whether their marker was neutralized."""
+    items = [json.loads(line) for line in (corpus.HERE / "heldout4.jsonl").read_text().splitlines() if line]
+    per: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for item in items:
+        per[item["technique"]][0] += 1
+        per[item["technique"]][1] += bool(untrusted.scan(item["text"]))
+    markers = [i for i in items if i["technique"] == "fence_close"]
+    removed = sum(untrusted.MARKER_REMOVED in untrusted.fence(i["text"]) for i in markers)
+    rows = ", ".join(f"{t} {pct(d, n)}" for t, (n, d) in sorted(per.items()))
+    print(f"held-out round 4 (tests/injection/heldout4.jsonl): detected "
+          f"{pct(sum(d for _, d in per.values()), len(items))} ({rows}); markers neutralized {pct(removed, len(markers))}")
 
 
 def false_positives() -> list[tuple[int, int]]:

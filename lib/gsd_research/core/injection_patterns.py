@@ -163,9 +163,13 @@ PATTERNS: list[tuple[str, str, tuple[tuple[str, ...], ...], str]] = [
      r"(?:include|embed|append|paste|print|reveal|output|share|put)\b[^.!?]{0,40}?" + _SECRET + r"[^.!?]{0,60}?"
      r"\b(?:to|into|at|via|in)\s+(?:https?://|\S+@\S+\.\w|(?:the |this |a )?(?:link|webhook|endpoint|markdown "
      r"image|image url))"),
-    ("exfiltration", "words", (("the user's", "users'", "their", "the developer's", "its "), _SECRET_NEEDLES),
+    ("exfiltration", "words", (("the user's", "users'", "their", "the developer's"), _SECRET_NEEDLES),
      r"(?:write|save|copy|send|post|include|append|paste|print|output|log|upload|e-?mail|leak)\b[^.!?]{0,15}?\b(?:the "
-     r"user's|users'|their|the developer's|its)\s+(?:\w+\s+)?" + _SECRET),
+     r"user's|users'|their|the developer's)\s+(?:\w+\s+)?" + _SECRET),
+    ("exfiltration", "words", (("its ssh", "its private", "its api", "its credential", "its secret", "its password",
+                                "its token", "its cookie", "its env"),),
+     r"(?:write|save|copy|send|post|include|append|paste|print|output|log|upload|e-?mail|leak)\b[^.!?]{0,15}?\bits\s+"
+     r"(?:\w+\s+)?" + _SECRET),
     ("exfiltration", "words", (("exfiltrate", "leak", "steal", "harvest"), _SECRET_NEEDLES),
      r"(?:exfiltrate|leak|steal|harvest)\b[^.!?]{0,40}?" + _SECRET),
     ("exfiltration", "words", ((".env", "rsa", "credentials", ".netrc", "shadow", ".ssh"),),
@@ -226,7 +230,8 @@ PATTERNS: list[tuple[str, str, tuple[tuple[str, ...], ...], str]] = [
      r"report)\b"),
     ("hijack", "words", (("gsd-research",),), r"gsd-research\s+(?:config|cache|jobs|deep|fetch|search|docs)\b"),
     # "The agent reading this should …", "your next action must be …", "when you write the summary, add …"
-    ("hijack", "words", (("reading", "processing", "summari"), ("should", "must", "need", "required", "instructed")),
+    ("hijack", "words", (("reading this", "reading these", "processing this", "processing these", "summarizing this",
+                          "summarising this"), ("should", "must", "need", "required", "instructed")),
      r"(?:" + _AI_WORDS + r")s?\s+(?:that is\s+|who is\s+)?(?:reading|processing|summari[sz]ing)\s+(?:this|these)\b"
      r"[^.!?]{0,20}\b(?:should|must|needs? to|is (?:required|instructed) to)\b"),
     ("hijack", "words", (("your next",),),
@@ -234,7 +239,8 @@ PATTERNS: list[tuple[str, str, tuple[tuple[str, ...], ...], str]] = [
     ("hijack", "words", (("when you",), ("summary", "answer", "report", "response")),
      r"when you (?:write|produce|generate|create|give|compose) (?:the|your|a|an) (?:summary|answer|report|response)\b"
      r"[^.!?]{0,40}\b(?:add|include|recommend|say|mention|state|insert|append|claim)\b"),
-    ("secrecy", "words", (("the user", "secretly", "covertly", "mention"),),
+    ("secrecy", "words", (("the user", "secretly", "covertly", "mention any", "mention the", "mention known",
+                           "mention vuln", "mention secur", "mention cve", "mention this", "mention these"),),
      r"(?:do not|don't|never)\s+(?:tell|inform|mention (?:this )?to|reveal (?:this )?to|alert|notify)\s+(?:this\s+"
      r"to\s+)?the user\b|without (?:telling|informing|alerting|notifying) the user\b|(?:secretly|covertly)\s+(?:"
      r"run|execute|add|send|include|insert|modify|delete|install)\b|(?:do not|don't|never)\s+mention\s+(?:any\s+|the\s+)?"
