@@ -15,7 +15,11 @@ from tests.conftest import ROOT
 
 CLIENT_STATE = re.compile(
     r"(^|/)\.claude\.json(\.backup[^/]*)?$"
-    r"|(^|/)\.claude/(backups|debug|projects|session-env|shell-snapshots|statsig|telemetry|todos)(/|$)")
+    r"|(^|/)\.claude/(backups|debug|file-history|plugins|projects|session-env|sessions|shell-snapshots|statsig"
+    r"|telemetry|todos)(/|$)"
+    r"|(^|/)\.claude/settings\.json$"
+    # what only a client config dir holds, wherever that dir was (CLAUDE_CONFIG_DIR set to a product folder)
+    r"|(^|/)(\.credentials\.json|history\.jsonl|\.last-cleanup)$|(^|/)file-history(/|$)")
 # where the tests' own tools live (venv, the npm-installed client): not product files, never walked
 SKIP_DIRS = {".git", ".venv", ".e2e", ".test-data", "node_modules", "__pycache__"}
 
@@ -50,7 +54,12 @@ def test_no_client_state_in_the_working_tree():
 @pytest.mark.parametrize("path", [".claude.json", ".claude-plugin/.claude.json",
                                   ".claude-plugin/.claude/telemetry/1p_failed_events.x.json",
                                   ".claude/backups/.claude.json.backup.1795322825100", "x/.claude/statsig/s",
-                                  ".claude/projects/-tmp-p/s.jsonl", ".claude/debug/latest"])
+                                  ".claude/projects/-tmp-p/s.jsonl", ".claude/debug/latest",
+                                  ".claude/plugins/installed_plugins.json", ".claude/plugins/data/research-x/venv",
+                                  ".claude/sessions/1.json", ".claude/.last-cleanup", ".claude/settings.json",
+                                  ".claude/.credentials.json", ".claude/history.jsonl", ".claude/file-history/a/b",
+                                  ".claude-plugin/.credentials.json", "history.jsonl", ".last-cleanup",
+                                  "file-history/s/x"])
 def test_client_state_is_ignored_and_recognised(path):
     assert is_client_state(path)
     assert git("check-ignore", "--no-index", path) == [path]
@@ -58,7 +67,9 @@ def test_client_state_is_ignored_and_recognised(path):
 
 @pytest.mark.parametrize("path", [".claude-plugin/plugin.json", ".claude-plugin/marketplace.json",
                                   "skills/library-docs/SKILL.md", "hooks/hooks.json", "agents/gsd-researcher.md",
-                                  "tests/e2e/fake_anthropic.py", "docs/projects/x.md"])
+                                  "tests/e2e/fake_anthropic.py", "docs/projects/x.md", "docs/settings.json",
+                                  "tests/fixtures/sessions/a.json", "lib/gsd_research/plugins/x.py",
+                                  "tests/injection/clean/16-aws-cli-credentials.md", "docs/history.md"])
 def test_product_files_are_not_mistaken_for_client_state(path):
     assert not is_client_state(path)
 
