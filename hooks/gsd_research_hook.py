@@ -4,16 +4,17 @@ Runs one event's module from gsd_research_hooks/ (imported alone: start-up time 
 prints at most one JSON document, and never breaks a session: malformed input, unreadable files or a bug
 end in exit 0 with no output. Only `pre-webfetch` / `pre-context7` in `enforce` mode block, on purpose,
 with a JSON `permissionDecision: "deny"`. Stdlib only, run under `python -I -S`, which puts neither this
-directory nor site-packages on sys.path: the hooks' own package is added here from this file's location."""
-
-from __future__ import annotations
+directory nor site-packages on sys.path: the hooks' own package is added here from this file's location.
+This file parses on any Python 3 (no f-strings, no annotations): on one older than 3.7 (the modules need 3.7) a hook does nothing."""
 
 import json
 import os
 import sys
 
 
-def main(argv: list[str]) -> int:
+def main(argv):
+    if sys.version_info < (3, 7):  # noqa: UP036 - whatever python3 the system has
+        return 0
     os.umask(0o077)  # hooks-state.json is private state like the rest of GSD_RESEARCH_HOME
     try:
         sys.dont_write_bytecode = True  # no __pycache__ in the plugin or ~/.claude/hooks (uninstall removes all)
@@ -26,7 +27,7 @@ def main(argv: list[str]) -> int:
         name = EVENTS.get(argv[1] if len(argv) > 1 else "")
         if name is None:
             return 0
-        result = import_module(f"gsd_research_hooks.{name}").handle(read_event())
+        result = import_module("gsd_research_hooks." + name).handle(read_event())
         if result:
             sys.stdout.write(json.dumps(result) + "\n")
     except Exception:  # noqa: BLE001 - a hook never breaks the session

@@ -11,38 +11,53 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
 from tests.conftest import ROOT
 
-CLI = '''"""Stand-in CLI: prints what it ran on."""
+CLI = '''"""Stand-in CLI: prints what it ran on; `hold FILE` waits for FILE, then imports tinydep.late (a process
+that runs a while and imports lazily, as a detached deep research worker does)."""
+import importlib
 import json
+import os
 import sys
+import time
 
 import tinydep
 
 
 def main():
+    if sys.argv[1:2] == ["hold"]:
+        print(json.dumps({"holding": os.getpid()}), flush=True)
+        while not os.path.exists(sys.argv[2]):
+            time.sleep(0.05)
+        late = importlib.import_module("tinydep.late")
+        print(json.dumps({"success": True, "late": late.VALUE, "prefix": sys.prefix}))
+        return
     print(json.dumps({"success": True, "command": "version" if "--version" in sys.argv else sys.argv[1:2],
                       "tinydep": tinydep.VALUE, "package_file": __file__, "python": sys.executable}))
 '''
 
 
-def make_wheel(wheelhouse: Path, version: str) -> Path:
-    """tinydep-<version>-py3-none-any.whl, a valid wheel written by hand."""
+def make_wheel(wheelhouse: Path, version: str, padding: tuple[int, int] = (0, 0)) -> Path:
+    """tinydep-<version>-py3-none-any.whl, a valid wheel written by hand; `padding` (files, bytes each) makes
+    its installation slow or large."""
     wheelhouse.mkdir(parents=True, exist_ok=True)
     dist = f"tinydep-{version}.dist-info"
-    files = {"tinydep/__init__.py": f'VALUE = "{version}"\n',
+    files = {"tinydep/__init__.py": f'VALUE = "{version}"\n', "tinydep/late.py": f'VALUE = "{version}"\n',
              f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: tinydep\nVersion: {version}\n",
              f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    for i in range(padding[0]):
+        files[f"tinydep/data/f{i}.txt"] = f"{i}\n" + "#" * padding[1]
     record = []
     for name, text in files.items():
         digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
         record.append(f"{name},sha256={digest},{len(text.encode())}")
     files[f"{dist}/RECORD"] = "\n".join(record + [f"{dist}/RECORD,,"]) + "\n"
     path = wheelhouse / f"tinydep-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w") as zf:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
         for name, text in files.items():
             zf.writestr(name, text)
     return path
@@ -71,9 +86,9 @@ class TinyPlugin:
         (package / "researcher" / "cli.py").write_text(CLI)
         self.use_version("1.0")
 
-    def use_version(self, version: str, bad_hash: bool = False) -> None:
+    def use_version(self, version: str, bad_hash: bool = False, padding: tuple[int, int] = (0, 0)) -> None:
         """Pin tinydep==version in the plugin's lock (as a plugin update would)."""
-        wheel = make_wheel(self.wheelhouse, version)
+        wheel = make_wheel(self.wheelhouse, version, padding)
         (self.root / "requirements.lock").write_text(lock_text(wheel, version, bad_hash))
 
     def env(self, **extra: str) -> dict:
@@ -106,3 +121,21 @@ class TinyPlugin:
 
     def digest(self) -> str:
         return hashlib.sha256((self.root / "requirements.lock").read_bytes()).hexdigest()
+
+    def current(self) -> Path:
+        """The environment <data>/venv points at (envs/<lock digest>-<stamp>)."""
+        return (self.data / "venv").resolve()
+
+    def builder(self) -> subprocess.Popen:
+        """A build started as the hooks start it (detached, its own process group)."""
+        return subprocess.Popen([sys.executable, "-I", "-S", "-B", str(self.root / "hooks" / "plugin_env_cli.py"),
+                                 "build", str(self.root), str(self.data)], env=self.env(), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def copy(self, root: Path) -> TinyPlugin:
+        """The same plugin at another root (a plugin update, or a second install), sharing this data directory."""
+        shutil.copytree(self.root, root)
+        other = TinyPlugin.__new__(TinyPlugin)
+        other.__dict__.update(self.__dict__)
+        other.root = root
+        return other

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import time
@@ -79,8 +80,7 @@ def test_missing_environment_gives_one_json_envelope_and_exit_3(bare_plugin, tmp
     doc = result.json
     assert doc["success"] is False and doc["command"] == "docs"
     assert doc["error"]["code"] == "ENVIRONMENT_MISSING"
-    fix = " ".join(doc["error"]["suggestions"])
-    assert f'bash "{bare_plugin}/install.sh"' in fix
+    assert shlex.split(doc["error"]["suggestions"][1]) == ["bash", f"{bare_plugin}/install.sh"]
     assert result.stderr == ""
     assert_no_traceback(result)
 

@@ -46,6 +46,11 @@ def wait_until(predicate, timeout: float = 90) -> None:
     raise AssertionError("timed out")
 
 
+def out_python_version(env: Path) -> list[str]:
+    probe = "import sys; print(sys.version_info[0], sys.version_info[1])"
+    return subprocess.run([str(env / "bin" / "python"), "-c", probe], capture_output=True, text=True).stdout.split()
+
+
 def context(proc: subprocess.CompletedProcess) -> str:
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
@@ -55,14 +60,19 @@ def context(proc: subprocess.CompletedProcess) -> str:
 def test_first_call_builds_the_environment_from_the_lock_then_runs(plugin):
     out = envelope(plugin.launch("--version"))
 
+    env = plugin.current()
     assert out == {"success": True, "command": "version", "tinydep": "1.0",
                    "package_file": str(plugin.root / "lib" / "gsd_research" / "cli.py"),
-                   "python": str(plugin.data / "venv" / "bin" / "python")}
+                   "python": str(env / "bin" / "python")}  # the environment itself, not the venv link
     state = plugin.state()
     assert state["state"] == "ready" and state["tool"] == "pip" and state["lock_sha256"] == plugin.digest()
-    assert os.readlink(plugin.data / "venv") == f"envs/{plugin.digest()[:16]}"
+    assert os.readlink(plugin.data / "venv") == f"envs/{state['env']}" and env.name == state["env"]
+    assert state["env"].startswith(plugin.digest()[:16] + "-")
     marker = json.loads((plugin.data / "venv" / ".gsd-research-ready").read_text())
     assert marker["lock_sha256"] == plugin.digest()
+    assert marker["python"] == os.path.realpath(env / "bin" / "python")
+    assert marker["python_version"].split(".")[:2] == out_python_version(env)
+    assert json.loads((plugin.data / "plugin-roots.json").read_text()) == {"roots": [str(plugin.root)]}
     assert (plugin.data.stat().st_mode & 0o777) == 0o700
     assert ((plugin.data / "gsd-research-env.json").stat().st_mode & 0o777) == 0o600
 
@@ -86,7 +96,7 @@ def test_the_launcher_finds_the_data_directory_without_the_sessionstart_export(p
 
     out = envelope(plugin.launch("--version", GSD_RESEARCH_PLUGIN_DATA=None))
 
-    assert out["python"] == str(plugin.data / "venv" / "bin" / "python")
+    assert out["python"] == str(plugin.current() / "bin" / "python")
 
 
 # -- while it builds ---------------------------------------------------------------------------------
@@ -111,16 +121,14 @@ def test_concurrent_first_calls_build_once_and_all_succeed(plugin):
 
     assert [json.loads(o)["tinydep"] for o, _ in outs] == ["1.0"] * 3
     assert (plugin.data / "build.log").read_text().count(" -m venv ") == 1
-    assert plugin.envs() == [plugin.digest()[:16]]
+    assert plugin.envs() == [plugin.current().name]
 
 
 # -- half-done, failed ------------------------------------------------------------------------------
 def test_a_build_killed_half_way_is_never_used_and_is_redone(plugin):
-    builder = subprocess.Popen([sys.executable, "-I", "-S", "-B", str(plugin.root / "hooks" / "plugin_env_cli.py"),
-                                "build", str(plugin.root), str(plugin.data)], env=plugin.env(),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    half = plugin.data / "envs" / plugin.digest()[:16]
-    wait_until(lambda: (half / "bin" / "python").exists(), timeout=60)
+    builder = plugin.builder()
+    wait_until(lambda: any((plugin.data / "envs").glob("*/bin/python")), timeout=60)
+    half = next((plugin.data / "envs").glob("*/bin/python")).parent.parent
     os.killpg(builder.pid, signal.SIGKILL)  # the builder and its venv/pip children, mid-build
     builder.wait()
     assert not (plugin.data / "venv").exists() and not (half / ".gsd-research-ready").exists()
@@ -129,7 +137,7 @@ def test_a_build_killed_half_way_is_never_used_and_is_redone(plugin):
     out = envelope(plugin.launch("--version"))
 
     assert out["tinydep"] == "1.0"
-    assert plugin.state()["state"] == "ready" and plugin.envs() == [plugin.digest()[:16]]
+    assert plugin.state()["state"] == "ready" and plugin.envs() == [plugin.current().name] != [half.name]
 
 
 def test_a_failed_build_is_reported_with_the_fix_and_not_retried_at_once(plugin):
@@ -142,7 +150,9 @@ def test_a_failed_build_is_reported_with_the_fix_and_not_retried_at_once(plugin)
     assert err["code"] == "ENVIRONMENT_BUILD_FAILED"
     assert "pip could not install the locked packages" in err["message"] and "HASHES" in err["message"].upper()
     assert str(plugin.data / "build.log") in err["message"]
-    assert f'plugin_env_cli.py" build "{plugin.root}" "{plugin.data}"' in err["suggestions"][0]
+    fix = err["suggestions"][0].split(": ", 1)[1]
+    assert shlex.split(fix) == ["python3", str(plugin.root / "hooks" / "plugin_env_cli.py"), "build", str(plugin.root),
+                                str(plugin.data)]
     assert not (plugin.data / "venv").exists() and plugin.envs() == []
     t0 = time.perf_counter()
     again = plugin.launch("--version")
@@ -175,11 +185,11 @@ def test_a_plugin_without_its_lock_is_a_clear_failure(plugin):
 # -- plugin updates ----------------------------------------------------------------------------------
 def test_a_changed_lock_rebuilds_once_and_old_environments_are_collected(plugin):
     assert envelope(plugin.launch("--version"))["tinydep"] == "1.0"
-    first = plugin.digest()[:16]
+    first = plugin.current().name
 
     plugin.use_version("2.0")  # a plugin update changing the lock
     assert envelope(plugin.launch("--version"))["tinydep"] == "2.0"
-    second = plugin.digest()[:16]
+    second = plugin.current().name
     log = (plugin.data / "build.log").stat().st_mtime_ns
     assert envelope(plugin.launch("--version"))["tinydep"] == "2.0"
 
@@ -187,7 +197,7 @@ def test_a_changed_lock_rebuilds_once_and_old_environments_are_collected(plugin)
     assert plugin.envs() == sorted([first, second])  # the one replaced is kept (a session may still use it)
     plugin.use_version("3.0")
     assert envelope(plugin.launch("--version"))["tinydep"] == "3.0"
-    assert plugin.envs() == sorted([second, plugin.digest()[:16]])
+    wait_until(lambda: plugin.envs() == sorted([second, plugin.current().name]), timeout=30)  # after the swap
 
 
 def test_an_update_with_the_same_lock_moves_the_package_without_a_rebuild(plugin, tmp_path):
@@ -215,7 +225,8 @@ def test_session_start_starts_the_build_exports_the_data_dir_and_says_it_is_bein
     text = context(plugin.hook("session-start", SESSION, CLAUDE_ENV_FILE=str(env_file)))
 
     assert time.perf_counter() - t0 < 2  # the build runs in the background, not in the hook
-    assert text.startswith("gsd-research is being prepared: its Python environment is being built (first session")
+    assert text.startswith("gsd-research is being prepared: its Python environment is being built (first use after "
+                           "installing the plugin; about 90 s left)")
     assert "ENVIRONMENT_PREPARING" in text and "is available" not in text
     assert env_file.read_text() == f"export GSD_RESEARCH_PLUGIN_DATA={shlex.quote(str(plugin.data))}\n"
     wait_until(lambda: plugin.state().get("state") == "ready")

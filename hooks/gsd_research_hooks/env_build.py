@@ -1,31 +1,42 @@
 """Build the plugin's Python environment from the pinned lock (uv when present, else venv + pip).
 
-One build at a time (flock on <data>/build.lock). The environment is built in envs/<digest>/, which nothing
-uses yet; only when it is complete (installed, package linked, imports checked) does it get its READY_MARKER,
-and then <data>/venv is swapped to it with one atomic rename. A build that dies half-way leaves a directory
-without the marker: the next build removes it and starts again. A failed build records why in
-gsd-research-env.json; the launchers and SessionStart report it with the fix."""
+One build at a time (flock on <data>/build.lock). Each attempt builds in a fresh envs/<digest>-<stamp>/, which
+nothing uses yet; only when it is complete (installed, package linked, imports checked) does it get its
+READY_MARKER (the lock and the interpreter it was built with), and then <data>/venv is swapped to it with one
+atomic rename. A build that dies half-way leaves a directory without the marker, and maybe its installer still
+running: the next build stops those processes and removes it. Environments a process still runs from are kept.
+A failed build records why in gsd-research-env.json; the launchers and the hooks report it with the fix."""
 
 from __future__ import annotations
 
+import csv
 import fcntl
+import glob
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
 
+from gsd_research_hooks.data_dir import register
 from gsd_research_hooks.plugin_env import (
     LOCK_FILE,
     PTH_FILE,
     READY_MARKER,
+    STATE_FILE,
+    Status,
+    build_running,
     cli_script,
-    env_dir,
-    is_python,
+    expected_seconds,
+    free_bytes,
     lock_digest,
     locked_count,
+    marker_problem,
+    needed_bytes,
+    progress,
     python_of,
-    read_json,
     read_state,
     site_packages,
     write_json,
@@ -33,10 +44,25 @@ from gsd_research_hooks.plugin_env import (
 
 STEP_TIMEOUT = 1800  # seconds for one installer step (a stalled network must not hold the lock forever)
 SMOKE = "import gsd_research.cli, gsd_research.researcher.cli"
+PROBE = "import os, sys; print(os.path.realpath(sys.executable)); print('%d.%d.%d' % sys.version_info[:3])"
+DISK_FULL = ("No space left on device", "[Errno 28]", "ENOSPC")
 
 
-def start_build(root: str, data: str) -> bool:
-    """Start a build in the background (detached: it outlives the hook or launcher that starts it)."""
+def space_problem(root: str, data: str) -> str:
+    """'' unless the disk holding <data> has clearly too little room for the environment."""
+    free, needed = free_bytes(data), needed_bytes(root)
+    if free is None or free >= needed:
+        return ""
+    return (f"not enough disk space for it in {data}: {free >> 20} MB free, it needs about {needed >> 20} MB; "
+            "free some space")
+
+
+def start_build(root: str, data: str) -> str:
+    """Start a build in the background (detached: it outlives the hook or launcher that starts it); '' when
+    started, else why not."""
+    problem = space_problem(root, data)
+    if problem:
+        return problem
     try:
         os.umask(0o077)  # the plugin's data is private
         os.makedirs(data, mode=0o700, exist_ok=True)
@@ -44,9 +70,27 @@ def start_build(root: str, data: str) -> bool:
             subprocess.Popen([sys.executable, "-I", "-S", "-B", cli_script(), "build", root, data],
                              stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True,
                              start_new_session=True)
-        return True
-    except OSError:
-        return False
+        return ""
+    except OSError as exc:
+        return f"could not start the build in {data} ({exc.strerror or exc})"
+
+
+def start_if_due(root: str, data: str, found: Status) -> Status:
+    """What the launchers and the hooks do with the plugin's status: a missing environment (or a failed one
+    due for a retry) starts its build; the answer is then 'building' with this build's own ETA, or the reason
+    the build cannot start."""
+    due = found.state == "missing" or (found.state == "failed" and found.info.get("retry_due"))
+    if not due:
+        return found
+    why = start_build(root, data)
+    if why:
+        return Status("failed", found.venv, error=why, decided=True)
+    state = read_state(data)
+    eta = expected_seconds(state)
+    if build_running(data) and state.get("lock_sha256") != lock_digest(root):
+        eta += progress(root, data, state)[1]  # another version's build first, then ours
+    return Status("building", found.venv, progress=0.0, eta=eta, step="starting",
+                  why=found.info.get("why", "first"))
 
 
 def base_python() -> tuple[str | None, str]:
@@ -60,6 +104,51 @@ def base_python() -> tuple[str | None, str]:
     return None, f"gsd-research needs Python 3.10 or newer (found {sys.version.split()[0]} at {sys.executable})"
 
 
+def processes_using(path: str) -> list[int]:
+    """Processes of this user whose command line names a file under `path` (Linux /proc; [] elsewhere)."""
+    prefix, found = path.rstrip("/") + "/", []
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
+    except OSError:
+        return []
+    for pid in pids:
+        try:
+            if os.stat(f"/proc/{pid}").st_uid != os.geteuid():
+                continue
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                args = fh.read().decode("utf-8", "replace").split("\0")
+        except OSError:
+            continue
+        if any(a.startswith(prefix) for a in args):
+            found.append(pid)
+    return found
+
+
+def stop_leftovers(data: str, state: dict) -> None:
+    """A build that died (its lock is free: we hold it) may have left its installer running: stop it."""
+    if state.get("state") != "building" or "env" not in state:
+        return
+    target = os.path.join(data, "envs", state["env"])
+    if not marker_problem(target, state.get("lock_sha256", "")):
+        return  # complete: processes using it are users, not leftovers
+    for pid in processes_using(target):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    shutil.rmtree(target, ignore_errors=True)
+
+
+def disk_full(data: str) -> bool:
+    try:
+        with open(os.path.join(data, "build.log"), encoding="utf-8", errors="replace") as fh:
+            tail = fh.read()[-20000:]
+    except OSError:
+        tail = ""
+    free = free_bytes(data)
+    return any(sign in tail for sign in DISK_FULL) or (free is not None and free < (1 << 20))
+
+
 class Build:
     """One build of <data>'s environment for the lock of the plugin at <root>, holding the build lock."""
 
@@ -67,15 +156,18 @@ class Build:
         self.root, self.data, self.log = root, data, log
         self.lock = os.path.join(root, LOCK_FILE)
         self.digest = lock_digest(root) or ""
-        self.target = env_dir(data, self.digest or "none")
-        self.state = read_state(data)
-        self.state.update(state="building", lock_sha256=self.digest, started_at=time.time(), pid=os.getpid(),
-                          tool=None, step="starting", error="", timings={})
-        self.state.pop("finished_at", None)
+        name = f"{(self.digest or '0' * 16)[:16]}-{int(time.time() * 1000):x}"
+        self.target = os.path.join(data, "envs", name)
+        previous = read_state(data)
+        stop_leftovers(data, previous)
+        self.state = {k: previous[k] for k in ("history",) if k in previous}
+        self.state.update(state="building", lock_sha256=self.digest, env=name, started_at=time.time(),
+                          pid=os.getpid(), tool=None, step="starting", error="", timings={},
+                          plugin_root=os.path.realpath(root))
 
     def save(self, **changes) -> None:
         self.state.update(changes)
-        write_json(os.path.join(self.data, "gsd-research-env.json"), self.state)
+        write_json(os.path.join(self.data, STATE_FILE), self.state)
 
     def run(self, step: str, *cmd: str) -> bool:
         """Run one installer step into the log; its duration goes to the state (`timings`, seconds)."""
@@ -120,41 +212,54 @@ class Build:
         link_package(self.target, self.root)
         if not self.run("check", python_of(self.target), "-I", "-c", SMOKE):
             return "the new environment cannot import gsd-research"
+        try:
+            python, version = subprocess.run([python_of(self.target), "-I", "-c", PROBE], capture_output=True,
+                                             text=True, timeout=60, check=True).stdout.split()
+        except (OSError, ValueError, subprocess.SubprocessError):
+            return "the new environment's Python does not run"
         write_json(os.path.join(self.target, READY_MARKER),
                    {"lock_sha256": self.digest, "tool": self.state.get("tool"), "built_at": time.time(),
-                    "plugin_root": self.root})
+                    "python": python, "python_version": version, "plugin_root": os.path.realpath(self.root)})
         return ""
 
     def fail(self, why: str) -> int:
-        shutil.rmtree(self.target, ignore_errors=True)
-        self.log.flush()
+        try:
+            self.log.flush()
+        except OSError:
+            pass
+        full = disk_full(self.data)  # before the half-built environment is removed (and space freed)
+        shutil.rmtree(self.target, ignore_errors=True)  # then: on a full disk this makes room for the state
+        if full:
+            free = free_bytes(self.data)
+            why = (f"the disk holding {self.data} is full ({(free or 0) >> 20} MB free, the environment needs about "
+                   f"{needed_bytes(self.root) >> 20} MB): free some space. It stopped at: {why}")
         self.save(state="failed", finished_at=time.time(), step="", error=f"{why}{log_tail(self.data)}")
         return 1
 
     def execute(self) -> int:
         if not self.digest:
             return self.fail(f"the plugin has no {LOCK_FILE} ({self.root})")
+        problem = space_problem(self.root, self.data)
+        if problem:
+            return self.fail(problem)
         self.save()
-        if read_json(os.path.join(self.target, READY_MARKER)).get("lock_sha256") != self.digest \
-                or not is_python(self.target):
-            shutil.rmtree(self.target, ignore_errors=True)  # a half-done build: start it again
-            os.makedirs(os.path.dirname(self.target), mode=0o700, exist_ok=True)
-            base, why = base_python()
-            if base is None:
-                return self.fail(why)
-            if not self.install_with_uv(base):
-                why = self.install_with_pip(base)
-                if why:
-                    return self.fail(why)
-            why = self.complete()
+        os.makedirs(os.path.dirname(self.target), mode=0o700, exist_ok=True)
+        base, why = base_python()
+        if base is None:
+            return self.fail(why)
+        if not self.install_with_uv(base):
+            why = self.install_with_pip(base)
             if why:
                 return self.fail(why)
-        current = os.path.join(self.data, "venv")
-        collect_garbage(self.data, keep={os.path.realpath(self.target), os.path.realpath(current)})
+        why = self.complete()
+        if why:
+            return self.fail(why)
+        replaced = os.path.realpath(os.path.join(self.data, "venv"))
         seconds = round(time.time() - self.state["started_at"], 1)
         history = dict(self.state.get("history") or {}, **{self.state.get("tool") or "pip": seconds})
         self.save(state="ready", finished_at=time.time(), seconds=seconds, step="", history=history)
-        swap(self.data, self.target)  # the last step: from here on the launchers use it
+        swap(self.data, self.target)  # from here on the launchers use it
+        collect_garbage(self.data, keep={os.path.realpath(self.target), replaced})
         return 0
 
 
@@ -195,29 +300,93 @@ def swap(data: str, target: str) -> None:
 
 
 def collect_garbage(data: str, keep: set) -> None:
-    """Remove environments of older locks, keeping the new one and the one it replaces (maybe in use)."""
+    """Remove other environments: older locks and dead attempts, but not the new one, the one it replaced
+    (a session may still start from it), nor any a running process uses (a detached deep research worker)."""
     envs = os.path.join(data, "envs")
     for name in os.listdir(envs):
         path = os.path.join(envs, name)
-        if os.path.realpath(path) not in keep:
+        if os.path.realpath(path) not in keep and not processes_using(path):
             shutil.rmtree(path, ignore_errors=True)
+
+
+def normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def locked_names(root: str) -> set:
+    """The lock's packages that every interpreter gets (lines without an environment marker)."""
+    names = set()
+    try:
+        with open(os.path.join(root, LOCK_FILE), encoding="utf-8") as fh:
+            for line in fh:
+                if line[:1].isalnum() and "==" in line and ";" not in line:
+                    names.add(normalized(line.split("==", 1)[0].split("[", 1)[0].strip()))
+    except OSError:
+        pass
+    return names
+
+
+def damage(venv: str, root: str) -> str:
+    """'' when every locked package is installed in `venv` with every file its RECORD lists, else what is not
+    (a damaged environment, as opposed to a plugin whose own code fails to import)."""
+    installed = {}
+    for sp in site_packages(venv):
+        for info in glob.glob(os.path.join(glob.escape(sp), "*.dist-info")):
+            installed[normalized(os.path.basename(info)[:-len(".dist-info")].rsplit("-", 1)[0])] = (sp, info)
+    missing = sorted(locked_names(root) - set(installed))
+    if missing or not installed:
+        return f"locked packages missing: {', '.join(missing[:5]) or 'all'}"
+    for name, (sp, info) in installed.items():
+        try:
+            with open(os.path.join(info, "RECORD"), encoding="utf-8", newline="") as fh:
+                files = [row[0] for row in csv.reader(fh) if row]
+        except (OSError, csv.Error, UnicodeDecodeError):
+            return f"{name}: its RECORD cannot be read"
+        for rel in files:
+            if "__pycache__" not in rel and not os.path.lexists(os.path.join(sp, rel)):
+                return f"{name}: {rel} is gone"
+    return ""
+
+
+def invalidate(venv: str) -> None:
+    """A ready environment found broken: no longer ready (its marker set aside), so the next build replaces it."""
+    marker = os.path.join(os.path.realpath(venv), READY_MARKER)
+    try:
+        os.replace(marker, marker + ".broken")
+    except OSError:
+        pass
 
 
 def build(root: str, data: str) -> int:
     """Build unless another build runs (then return at once); 0 when the environment is ready."""
     os.umask(0o077)  # the plugin's data is private
     os.makedirs(data, mode=0o700, exist_ok=True)
+    register(data, root)
     fd = os.open(os.path.join(data, "build.lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             return 0  # another build runs; the callers watch its state
-        venv = os.path.join(data, "venv")
-        if read_json(os.path.join(venv, READY_MARKER)).get("lock_sha256") == lock_digest(root) and is_python(venv):
-            link_package(venv, root)
-            return 0
-        with open(os.path.join(data, "build.log"), "w", encoding="utf-8") as log:
-            return Build(root, data, log).execute()
+        return locked_build(root, data)
     finally:
         os.close(fd)
+
+
+def locked_build(root: str, data: str) -> int:
+    venv = os.path.join(data, "venv")
+    if not marker_problem(venv, lock_digest(root) or ""):
+        try:
+            link_package(venv, root)
+        except OSError:
+            pass
+        return 0
+    with open(os.path.join(data, "build.log"), "w", encoding="utf-8") as log:
+        job = Build(root, data, log)
+        try:
+            return job.execute()
+        except OSError as exc:  # the state or the log cannot be written (a full disk): say so if possible
+            try:
+                return job.fail(f"the build stopped: {exc}")
+            except OSError:
+                return 1

@@ -6,17 +6,11 @@ from __future__ import annotations
 
 import os
 import shlex
+import stat
 import time
 
 from gsd_research_hooks.common import load_state, save_state
-from gsd_research_hooks.plugin_env import (
-    DEFAULT_WAIT,
-    TYPICAL_SECONDS,
-    Status,
-    fix_command,
-    read_state,
-    resolve,
-)
+from gsd_research_hooks.plugin_env import Status, resolve
 
 MAX_PENDING = 20
 
@@ -27,56 +21,50 @@ def plugin_paths() -> tuple[str, str | None]:
     return os.environ.get("CLAUDE_PLUGIN_ROOT") or here, os.environ.get("CLAUDE_PLUGIN_DATA") or None
 
 
-def status(start: bool = False) -> Status:
-    """The environment a launcher would use now; with start=True a missing or retry-due build is started."""
+def status() -> Status:
+    """The environment a launcher would use now, decided as the launcher decides: on the plugin route a missing
+    environment (or a failed one due for a retry) gets its build started, as the next call would."""
     root, data = plugin_paths()
-    found = resolve(root, data)
-    due = found.state == "missing" or (found.state == "failed" and found.info.get("retry_due"))
-    if not (start and data and due):
-        return found
-    from gsd_research_hooks.env_build import start_build  # only here: subprocess & co. cost start-up time
+    if data:
+        from gsd_research_hooks.data_dir import private_problem, register
 
-    if start_build(root, data):
-        history = read_state(data).get("history") or {}
-        eta = int(min(history.values()) if history else TYPICAL_SECONDS["pip"])
-        return Status("building", found.venv, progress=0.0, eta=eta, step="starting",
-                      outdated=found.info.get("outdated", False))
-    return found
+        problem = private_problem(data)
+        if problem:
+            return Status("failed", error=f"its data directory is not safe to use: {problem}", decided=True)
+        register(data, root)  # the client gave both: this directory serves this root
+    found = resolve(root, data)
+    if not data or found.state not in ("missing", "failed"):
+        return found
+    from gsd_research_hooks.env_build import start_if_due  # only here: subprocess & co. cost start-up time
+
+    return start_if_due(root, data, found)
 
 
 def export_data_dir(data: str) -> None:
-    """Later Bash tool commands of this session get GSD_RESEARCH_PLUGIN_DATA (the launchers read it)."""
+    """Later Bash tool commands of this session get GSD_RESEARCH_PLUGIN_DATA (the launchers read it). Only into
+    a regular file: a FIFO or a device there must not hang or break the session start."""
     env_file = os.environ.get("CLAUDE_ENV_FILE")
     if not env_file:
         return
     try:
-        with open(env_file, "a", encoding="utf-8") as fh:
-            fh.write(f"export GSD_RESEARCH_PLUGIN_DATA={shlex.quote(data)}\n")
+        fd = os.open(env_file, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            os.write(fd, f"export GSD_RESEARCH_PLUGIN_DATA={shlex.quote(data)}\n".encode())
     except OSError:
         pass
+    finally:
+        os.close(fd)
 
 
 def describe(found: Status) -> str:
     """One or two sentences for the model; never 'available' unless a launcher would run now."""
+    from gsd_research_hooks.env_verdict import describe as text
+
     root, data = plugin_paths()
-    if found.state == "ready":
-        return ("gsd-research is available through Bash (gsd-research docs|search|fetch|deep|jobs, "
-                "researcher search)")
-    if found.state == "building":
-        why = "a plugin update changed its dependencies" if found.info.get("outdated") else "first session"
-        return (f"gsd-research is being prepared: its Python environment is being built ({why}; about "
-                f"{found.info.get('eta', 60)} s left). Its commands wait for it (up to {DEFAULT_WAIT} s) and then "
-                "run, or answer ENVIRONMENT_PREPARING with the time left: retry then, and meanwhile use your "
-                "other tools")
-    if found.state == "failed":
-        return ("gsd-research is NOT available: building its Python environment failed "
-                f"({found.info.get('error', '')[:300]}). Its commands answer ENVIRONMENT_BUILD_FAILED. Tell the "
-                f"user the fix: resolve the cause, then run `{fix_command(root, data or '')}`; use your other "
-                "tools meanwhile")
-    reason = found.info.get("reason") or "no Python environment"
-    return (f"gsd-research is NOT available: {reason}. Its commands answer ENVIRONMENT_MISSING. Tell the user "
-            "the fix: install the plugin from its marketplace (it builds its own environment), or run the "
-            "install.sh of a gsd-research checkout; use your other tools meanwhile")
+    return text(found, root, data)
 
 
 def remember_pending(session_id: str) -> None:

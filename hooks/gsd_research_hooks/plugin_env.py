@@ -4,9 +4,11 @@ builder and the launchers' wait).
 Lookup, the launchers' order: $GSD_RESEARCH_VENV, <plugin root>/.venv, ${XDG_DATA_HOME:-~/.local/share}/
 gsd-research/venv (install.sh), then the plugin's own environment under ${CLAUDE_PLUGIN_DATA}:
 
-    <data>/venv                 symlink to envs/<lock digest>, swapped atomically once a build is complete
-    <data>/envs/<digest>/       one virtual environment per lock; complete only when it holds READY_MARKER
-    <data>/gsd-research-env.json  the last build: state, lock digest, step, timings (for the ETA), error
+    <data>/venv                 symlink to envs/<name>, swapped atomically once a build is complete
+    <data>/envs/<name>/         one virtual environment per build attempt (<lock digest>-<stamp>); complete
+                                only when it holds READY_MARKER (the lock and the interpreter it was built for)
+    <data>/gsd-research-env.json  the last build: state, lock digest, env, step, timings (for the ETA), error
+    <data>/plugin-roots.json    the plugin roots this data directory serves (data_dir.py)
     <data>/build.lock           flock held by the one running build
     <data>/build.log            the installer's output of the last build
 
@@ -17,7 +19,10 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import os
+import re
+import shlex
 import time
 
 LOCK_FILE = "requirements.lock"
@@ -28,6 +33,10 @@ RETRY_AFTER = 120  # seconds before a failed build is tried again by itself
 DEFAULT_WAIT = 90  # seconds a launcher waits for a running build: under the Bash tool's default 2-minute timeout
 TYPICAL_SECONDS = {"uv": 30, "pip": 90}  # first build, before this machine has a timing of its own
 PACKAGE_PREFIXES = ("gsd_research", "__editable__.gsd_research", "__editable___gsd_research", "_gsd_research")
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+ENV_NAME = re.compile(r"^[0-9a-f]{16}(-[0-9a-z]{1,24})?$")
+# the free space a build needs: the venv with pip, plus a share per locked package (the real lock: ~0.9 GB)
+BASE_BYTES, PER_PACKAGE_BYTES = 24 << 20, 6 << 20
 
 
 def cli_script() -> str:
@@ -36,8 +45,13 @@ def cli_script() -> str:
 
 
 def fix_command(root: str, data: str) -> str:
-    """What a user runs in a terminal to build the plugin's environment now (after fixing a failure's cause)."""
-    return f'python3 "{cli_script()}" build "{root}" "{data}"'
+    """What a user runs in a terminal to build the plugin's environment now (after fixing a failure's cause);
+    every path quoted for the shell, whatever it holds."""
+    return " ".join(shlex.quote(part) for part in ("python3", cli_script(), "build", root, data))
+
+
+def install_command(root: str) -> str:
+    return "bash " + shlex.quote(os.path.join(root, "install.sh"))
 
 
 def lock_digest(root: str) -> str | None:
@@ -48,10 +62,6 @@ def lock_digest(root: str) -> str | None:
             return hashlib.sha256(fh.read()).hexdigest()
     except OSError:
         return None
-
-
-def env_dir(data: str, digest: str) -> str:
-    return os.path.join(data, "envs", digest[:16])
 
 
 def site_packages(venv: str) -> list[str]:
@@ -82,19 +92,74 @@ def read_json(path: str) -> dict:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
         return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
 
 
 def write_json(path: str, data: dict) -> None:
+    """Atomically; the temporary file never stays behind (a full disk fails here first)."""
     tmp = f"{path}.{os.getpid()}.tmp"
-    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=1)
-    os.replace(tmp, path)
+    try:
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=1)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
+def _text(value) -> bool:
+    return isinstance(value, str)
+
+
+STATE_FIELDS = {
+    "state": lambda v: v in ("building", "ready", "failed"),
+    "lock_sha256": lambda v: isinstance(v, str) and bool(SHA256.match(v)),
+    "env": lambda v: isinstance(v, str) and bool(ENV_NAME.match(v)),
+    "started_at": _number, "finished_at": _number, "seconds": _number,
+    "pid": lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
+    "tool": lambda v: v is None or v in ("uv", "pip"),
+    "step": _text, "error": _text, "plugin_root": _text,
+    "timings": lambda v: isinstance(v, dict) and all(_text(k) and _number(x) for k, x in v.items()),
+    "history": lambda v: isinstance(v, dict) and all(k in ("uv", "pip") and _number(x) and x > 0
+                                                     for k, x in v.items()),
+}
+MARKER_FIELDS = {"lock_sha256": STATE_FIELDS["lock_sha256"], "tool": STATE_FIELDS["tool"], "python": _text,
+                 "python_version": lambda v: isinstance(v, str) and bool(re.match(r"^3\.\d+(\.\d+)?$", v)),
+                 "built_at": _number, "plugin_root": _text}
+
+
+def valid_fields(raw: dict, fields: dict) -> dict:
+    """The fields of `raw` that have their expected type; anything else is as if it were not there."""
+    return {k: v for k, v in raw.items() if k in fields and fields[k](v)}
 
 
 def read_state(data: str) -> dict:
-    return read_json(os.path.join(data, STATE_FILE))
+    """The last build's record, each field checked (a hand-edited or foreign file cannot crash a launcher)."""
+    return valid_fields(read_json(os.path.join(data, STATE_FILE)), STATE_FIELDS)
+
+
+def read_marker(venv: str) -> dict:
+    return valid_fields(read_json(os.path.join(venv, READY_MARKER)), MARKER_FIELDS)
+
+
+def marker_problem(venv: str, digest: str) -> str:
+    """'' when `venv` is complete for this lock and still has the interpreter it was built with."""
+    marker = read_marker(venv)
+    if marker.get("lock_sha256") != digest:
+        return "outdated" if marker.get("lock_sha256") else "incomplete"
+    if not is_python(venv):
+        return "interpreter"
+    if marker.get("python") != os.path.realpath(python_of(venv)) or "python_version" not in marker:
+        return "interpreter"
+    return ""
 
 
 def build_running(data: str) -> bool:
@@ -131,6 +196,25 @@ def locked_count(root: str) -> int:
     return len(names)
 
 
+def needed_bytes(root: str) -> int:
+    return BASE_BYTES + PER_PACKAGE_BYTES * locked_count(root)
+
+
+def free_bytes(data: str) -> int | None:
+    """Free space for this user where <data> is (or would be created); None when it cannot be told."""
+    path = os.path.abspath(data)
+    while path and not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            return None
+        path = parent
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
 def collected_count(data: str) -> int:
     """Packages pip has resolved and fetched so far in this build (its 'Collecting' lines)."""
     try:
@@ -140,16 +224,22 @@ def collected_count(data: str) -> int:
         return 0
 
 
+def expected_seconds(state: dict, tool: str | None = None) -> int:
+    """How long a whole build takes here: this machine's last timing of the tool, else the typical one."""
+    history = state.get("history") or {}
+    if tool:
+        return int(history.get(tool) or TYPICAL_SECONDS.get(tool, 90))
+    return int(min(history.values()) if history else TYPICAL_SECONDS["pip"])
+
+
 def progress(root: str, data: str, state: dict) -> tuple[float, int]:
     """(fraction done, seconds left) of the running build, from what is on disk and the last timings."""
     total = max(locked_count(root), 1)
-    digest = state.get("lock_sha256") or ""
-    installed = installed_count(env_dir(data, digest)) if digest else 0
+    installed = installed_count(os.path.join(data, "envs", state["env"])) if "env" in state else 0
     fetched = collected_count(data) if state.get("tool") == "pip" else 0
     done = min(0.99, 0.05 + 0.45 * min(fetched, total) / total + 0.5 * min(installed, total) / total)
-    elapsed = max(0.0, time.time() - float(state.get("started_at") or time.time()))
-    expected = float((state.get("history") or {}).get(state.get("tool") or "pip")
-                     or TYPICAL_SECONDS.get(state.get("tool") or "pip", 90))
+    elapsed = max(0.0, time.time() - state.get("started_at", time.time()))
+    expected = expected_seconds(state, state.get("tool") or "pip")
     if done < 0.15 or elapsed < 3:
         left = expected - elapsed
     else:
@@ -178,25 +268,34 @@ def launcher_venvs(root: str | None) -> list[str]:
     return [v for v in found if v]
 
 
+def building(root: str, data: str, digest: str, state: dict, why: str) -> Status:
+    """A build runs: ours (its progress), or one for another lock, after which ours starts (both ETAs)."""
+    done, left = progress(root, data, state)
+    if state.get("lock_sha256") == digest:
+        return Status("building", os.path.join(data, "venv"), progress=done, eta=left,
+                      step=state.get("step", ""), why=why)
+    return Status("building", os.path.join(data, "venv"), progress=0.0, eta=left + expected_seconds(state),
+                  step="waiting for the build of another version of the plugin to finish", why=why)
+
+
 def plugin_status(root: str, data: str) -> Status:
     """State of the plugin's own environment under `data` for the lock of the plugin at `root`."""
     digest = lock_digest(root)
-    if digest is None:
-        return Status("broken", reason=f"the plugin has no {LOCK_FILE} ({root})")
+    if digest is None:  # nothing to build from: a failure no retry fixes
+        return Status("failed", error=f"the plugin has no {LOCK_FILE} ({root})", decided=True)
     venv = os.path.join(data, "venv")
-    marker = read_json(os.path.join(venv, READY_MARKER))
-    if marker.get("lock_sha256") == digest and is_python(venv):
+    problem = marker_problem(venv, digest)
+    if not problem:
         return Status("ready", venv)
+    why = {"outdated": "update", "interpreter": "interpreter"}.get(problem, "first")
     state = read_state(data)
     if build_running(data):
-        done, left = progress(root, data, state)
-        return Status("building", venv, progress=done, eta=left, step=state.get("step", ""),
-                      outdated=bool(marker))
+        return building(root, data, digest, state, why)
     if state.get("state") == "failed" and state.get("lock_sha256") == digest:
-        age = time.time() - float(state.get("finished_at") or 0)
-        return Status("failed", venv, error=state.get("error", ""), retry_due=age >= RETRY_AFTER,
-                      finished_at=float(state.get("finished_at") or 0), log=os.path.join(data, "build.log"))
-    return Status("missing", venv, outdated=bool(marker))
+        finished = state.get("finished_at", 0.0)
+        return Status("failed", venv, error=state.get("error", ""), retry_due=time.time() - finished >= RETRY_AFTER,
+                      finished_at=finished, log=os.path.join(data, "build.log"))
+    return Status("missing", venv, why=why)
 
 
 def resolve(root: str | None, data: str | None) -> Status:

@@ -39,7 +39,7 @@ def providers_line(cfg: dict) -> str:
 
 
 def handle(event: dict) -> dict | None:
-    found = status(start=True)
+    found = status()  # a missing environment gets its build started here
     _root, data = plugin_paths()
     if data:
         export_data_dir(data)
