@@ -139,10 +139,13 @@ def test_an_update_during_the_old_versions_build_gets_its_own_eta_and_its_own_bu
     assert envelope(new.launch("--version"))["tinydep"] == "2.0"
 
 
-@pytest.mark.parametrize("fault", ["no lock", "data dir cannot be created"])
+@pytest.mark.parametrize("fault", ["no lock", "data dir cannot be created", "data dir writable by others"])
 def test_session_start_and_the_launcher_report_the_same_failure(plugin, tmp_path, fault):
     if fault == "no lock":
         (plugin.root / "requirements.lock").unlink()
+    elif fault == "data dir writable by others":
+        plugin.data.mkdir(parents=True)
+        plugin.data.chmod(0o1777)  # a tmpfs mounted with its default mode, say
     else:
         (tmp_path / "a-file").write_text("")
         plugin.data = tmp_path / "a-file" / "data"  # makedirs fails (ENOTDIR), as on a read-only disk
@@ -154,6 +157,9 @@ def test_session_start_and_the_launcher_report_the_same_failure(plugin, tmp_path
     assert proc.returncode == 3 and err["code"] == "ENVIRONMENT_BUILD_FAILED"
     assert text.startswith("gsd-research is NOT available") and "ENVIRONMENT_BUILD_FAILED" in text, text
     assert "ENVIRONMENT_MISSING" not in text
+    if fault == "data dir writable by others":
+        assert "can be written by other users" in err["message"] and "chmod go-w" in text
+        assert not (plugin.data / "envs").exists()
 
 
 # -- 4. a running process keeps its environment ----------------------------------------------------------
@@ -334,7 +340,7 @@ def test_hooks_on_python_3_6_exit_0_silently(plugin, tmp_path):
         assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
 
 
-@pytest.mark.parametrize("kind", ["fifo", "directory", "symlink", "/dev/full"])
+@pytest.mark.parametrize("kind", ["fifo", "directory", "symlink", "/dev/full", "not there yet"])
 def test_session_start_is_quick_whatever_the_env_file_is(plugin, tmp_path, kind):
     target = tmp_path / "target.sh"
     target.write_text("# the user's file\n")
@@ -345,15 +351,18 @@ def test_session_start_is_quick_whatever_the_env_file_is(plugin, tmp_path, kind)
         path.mkdir()
     elif kind == "symlink":
         path.symlink_to(target)
-    else:
-        path = Path("/dev/full")
+    elif kind == "/dev/full":
+        path = Path(kind)
 
     t0 = time.perf_counter()
     text = context(plugin.hook("session-start", SESSION, CLAUDE_ENV_FILE=str(path)))
 
     assert time.perf_counter() - t0 < 3 and "gsd-research" in text
+    export = f"export GSD_RESEARCH_PLUGIN_DATA={shlex.quote(str(plugin.data))}\n"
     if kind == "symlink":
-        assert target.read_text() == f"# the user's file\nexport GSD_RESEARCH_PLUGIN_DATA={shlex.quote(str(plugin.data))}\n"
+        assert target.read_text() == f"# the user's file\n{export}"
+    if kind == "not there yet":
+        assert path.read_text() == export
 
 
 # -- 12. whose data directory ---------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shlex
 import stat
 
 from gsd_research_hooks.plugin_env import LOCK_FILE, read_json, write_json
@@ -28,7 +29,7 @@ def private_problem(data: str) -> str:
     if st.st_uid != os.geteuid():
         return f"{data} belongs to another user (uid {st.st_uid})"
     if st.st_mode & 0o022:
-        return f"{data} can be written by other users (mode {st.st_mode & 0o777:o})"
+        return f"{data} can be written by other users (mode {st.st_mode & 0o7777:o}; chmod go-w {shlex.quote(data)})"
     return ""
 
 

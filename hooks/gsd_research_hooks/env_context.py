@@ -47,7 +47,8 @@ def export_data_dir(data: str) -> None:
     if not env_file:
         return
     try:
-        fd = os.open(env_file, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(env_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0),
+                     0o600)
     except OSError:
         return
     try:

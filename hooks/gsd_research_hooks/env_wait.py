@@ -13,7 +13,7 @@ import os
 import sys
 import time
 
-from gsd_research_hooks.data_dir import choose, register
+from gsd_research_hooks.data_dir import choose, private_problem, register
 from gsd_research_hooks.env_build import damage, invalidate, log_tail, start_if_due
 from gsd_research_hooks.env_verdict import FAILED, MISSING, envelope
 from gsd_research_hooks.plugin_env import DEFAULT_WAIT, Status, plugin_status, read_state
@@ -137,6 +137,8 @@ class Waiter:
 def wait(prog: str, root: str, given: str, args: list[str]) -> int:
     """Run `prog args` once the environment is ready, or print why not (exit 6 preparing, 3 failed/missing)."""
     data, why = choose(root, given)
+    if data is None and given and private_problem(given):  # as SessionStart says of it: not safe to build in
+        return answer(prog, args, Status("failed", error=why, decided=True), root, given)
     if data is None:
         return answer(prog, args, Status("missing", reason=why), root, None)
     register(data, root)

@@ -36,7 +36,7 @@ PACKAGE_PREFIXES = ("gsd_research", "__editable__.gsd_research", "__editable___g
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 ENV_NAME = re.compile(r"^[0-9a-f]{16}(-[0-9a-z]{1,24})?$")
 # the free space a build needs: the venv with pip, plus a share per locked package (the real lock: ~0.9 GB)
-BASE_BYTES, PER_PACKAGE_BYTES = 24 << 20, 6 << 20
+BASE_BYTES, PER_PACKAGE_BYTES = 24 << 20, 5 << 20
 
 
 def cli_script() -> str:
