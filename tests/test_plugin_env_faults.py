@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ROOT
 from tests.plugin_env_fixtures import TinyPlugin
 from tests.test_plugin_env import SESSION, context, envelope, wait_until
 
@@ -139,12 +140,15 @@ def test_an_update_during_the_old_versions_build_gets_its_own_eta_and_its_own_bu
     assert envelope(new.launch("--version"))["tinydep"] == "2.0"
 
 
-@pytest.mark.parametrize("fault", ["no lock", "data dir cannot be created", "data dir writable by others"])
+@pytest.mark.parametrize("fault", ["no lock", "data dir cannot be created", "data dir writable by others",
+                                   "ready, then writable by others"])
 def test_session_start_and_the_launcher_report_the_same_failure(plugin, tmp_path, fault):
     if fault == "no lock":
         (plugin.root / "requirements.lock").unlink()
-    elif fault == "data dir writable by others":
-        plugin.data.mkdir(parents=True)
+    elif "writable by others" in fault:
+        if fault.startswith("ready"):
+            envelope(plugin.launch("--version"))
+        plugin.data.mkdir(parents=True, exist_ok=True)
         plugin.data.chmod(0o1777)  # a tmpfs mounted with its default mode, say
     else:
         (tmp_path / "a-file").write_text("")
@@ -157,9 +161,23 @@ def test_session_start_and_the_launcher_report_the_same_failure(plugin, tmp_path
     assert proc.returncode == 3 and err["code"] == "ENVIRONMENT_BUILD_FAILED"
     assert text.startswith("gsd-research is NOT available") and "ENVIRONMENT_BUILD_FAILED" in text, text
     assert "ENVIRONMENT_MISSING" not in text
-    if fault == "data dir writable by others":
+    if "writable by others" in fault:
         assert "can be written by other users" in err["message"] and "chmod go-w" in text
-        assert not (plugin.data / "envs").exists()
+        assert (plugin.data / "envs").exists() == fault.startswith("ready")
+
+
+def test_an_environment_found_before_the_plugins_own_decides_in_the_hooks_too(plugin):
+    """GSD_RESEARCH_VENV (or .venv, or install.sh's) comes first for the launchers: an unsafe data directory they
+    never look at must not make SessionStart say 'NOT available'."""
+    plugin.data.mkdir(parents=True)
+    plugin.data.chmod(0o777)
+    venv = str(ROOT / ".venv")
+
+    text = context(plugin.hook("session-start", SESSION, GSD_RESEARCH_VENV=venv))
+    out = envelope(plugin.launch("--version", GSD_RESEARCH_VENV=venv))
+
+    assert text.startswith("gsd-research is available through Bash"), text
+    assert out["success"] is True and out["command"] == "version"
 
 
 # -- 4. a running process keeps its environment ----------------------------------------------------------

@@ -284,9 +284,14 @@ def link_package(venv: str, root: str) -> None:
         except OSError:
             pass
         tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(line)
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(line)
+            os.replace(tmp, path)
+        except OSError:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
 
 
 def swap(data: str, target: str) -> None:
@@ -295,6 +300,8 @@ def swap(data: str, target: str) -> None:
     if os.path.isdir(link) and not os.path.islink(link):
         shutil.rmtree(link)  # not ours to keep: <data>/venv is always a link to a complete environment
     tmp = os.path.join(data, f".venv.{os.getpid()}.tmp")
+    if os.path.lexists(tmp):
+        os.unlink(tmp)
     os.symlink(os.path.relpath(target, data), tmp)
     os.replace(tmp, link)
 

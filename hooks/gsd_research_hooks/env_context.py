@@ -10,7 +10,7 @@ import stat
 import time
 
 from gsd_research_hooks.common import load_state, save_state
-from gsd_research_hooks.plugin_env import Status, resolve
+from gsd_research_hooks.plugin_env import Status, is_python, launcher_venvs, resolve
 
 MAX_PENDING = 20
 
@@ -25,7 +25,7 @@ def status() -> Status:
     """The environment a launcher would use now, decided as the launcher decides: on the plugin route a missing
     environment (or a failed one due for a retry) gets its build started, as the next call would."""
     root, data = plugin_paths()
-    if data:
+    if data and not any(is_python(venv) for venv in launcher_venvs(root)):  # the launchers' plugin route
         from gsd_research_hooks.data_dir import private_problem, register
 
         problem = private_problem(data)
