@@ -307,8 +307,8 @@ def swap(data: str, target: str) -> None:
 
 
 def collect_garbage(data: str, keep: set) -> None:
-    """Remove other environments: older locks and dead attempts, but not the new one, the one it replaced
-    (a session may still start from it), nor any a running process uses (a detached deep research worker)."""
+    """Remove other environments (older locks, dead attempts) but those in `keep` (the new environment and the
+    replaced one, which a starting call may still be on) and any that a running process uses (a detached worker)."""
     envs = os.path.join(data, "envs")
     for name in os.listdir(envs):
         path = os.path.join(envs, name)
