@@ -187,14 +187,15 @@ def test_a_running_process_keeps_its_environment_through_two_rebuilds(plugin, tm
     go = tmp_path / "go"
     holder = subprocess.Popen([str(plugin.root / "bin" / "gsd-research"), "hold", str(go)], stdout=subprocess.PIPE,
                               text=True, env=plugin.env())
-    assert "holding" in holder.stdout.readline()
-
-    plugin.use_version("2.0")
-    assert envelope(plugin.launch("--version"))["tinydep"] == "2.0"
-    plugin.use_version("3.0")
-    assert envelope(plugin.launch("--version"))["tinydep"] == "3.0"
-    assert first.exists()  # two generations back, but in use
-    go.write_text("")
+    try:
+        assert "holding" in holder.stdout.readline()
+        plugin.use_version("2.0")
+        assert envelope(plugin.launch("--version"))["tinydep"] == "2.0"
+        plugin.use_version("3.0")
+        assert envelope(plugin.launch("--version"))["tinydep"] == "3.0"
+        assert first.exists()  # two generations back, but in use
+    finally:
+        go.write_text("")  # the holder never outlives the test
     late = json.loads(holder.communicate(timeout=30)[0])
 
     assert late == {"success": True, "late": "1.0", "prefix": str(first)}
