@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 
 MODES = ("off", "suggest", "enforce")
@@ -15,6 +16,36 @@ STATE_FILE = "hooks-state.json"
 
 def gsd_home() -> str:
     return os.environ.get("GSD_RESEARCH_HOME") or os.path.join(os.path.expanduser("~"), ".gsd-research")
+
+
+def unsafe_home() -> str:
+    """Why GSD_RESEARCH_HOME must not be used ('' when it is safe or does not exist yet): it or its config.yaml
+    belongs to another user or others may write to it (a symlink judged by what it points at). The rule of
+    gsd_research.core.private.unsafe_state (STATE_UNSAFE), which the hooks cannot import; a hook then reads
+    and writes nothing there: no config (every mode at its default), no memory, no job announcements."""
+    root = gsd_home()
+    for path, what in ((root, "GSD_RESEARCH_HOME"), (os.path.join(root, "config.yaml"), "its config file")):
+        try:
+            info = os.stat(path)
+        except (OSError, ValueError):
+            continue
+        if stat.S_ISDIR(info.st_mode) != (path == root):
+            continue  # a home that is a file, a config that is a folder: nothing to read there anyway
+        if info.st_uid != os.getuid():
+            return f"{what} {path} belongs to another user (uid {info.st_uid})"
+        if info.st_mode & 0o022:
+            who = "others" if info.st_mode & 0o002 else "its group"
+            return f"{what} {path} can be written by {who} (mode {oct(stat.S_IMODE(info.st_mode))})"
+    return ""
+
+
+def unsafe_notice() -> str:
+    """What a hook tells the session about an unsafe GSD_RESEARCH_HOME ('' when it is safe)."""
+    problem = unsafe_home()
+    if not problem:
+        return ""
+    return (f"gsd-research's state is not safe to use (STATE_UNSAFE): {clip(problem, 300)}; whoever controls it "
+            "controls where API keys are sent. Point GSD_RESEARCH_HOME at a private folder of your own (chmod 700)")
 
 
 def read_event() -> dict:
@@ -27,7 +58,10 @@ def read_event() -> dict:
 
 
 def load_state() -> dict:
-    """What the hooks remember between events (GSD_RESEARCH_HOME/hooks-state.json; {} when unreadable)."""
+    """What the hooks remember between events (GSD_RESEARCH_HOME/hooks-state.json; {} when unreadable or
+    the home is unsafe)."""
+    if unsafe_home():
+        return {}
     try:
         with open(os.path.join(gsd_home(), STATE_FILE), encoding="utf-8") as fh:
             state = json.load(fh)
@@ -37,7 +71,9 @@ def load_state() -> dict:
 
 
 def save_state(state: dict) -> None:
-    """Written atomically; a state that cannot be written is simply not remembered."""
+    """Written atomically; a state that cannot be written (or an unsafe home) is simply not remembered."""
+    if unsafe_home():
+        return
     path = os.path.join(gsd_home(), STATE_FILE)
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
@@ -87,8 +123,12 @@ def read_block_yaml(text: str) -> dict:
 
 
 def load_config() -> dict:
+    """GSD_RESEARCH_HOME/config.yaml ({} when missing, unreadable, not a regular file or the home is unsafe)."""
+    path = os.path.join(gsd_home(), "config.yaml")
     try:
-        with open(os.path.join(gsd_home(), "config.yaml"), encoding="utf-8") as fh:
+        if unsafe_home() or not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the hook
+            return {}
+        with open(path, encoding="utf-8") as fh:
             return read_block_yaml(fh.read(65536))
     except (OSError, UnicodeDecodeError, ValueError):
         return {}

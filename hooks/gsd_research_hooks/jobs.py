@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 
-from gsd_research_hooks.common import gsd_home, load_state, save_state
+from gsd_research_hooks.common import gsd_home, load_state, save_state, unsafe_home
 
 FINISHED = ("completed", "failed", "cancelled")
 MAX_LISTED = 5
@@ -25,7 +25,10 @@ def _status(entry) -> tuple[float, str] | None:
 
 
 def finished_jobs(announced: set) -> tuple[list[tuple[str, str]], set]:
-    """(id, status) of finished jobs not announced yet, oldest first; and the ids that still exist."""
+    """(id, status) of finished jobs not announced yet, oldest first; and the ids that still exist (none when
+    the home is unsafe: its folder names would reach the model as they are)."""
+    if unsafe_home():
+        return [], set()
     try:
         entries = list(os.scandir(os.path.join(gsd_home(), "conversation-logs")))
     except OSError:

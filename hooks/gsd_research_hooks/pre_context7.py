@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import shlex
 
-from gsd_research_hooks.common import clip, load_config, mode, tool_input
+from gsd_research_hooks.common import clip, load_config, mode, tool_input, unsafe_home
 
 
 def handle(event: dict) -> dict | None:
     if not event.get("agent_id") and not event.get("agent_type"):
         return None
-    how = mode(load_config(), "context7_mode")
+    how = "off" if unsafe_home() else mode(load_config(), "context7_mode")  # never point at a refusing tool
     if how == "off":
         return None
     args = tool_input(event)

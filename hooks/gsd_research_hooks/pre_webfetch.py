@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shlex
 
-from gsd_research_hooks.common import clip, load_config, mode, tool_input
+from gsd_research_hooks.common import clip, load_config, mode, tool_input, unsafe_home
 
 
 def _is_local(url: str) -> bool:
@@ -29,7 +29,7 @@ def _is_local(url: str) -> bool:
 def handle(event: dict) -> dict | None:
     args = tool_input(event)
     url = str(args.get("url") or "")
-    how = mode(load_config(), "webfetch_mode")
+    how = "off" if unsafe_home() else mode(load_config(), "webfetch_mode")  # never point at a refusing tool
     if how == "off" or not url or _is_local(url):
         return None
     command = f"gsd-research fetch {shlex.quote(clip(url, 2000))}"

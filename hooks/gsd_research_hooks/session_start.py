@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from gsd_research_hooks.common import config_get, context, load_config
+from gsd_research_hooks.common import config_get, context, load_config, unsafe_notice
 from gsd_research_hooks.env_context import describe, export_data_dir, plugin_paths, remember_pending, status
 from gsd_research_hooks.jobs import announce_jobs
 
@@ -47,6 +47,9 @@ def handle(event: dict) -> dict | None:
     if found.state in ("ready", "building"):
         text += f": {providers_line(load_config())}"
     text += "."
+    unsafe = unsafe_notice()
+    if unsafe:
+        text += " " + unsafe + "."
     if found.state == "building":
         remember_pending(str(event.get("session_id") or ""))
     jobs = announce_jobs()

@@ -93,13 +93,18 @@ def _ours(path: Path, info: os.stat_result) -> bool:
     return any((path / name).exists() for name in OUR_STATE)
 
 
-def unsafe_state():
-    """A GsdError (STATE_UNSAFE) when GSD_RESEARCH_HOME or its config.yaml belongs to another user or others
-    may write to it; None when it is safe (or does not exist yet: we create it private)."""
+def unsafe_state(*configs: str):
+    """A GsdError (STATE_UNSAFE) when GSD_RESEARCH_HOME, its config.yaml or another of its `configs` (file
+    names: `researcher` adds researcher.yaml) belongs to another user or others may write to it; None when it
+    is safe (or does not exist yet: we create it private). Every entry point asks it (`gsd-research`,
+    `researcher` and its MCP server); the hooks, which cannot import this package, apply the same rule
+    (hooks/gsd_research_hooks/common.py `unsafe_home`, kept equal by tests/test_state_unsafe.py)."""
     from gsd_research.core.config import CONFIG_FILE, home
 
     root = home()
-    for path, what in ((root, "GSD_RESEARCH_HOME"), (root / CONFIG_FILE, "its config file")):
+    files = [(root / name, f"its {name}" if name != CONFIG_FILE else "its config file")
+             for name in dict.fromkeys((CONFIG_FILE, *configs))]
+    for path, what in ((root, "GSD_RESEARCH_HOME"), *files):
         try:
             info = os.stat(path)  # a symlink is judged by what it points at
         except OSError:
@@ -139,3 +144,4 @@ def open_private(path: Path, flags: int = os.O_WRONLY | os.O_APPEND | os.O_CREAT
             raise
         os.unlink(path)  # the link, never its target
         return os.open(path, flags, 0o600)
+

@@ -24,8 +24,16 @@ class KbContext:
 
     @property
     def factory(self):
+        """Built on first use, once the state is known to be ours: a home or config another user controls
+        is refused (STATE_UNSAFE) before anything reads it, as by gsd-research (the MCP server too)."""
         if self._factory is None:
+            from gsd_research.core.private import unsafe_state
+            from gsd_research.researcher.config import CONFIG_NAME
             from gsd_research.researcher.service_factory import ServiceFactory
+
+            unsafe = unsafe_state(CONFIG_NAME)
+            if unsafe is not None:
+                raise unsafe
 
             self._factory = ServiceFactory(chroma_url=self.chroma_url)
         return self._factory
