@@ -13,7 +13,9 @@ that is not ours keeps its mode: the files we create inside it are private all t
 
 `unsafe_state()` refuses a home another user owns or others can write to, and a config.yaml likewise:
 whoever controls them controls where keys are sent and what the caches answer (STATE_UNSAFE).
-`open_private()` opens a state file (logs, locks, ledgers) without following a symlink planted in its place.
+`open_private()` opens a state file (logs, ledgers) without following a symlink planted in its place;
+`open_lock()` opens a lock or counter file the same way but refuses a symlink or anything but a regular file
+(STATE_UNSAFE) rather than replace it: another process may hold the lock through it.
 """
 
 from __future__ import annotations
@@ -145,3 +147,31 @@ def open_private(path: Path, flags: int = os.O_WRONLY | os.O_APPEND | os.O_CREAT
         os.unlink(path)  # the link, never its target
         return os.open(path, flags, 0o600)
 
+
+def open_lock(path: Path) -> int:
+    """A read-write descriptor of the lock (or counter) file `path`, created 0600 when missing, never through a
+    symlink: a symlink or a non-regular file in its place (planted to make us create, lock or write another
+    file) is refused with STATE_UNSAFE. FileNotFoundError when its folder is gone."""
+    import errno
+
+    flags = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or os.path.islink(path):
+            raise _planted(path, "is a symbolic link") from None
+        raise
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+        os.close(fd)
+        raise _planted(path, "is not a regular file of ours")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def _planted(path: Path, problem: str):
+    from gsd_research.core.errors import GsdError
+
+    return GsdError(f"Refusing the lock file {path}: it {problem}, which we never create. Someone may have planted "
+                    "it to make us write elsewhere", code="STATE_UNSAFE",
+                    suggestions=[f"Check what it points at, then remove it: rm {path}"], details={"path": str(path)})

@@ -86,9 +86,12 @@ def due_at(status: dict, max_wait: float) -> float:
 
 @contextlib.contextmanager
 def file_lock(path: Path, blocking: bool = True):
-    """An exclusive flock on `path`; yields False (without waiting) when not blocking and it is held."""
+    """An exclusive flock on `path`; yields False (without waiting) when not blocking and it is held. A
+    symlink in its place is refused (STATE_UNSAFE), never followed."""
+    from gsd_research.core.private import open_lock
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = open_lock(path)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))

@@ -17,6 +17,7 @@ from typing import Any
 
 from gsd_research.core.config import home
 from gsd_research.core.errors import JobNotFound, UsageError
+from gsd_research.core.private import open_lock
 from gsd_research.deep.files import (  # noqa: F401 - re-exported: the store's callers import them from here
     STATUSES,
     TERMINAL,
@@ -115,7 +116,7 @@ class JobStore:
     def claim(self, job_id: str) -> RunLock | None:
         """The job's run lock, or None when another process (worker or blocking call) runs it."""
         try:
-            fd = os.open(self.dir(job_id) / ".run", os.O_RDWR | os.O_CREAT, 0o600)
+            fd = open_lock(self.dir(job_id) / ".run")  # a planted symlink: STATE_UNSAFE
         except FileNotFoundError:  # the job folder is gone
             return None
         try:
@@ -157,7 +158,7 @@ class JobStore:
         """The next enqueue number of this home, strictly increasing across processes."""
         path = self.control / "seq"
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = open_lock(path)  # it is written: never through a planted symlink
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             raw = os.pread(fd, SEQ_WIDTH, 0).strip()
