@@ -1,7 +1,9 @@
-"""Deep research against hostile files: a symlink planted at a lock path is refused, never followed."""
+"""Deep research against hostile files and answers: a symlink planted at a lock path is refused, never
+followed; a remote request id that is not one (from Perplexity's answer or a job file) never reaches a URL."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 
@@ -9,7 +11,11 @@ import pytest
 
 from gsd_research.core.errors import GsdError
 from tests.conftest import assert_no_traceback
-from tests.test_deep import CANARY, configure
+from tests.test_deep import CANARY, configure, job_dirs
+from tests.test_jobs import enqueue, status_of
+
+HOSTILE_IDS = ["../../v1/agent", "abc?x=1", "abc#frag", "a/b", "%2e%2e%2fsecret", "abc\n", " abc", "a.b",
+               "x" * 129]
 
 
 @pytest.fixture
@@ -109,3 +115,65 @@ def test_deep_with_a_planted_counter_symlink_answers_state_unsafe(cli, pplx, hom
     assert victim.read_text() == "precious\n"
     assert_no_traceback(result)
 
+
+# -- remote ids ----------------------------------------------------------------------------------------
+def _hostile_gets(fake) -> list[str]:
+    return [r.path for r in fake.requests if r.method == "GET" and r.path.startswith("/perplexity/")
+            and not r.path.rsplit("/", 1)[-1].replace("-", "").replace("_", "").isalnum()]
+
+
+@pytest.mark.parametrize("rid", ["../../v1/agent", "abc?x=1", "a/b", "%2e%2e"])
+def test_a_hostile_async_id_from_perplexity_fails_the_job_and_is_never_requested(cli, pplx, home, rid):
+    pplx.add_fault("/perplexity/async/chat/completions", "status", status=200, method="POST",
+                   body={"id": rid, "model": "sonar-deep-research", "created_at": 1754438400, "status": "CREATED"})
+
+    result = cli("deep", "what is new in python")
+
+    assert result.code == 5 and "not a Perplexity request id" in result.json["error"]["message"], result.stdout
+    assert _hostile_gets(pplx) == [] and pplx.hits("/perplexity/v1/agent") == []
+    assert rid not in result.stdout  # never repeated
+    (job,) = job_dirs(home)
+    status = json.loads((job / "status.json").read_text())
+    assert status["status"] == "failed" and status["attempts"] == 1 and "remoteId" not in status
+    assert len(pplx.hits("/perplexity/async/chat/completions", method="POST")) == 1  # not bought again
+
+
+def test_a_hostile_agent_id_fails_the_job_and_is_never_requested(cli, fake, home, monkeypatch):
+    monkeypatch.setenv("PERPLEXITY_API_KEY", CANARY)
+    configure(home, deep={"api": "agent", "max_attempts": 3})
+    fake.add_fault("/perplexity/v1/agent", "status", status=200, method="POST",
+                   body={"id": "resp_1/../../async/chat/completions", "object": "response", "status": "queued"})
+
+    result = cli("deep", "what is new in python")
+
+    assert result.code == 5 and "not a Perplexity request id" in json.dumps(result.json["error"]), result.stdout
+    assert _hostile_gets(fake) == [] and len(fake.hits("/perplexity/v1/agent", method="POST")) == 1
+
+
+@pytest.mark.parametrize("rid", HOSTILE_IDS)
+def test_a_job_file_with_a_hostile_remote_id_fails_clearly(cli, pplx, home, rid):
+    job_id = enqueue(cli, "what is new in python")
+    path = home / "conversation-logs" / job_id / "status.json"
+    status = json.loads(path.read_text())
+    status.update(remoteId=rid, remoteApi="sonar", submitKey=f"{job_id}-1")
+    path.write_text(json.dumps(status))
+
+    cli("jobs", "worker", "--once")
+
+    after = status_of(home, job_id)
+    assert after["status"] == "failed" and "not a Perplexity request id" in after["error"]["message"]
+    assert "remote_id" not in after["error"]
+    assert _hostile_gets(pplx) == [] and pplx.hits("/perplexity/async/chat/completions", method="POST") == []
+    shown = cli("jobs", "status", job_id)
+    assert "not a Perplexity request id" in shown.stdout
+    if len(rid) > 3:
+        assert rid.strip() not in json.dumps(shown.json.get("error") or shown.json.get("job", {}).get("error"))
+
+
+def test_a_real_shaped_id_is_accepted(cli, pplx):
+    from gsd_research.deep.perplexity import checked_id
+
+    assert checked_id("d1a0c5e6-8f1b-4f63-9a1e-3a9a5f0f2b7c") == "d1a0c5e6-8f1b-4f63-9a1e-3a9a5f0f2b7c"
+    assert checked_id("resp_0123456789abcdefABCD") == "resp_0123456789abcdefABCD"
+    result = cli("deep", "what is new in python")
+    assert result.code == 0 and result.json["success"] is True, result.stdout

@@ -13,7 +13,7 @@ import time
 
 from gsd_research.core.errors import GsdError
 from gsd_research.deep import accounting
-from gsd_research.deep.perplexity import RemoteGone, RemoteRunFailed
+from gsd_research.deep.perplexity import REMOTE_ID, BadRemoteId, RemoteGone, RemoteRunFailed
 from gsd_research.deep.research import MaybeTaken
 from gsd_research.deep.settings import DeepSettings
 from gsd_research.deep.store import JobStore, now_iso, read_json
@@ -33,7 +33,7 @@ def _too_long_a_wait(exc: GsdError, s: DeepSettings) -> float | None:
 
 
 def _is_final(exc: GsdError, attempts: int, s: DeepSettings) -> bool:
-    return (attempts >= s.max_attempts or exc.code in PERMANENT or isinstance(exc, (MaybeTaken, RemoteGone))
+    return (attempts >= s.max_attempts or exc.code in PERMANENT or isinstance(exc, (MaybeTaken, RemoteGone, BadRemoteId))
             or _too_long_a_wait(exc, s) is not None)
 
 
@@ -47,7 +47,7 @@ def record(store: JobStore, s: DeepSettings, config, job_id: str, exc: GsdError,
         attempts = int(current.get("attempts") or 0) + 1
         error = {"code": exc.code, "message": exc.message, "at": now_iso(), "attempt": attempts}
         remote_id = exc.details.get("remote_id") or current.get("remoteId")
-        if remote_id:
+        if remote_id and REMOTE_ID.fullmatch(str(remote_id)):  # a malformed one is never repeated
             error["remote_id"] = remote_id
         if exc.details.get("provider_message"):  # the provider's own words, fenced (core.external)
             error["provider_message"] = exc.details["provider_message"]

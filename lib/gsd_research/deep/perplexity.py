@@ -26,6 +26,10 @@ GONE_WORDS = ("deprecat", "retired", "no longer", "not supported", "unsupported"
               "unknown model", "does not exist", "decommission", "sunset", "removed")
 AGENT_RUNNING = frozenset({"queued", "in_progress", "created"})
 AGENT_FAILED = frozenset({"failed", "cancelled", "incomplete"})
+# A remote request id goes into URL paths (/async/chat/completions/{id}, /v1/responses/{id}): Sonar async ids
+# are UUIDs, Agent API ids `resp_...` (API-CONTRACTS 2.2, 2.6). Letters, digits, '-' and '_' only: no '/', '.',
+# '?', '#' or '%' that could reach another path or add a query, whatever an answer or a job file says.
+REMOTE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 
 
 class EndpointGone(ProviderError):
@@ -43,6 +47,26 @@ class RemoteNotFound(ProviderError):
 
 class RemoteGone(ProviderError):
     """Polls of a known remote id keep answering 404: the job fails naming it, never buying it again."""
+
+
+class BadRemoteId(ProviderError):
+    """A remote request id (from an answer or a job file) that is not one: never put into a URL, the job fails."""
+
+
+ANSWER = "Perplexity's answer"
+
+
+def checked_id(value, where: str = ANSWER) -> str:
+    """`value` as a remote request id when it has the shape of one, else BadRemoteId (the text never repeated)."""
+    text = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
+    if REMOTE_ID.fullmatch(text):
+        return text
+    kind = f"{len(text)} characters" if text else type(value).__name__
+    details = {"provider": PROVIDER, **({"maybe_accepted": True} if where == ANSWER else {})}  # it took the request
+    raise BadRemoteId(f"The research request id in {where} is not a Perplexity request id ({kind}, not only letters, "
+                      "digits, '-' and '_'): it is never used in a request URL", details=details,
+                      suggestions=["Ask again (gsd-research deep ...): a new request is sent and paid",
+                                   "If it repeats, check PERPLEXITY_BASE_URL points at Perplexity"])
 
 
 def attempt_timeout(maybe_accepted: bool = False) -> TimeoutError_:
@@ -240,10 +264,11 @@ class Perplexity:
             "request": self.chat_request(query, model, effort), "idempotency_key": idempotency_key})
         if not body.get("id"):
             raise _malformed("async request without id")
-        return str(body["id"]), self.async_result(body)
+        return checked_id(body["id"]), self.async_result(body)
 
     def poll_async(self, remote_id: str, deadline: float | None = None) -> dict | None:
         """The result when the async request is done, None while it runs; failures raise."""
+        remote_id = checked_id(remote_id, "the job file")
         return self.async_result(self._get(f"/async/chat/completions/{remote_id}", remote_id, deadline))
 
     def _get(self, path: str, remote_id: str, deadline: float | None) -> dict:
@@ -282,6 +307,7 @@ class Perplexity:
         return self._send("POST", "/v1/agent", body=body, deadline=deadline, idempotent=False)
 
     def agent_get(self, remote_id: str, deadline: float | None = None) -> dict:
+        remote_id = checked_id(remote_id, "the job file")
         return self._get(f"/v1/responses/{remote_id}", remote_id, deadline)
 
     @staticmethod

@@ -10,7 +10,14 @@ from gsd_research.core import usage_ledger
 from gsd_research.core.config import home
 from gsd_research.core.errors import GsdError, ProviderError
 from gsd_research.deep import cost as costs
-from gsd_research.deep.perplexity import EndpointGone, Perplexity, RemoteGone, RemoteNotFound, poll
+from gsd_research.deep.perplexity import (
+    EndpointGone,
+    Perplexity,
+    RemoteGone,
+    RemoteNotFound,
+    checked_id,
+    poll,
+)
 from gsd_research.deep.settings import DeepSettings
 from gsd_research.deep.store import now_iso, read_json, write_json
 
@@ -181,6 +188,7 @@ class DeepResearch:
         rid = str(body.get("id") or "")
         if not rid:
             raise MaybeTaken("Perplexity accepted an Agent API request but sent no id for it; it is not sent again")
+        rid = checked_id(body.get("id"))  # BadRemoteId: the job fails (it is not sent again either)
         hooks.remote(rid, "agent")
         return rid, self.client.agent_result(body)
 
