@@ -62,6 +62,20 @@ def test_ollama_health_needs_the_model_pulled(keys):
     assert not ok and "not pulled" in why
 
 
+def test_ollama_health_waits_for_a_slow_server_within_its_probe_timeout(keys):
+    """A probe gets its own short timeout (2 s connect, 5 s read), never one cut to ~10 ms: a server that
+    answers in 0.3 s (a loaded machine) is healthy, and a down one is still told after one try."""
+    keys.state["ollama_tags_delay"] = 0.3
+    backend = make_backend(Runtime(), "ollama")
+
+    ok, why = backend.health()
+
+    assert ok and why == "", why
+    keys.state["ollama_tags_delay"] = 0
+    keys.add_fault("/ollama/api/tags", "drop", times=5)
+    assert backend.health()[0] is False and len(keys.hits("/ollama/api/tags")) == 2  # one try each, no retries
+
+
 def test_summarize_chain_first_backend_serves(cli, keys, tmp_path):
     r = cli("summarize", _text(tmp_path))
     meta = r.json["metadata"]

@@ -1,5 +1,6 @@
-"""Fake Ollama: `/api/tags` (models from server.state['ollama_models']), `/api/chat` incl. images and NDJSON,
-`/api/embed` (bag-of-words vectors)."""
+"""Fake Ollama: `/api/tags` (models from server.state['ollama_models'], answered after
+server.state['ollama_tags_delay'] seconds), `/api/chat` incl. images and NDJSON, `/api/embed` (bag-of-words
+vectors)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ VISION = ("qwen3-vl", "llava")
 
 def tags(req: Request, server: FakeServer) -> Reply:
     names = server.state.get("ollama_models", DEFAULT_MODELS)
-    return Reply(200, {"models": [{"name": n, "model": n, "size": 1, "details": {"format": "gguf"}} for n in names]})
+    return Reply(200, {"models": [{"name": n, "model": n, "size": 1, "details": {"format": "gguf"}} for n in names]},
+                 delay=server.state.get("ollama_tags_delay", 0))
 
 
 def _not_pulled(model: str, server: FakeServer) -> Reply | None:

@@ -229,6 +229,7 @@ class HttpClient:
         deadline: float | None = None,
         cache: bool = True,
         idempotent: bool = True,
+        retries: int | None = None,
         **kwargs: Any,
     ) -> requests.Response:
         """Send with retries; return answers whose status is in `expected`, raise typed errors otherwise.
@@ -236,7 +237,8 @@ class HttpClient:
         `deadline` (seconds from now) bounds the whole call: every try's timeouts are cut to what is left.
         `idempotent=False` (a paid POST without an idempotency key) is sent again only when the provider
         certainly did not take it (429, 408, or no connection made); otherwise the error says
-        `details.maybe_accepted` so the caller never pays twice.
+        `details.maybe_accepted` so the caller never pays twice. `retries` overrides http.max_retries (0: a
+        probe, tried once with its full timeout; never a spent deadline, which cuts timeouts to nothing).
         """
         started = time.monotonic()
         limit = deadline if deadline is not None else self.deadline
@@ -254,7 +256,7 @@ class HttpClient:
                 raise_for_status(provider, response, key_hint)
             wait = self.policy.delay(attempt, response)
             elapsed = time.monotonic() - started
-            if (attempt >= self.policy.max_retries or elapsed + wait >= limit or self.policy.waits_too_long(response)
+            if (attempt >= (self.policy.max_retries if retries is None else retries) or elapsed + wait >= limit or self.policy.waits_too_long(response)
                     or unresolvable(fault) or not (idempotent or not_taken(response, fault))):
                 self._give_up(provider, response, fault, key_hint, attempt + 1, method)
             time.sleep(wait)

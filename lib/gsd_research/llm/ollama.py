@@ -25,7 +25,7 @@ class OllamaBackend(Backend):
         """Reachable and the model pulled; a short timeout and no retries (it is only a probe)."""
         try:
             resp = self.rt.http.request(self.provider, "GET", f"{self.base_url}/api/tags", cache=False,
-                                        timeout=(2, 5), deadline=0.0, headers=self._headers())
+                                        timeout=(2, 5), retries=0, headers=self._headers())
             models = (resp.json() or {}).get("models") or []
         except GsdError as exc:
             return False, f"unreachable: {exc.message[:120]}"
