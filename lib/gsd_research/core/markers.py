@@ -6,6 +6,15 @@ dropped or doubled, or the marker written backwards behind a right-to-left overr
 stands between brackets, or alone on its line, is a marker when its skeleton (letters only, digits read as
 the letters they imitate, any other letter a wildcard) lies within a small edit distance of a marker's
 letters, read forwards or backwards. Cheap: candidates are filtered by length and letters first.
+
+Encoded markers (`%5BEND%20UNTRUSTED%20TEXT%5D`, base64 `W0VORCBVTlRSVVNURUQgVEVYVF0=`, HTML entities are
+decoded earlier by the view) are left as they are, on purpose. A fence ends for a reader where it *sees* a
+closing line: what a model reads here is a run of percent signs and hex digits, or an opaque base64 word, not
+a line that looks like our `[END UNTRUSTED TEXT]` followed by text outside it. To read one as a marker the
+model must first decode it, i.e. act on the untrusted text, which the fence's notice tells it not to do; and
+the decoded marker would still stand before our one real closing line, which every fenced value ends with
+(`untrusted.is_fenced`). Decoding every %XX or base64-looking run of every page to look for markers would
+cost time on ordinary URLs and data for no boundary a reader can be misled by.
 """
 
 from __future__ import annotations
