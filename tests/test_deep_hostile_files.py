@@ -177,3 +177,17 @@ def test_a_real_shaped_id_is_accepted(cli, pplx):
     assert checked_id("resp_0123456789abcdefABCD") == "resp_0123456789abcdefABCD"
     result = cli("deep", "what is new in python")
     assert result.code == 0 and result.json["success"] is True, result.stdout
+
+
+@pytest.mark.parametrize("rid", HOSTILE_IDS)
+def test_texts_about_a_job_never_repeat_a_hostile_remote_id(rid):
+    from gsd_research.deep.command import revived_note
+    from gsd_research.deep.perplexity import shown_id
+    from gsd_research.deep.questions import resume_hint
+
+    status = {"status": "failed", "remoteId": rid, "remoteApi": "sonar", "revivedAt": "2026-11-24T00:00:00Z",
+              "error": {"code": "NETWORK_ERROR", "message": "x"}}
+    assert shown_id(rid) is None
+    assert rid not in revived_note(status) and rid.strip() not in resume_hint(status)
+    good = "d1a0c5e6-8f1b-4f63-9a1e-3a9a5f0f2b7c"
+    assert shown_id(good) == good and good in revived_note({**status, "remoteId": good})

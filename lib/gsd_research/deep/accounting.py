@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from gsd_research.core import usage_ledger
 from gsd_research.deep import cost as costs
+from gsd_research.deep.perplexity import shown_id
 
 PROVIDER = "perplexity"
 
@@ -35,4 +36,4 @@ def record_unreported(config, job_id: str, status: dict, command: str, reason: s
     usd = costs.expected_cost(table, PROVIDER, model, str(status.get("effort") or "medium"))
     return usage_ledger.record(PROVIDER, model, 0, 0, float(usd or 0.0), command, cost_source="estimated", ref=ref,
                                extra={"api": api, "estimated": True, "reason": reason,
-                                      "remote_id": status.get("remoteId")})
+                                      "remote_id": shown_id(status.get("remoteId"))})

@@ -182,8 +182,11 @@ ATTACHED_NOTE = "This question is already queued or running as this job: waiting
 
 
 def revived_note(status: dict) -> str:
-    fetch = (f"fetch the report of the request it paid for (Perplexity request {status['remoteId']})"
-             if status.get("remoteId") else "send its request again under the same idempotency key")
+    from gsd_research.deep.perplexity import shown_id
+
+    remote = shown_id(status.get("remoteId"))
+    fetch = (f"fetch the report of the request it paid for (Perplexity request {remote})"
+             if remote else "send its request again under the same idempotency key")
     return (f"This question's job ended before its report arrived: it is queued again to {fetch}; "
             "nothing is paid twice.")
 

@@ -14,6 +14,7 @@ import signal
 import time
 
 from gsd_research.core.errors import CallInterrupted, GsdError, TimeoutError_
+from gsd_research.deep.perplexity import shown_id
 from gsd_research.deep.signals import NOTHING_SENT, Interrupted, deferred_signals
 from gsd_research.deep.store import TERMINAL, JobStore, due_at, read_json
 from gsd_research.deep.worker import Worker
@@ -132,7 +133,7 @@ class Foreground:
             f"({why}); its request is kept ({self._where()})",
             suggestions=[f"gsd-research jobs wait {self.job_id} --timeout 100", *TIMEOUT_TIPS],
             details={"conversation_id": self.job_id, "status": status.get("status"),
-                     "attempts": status.get("attempts", 0), "remote_id": status.get("remoteId")})
+                     "attempts": status.get("attempts", 0), "remote_id": shown_id(status.get("remoteId"))})
 
     def _interrupted(self, signum: int) -> dict:
         if self.lock is not None:
@@ -147,7 +148,7 @@ class Foreground:
             "its request is kept, nothing is paid twice",
             code="JOB_RUNNING", suggestions=[f"gsd-research jobs wait {self.job_id} --timeout 100"],
             details={"conversation_id": self.job_id, "status": status.get("status"),
-                     "remote_id": status.get("remoteId")})
+                     "remote_id": shown_id(status.get("remoteId"))})
 
     def _where(self) -> str:
         """Who finishes the job now: another process, the background worker (started if needed), or nobody."""

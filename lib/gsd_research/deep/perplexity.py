@@ -56,6 +56,11 @@ class BadRemoteId(ProviderError):
 ANSWER = "Perplexity's answer"
 
 
+def shown_id(value) -> str | None:
+    """`value` when it has the shape of a remote request id, else None: what outputs may repeat of a job file."""
+    return value if isinstance(value, str) and REMOTE_ID.fullmatch(value) else None
+
+
 def checked_id(value, where: str = ANSWER) -> str:
     """`value` as a remote request id when it has the shape of one, else BadRemoteId (the text never repeated)."""
     text = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else ""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import time
 
+from gsd_research.deep.perplexity import shown_id
 from gsd_research.deep.store import JobStore, file_lock, now_iso, parse_iso, read_json, write_json
 
 REVIVE_WINDOW = 86400.0  # seconds after it ended that a job's remote request is looked up again
@@ -41,7 +42,8 @@ def resume_hint(status: dict) -> str:
     if not revivable(status):
         return "Ask again (a new, paid request)"
     if status.get("remoteId"):
-        return f"Ask again to fetch the report of Perplexity request {status['remoteId']} (nothing is paid twice)"
+        remote = shown_id(status["remoteId"])
+        return f"Ask again to fetch the report of Perplexity request {remote or '(malformed id)'} (nothing is paid twice)"
     return "Ask again: its request is sent again under the same idempotency key (never paid twice)"
 
 
