@@ -95,17 +95,19 @@ class ChromaGateway:
     def query_with_embedding(self, query_embedding: list[float], n_results: int = 10) -> list[SearchResult]:
         return self.query_many([query_embedding], n_results)[0]
 
-    def query_many(self, embeddings: list[list[float]], n_results: int = 10) -> list[list[SearchResult]]:
+    def query_many(self, embeddings: list[list[float]], n_results: int = 10,
+                   where: dict | None = None) -> list[list[SearchResult]]:
+        """Nearest fragments per embedding; `where` is a Chroma metadata filter (e.g. on document_path)."""
         total = self.count()
         if total == 0 or not embeddings:
             return [[] for _ in embeddings]
         out: list[list[SearchResult]] = []
         for start in range(0, len(embeddings), QUERY_BATCH):  # Chroma's SQL variable limit
-            out.extend(self._query(embeddings[start:start + QUERY_BATCH], min(n_results, total)))
+            out.extend(self._query(embeddings[start:start + QUERY_BATCH], min(n_results, total), where))
         return out
 
-    def _query(self, embeddings: list[list[float]], n_results: int) -> list[list[SearchResult]]:
-        res = self.collection.query(query_embeddings=embeddings, n_results=n_results,
+    def _query(self, embeddings: list[list[float]], n_results: int, where: dict | None = None) -> list[list[SearchResult]]:
+        res = self.collection.query(query_embeddings=embeddings, n_results=n_results, where=where,
                                     include=["documents", "metadatas", "distances"])
         out = []
         for ids, docs, metas, dists in zip(res["ids"], res["documents"], res["metadatas"], res["distances"], strict=False):

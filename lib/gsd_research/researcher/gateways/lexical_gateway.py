@@ -6,8 +6,6 @@ import re
 import sqlite3
 from pathlib import Path
 
-from gsd_research.researcher.models import SearchResult
-
 _TOKEN = re.compile(r"[\w][\w.\-]*[\w]|\w", re.UNICODE)
 STOPWORDS = frozenset("""a an and are as at be by for from has have how i in is it its of on or that the this to
 was were what when where which who why will with do does did can not no""".split())
@@ -65,13 +63,21 @@ class LexicalGateway:
     def get_all_document_paths(self) -> list[str]:
         return [r[0] for r in self.conn.execute("SELECT DISTINCT document_path FROM fragments ORDER BY 1")]
 
-    def search(self, query: str, n_results: int = 10) -> list[SearchResult]:
+    def search(self, query: str, n_results: int = 10, paths: list[str] | None = None) -> list:
+        """BM25-ranked fragments (SearchResult); `paths` keeps only fragments of these documents. The models
+        (pydantic) are imported here, not at the top: writers such as researcher.api stay light."""
+        from gsd_research.researcher.models import SearchResult
+
         expr = match_expression(query)
-        if not expr:
+        if not expr or (paths is not None and not paths):
             return []
+        where, params = "fragments MATCH ?", [expr]
+        if paths is not None:
+            where += f" AND document_path IN ({','.join('?' * len(paths))})"
+            params += list(paths)
         rows = self.conn.execute(
             "SELECT fragment_id, text, document_path, fragment_index, bm25(fragments) AS s FROM fragments "
-            "WHERE fragments MATCH ? ORDER BY s LIMIT ?", (expr, n_results)).fetchall()
+            f"WHERE {where} ORDER BY s LIMIT ?", (*params, n_results)).fetchall()
         return [SearchResult(fragment_id=r[0], text=r[1], document_path=r[2], fragment_index=int(r[3]),
                              score=-float(r[4]), match="lexical") for r in rows]
 

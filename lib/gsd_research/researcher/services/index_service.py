@@ -128,9 +128,13 @@ class IndexService:
         self.state.clear_journal()
 
     def _reconcile(self) -> None:
-        """Stores and checksums disagree: remove every document the checksums do not vouch for."""
-        stored = set(self.lexical.get_all_document_paths()) | set(self.chroma.get_all_document_paths())
-        orphans = sorted(stored - set(self.checksums))
+        """Stores and checksums disagree: remove every document the checksums do not vouch for, except the
+        lexical rows of a document whose file is there: `researcher.api` writes those ahead of the embedding
+        (research memory), and this run or the next stores the document whole."""
+        lexical, vector, known = (set(self.lexical.get_all_document_paths()),
+                                  set(self.chroma.get_all_document_paths()), set(self.checksums))
+        ahead = {p for p in lexical - known - vector if self.fs.includes(p, self.file_types)}
+        orphans = sorted((lexical | vector) - known - ahead)
         if orphans:
             self._delete_everywhere(orphans)
         log.event("index.reconcile", repository=self.name, orphans=len(orphans))

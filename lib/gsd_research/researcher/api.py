@@ -1,0 +1,244 @@
+"""The knowledge base for other capabilities: Markdown documents in, ranked passages out.
+
+A document written here is searchable at once through the lexical index (provisional fragments, written
+without loading pydantic, the embedding model or Chroma, so a command on a hot path stays fast); its
+embedding happens later in a detached worker (`researcher.embed_worker`), whose index run re-chunks the
+document properly and stores it in both stores. Evicted documents leave the lexical index at once and
+the vector store at the worker's next run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+
+from gsd_research.core.errors import GsdError
+
+FILE_TYPES = ["md"]
+PROVISIONAL_CHARS = 1000  # about 250 tokens: the size of the index run's fragments
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def repositories_dir() -> Path:
+    from gsd_research.core.config import home
+
+    return home() / "repositories"
+
+
+def repo_dir(name: str) -> Path:
+    return repositories_dir() / name
+
+
+def repository_folder(name: str) -> Path | None:
+    """The folder of repository `name` from researcher.yaml (read without the pydantic models), or None."""
+    from gsd_research.core.config import home
+
+    path = home() / "researcher.yaml"
+    try:
+        import yaml
+
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    except Exception:  # noqa: BLE001 - a broken file: ensure_repository reports it properly
+        return None
+    for repo in data.get("repositories") or [] if isinstance(data, dict) else []:
+        if isinstance(repo, dict) and repo.get("name") == name and repo.get("path"):
+            return Path(str(repo["path"]))
+    return None
+
+
+def ensure_repository(name: str, folder: Path) -> Path:
+    """Register `name` for the Markdown documents in `folder` unless it is registered; its folder."""
+    known = repository_folder(name)
+    if known is not None:
+        return known
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    from gsd_research.researcher.config import ConfigGateway
+    from gsd_research.researcher.services.repository_service import RepositoryService
+
+    try:
+        RepositoryService(ConfigGateway()).add_repository(name, str(folder), list(FILE_TYPES))
+    except GsdError:
+        if repository_folder(name) is None:  # not a concurrent registration of the same name
+            raise
+    return repository_folder(name) or folder
+
+
+def _state_ready(name: str) -> None:
+    """An empty checksums.json makes a repository searchable before its first index run."""
+    path = repo_dir(name) / "checksums.json"
+    if not path.exists():
+        write_private(path, "{}")
+
+
+def provisional_fragments(text: str, title: str | None = None) -> list[str]:
+    """Paragraphs packed to about PROVISIONAL_CHARS, each prefixed with the title (the index run replaces
+    them with heading-aware fragments)."""
+    pieces: list[str] = []
+    for para in re.split(r"\n\s*\n", text):
+        para = para.strip()
+        while len(para) > PROVISIONAL_CHARS:
+            cut = max(para.rfind(". ", 0, PROVISIONAL_CHARS) + 1, para.rfind(" ", 0, PROVISIONAL_CHARS),
+                      PROVISIONAL_CHARS // 2)
+            pieces.append(para[:cut].strip())
+            para = para[cut:].strip()
+        if para:
+            pieces.append(para)
+    out: list[str] = []
+    for piece in pieces:
+        if out and len(out[-1]) + len(piece) + 2 <= PROVISIONAL_CHARS:
+            out[-1] += "\n\n" + piece
+        else:
+            out.append(piece)
+    prefix = f"{title}\n" if title else ""
+    return [body if i == 0 and body.startswith("# ") else prefix + body for i, body in enumerate(out)]
+
+
+def fragment_id(document_path: str, index: int) -> str:
+    """The index run's fragment id format (services.index_service.fragment_id)."""
+    return hashlib.sha1(document_path.encode("utf-8")).hexdigest()[:16] + f":{index}"
+
+
+def _lexical(name: str):
+    from gsd_research.researcher.gateways.lexical_gateway import LexicalGateway
+
+    path = repo_dir(name) / "lexical.sqlite"
+    if not path.exists():  # private from the start (SQLite gives its -wal and -shm files the same mode)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    return LexicalGateway(path)
+
+
+def put_document(name: str, rel_path: str, text: str, *, title: str | None = None) -> int:
+    """Write (or replace) document `rel_path` of repository `name` and index it lexically at once; returns
+    its provisional fragment count. Call `schedule_embedding` afterwards for the vector store."""
+    return put_documents(name, [(rel_path, text, title)])
+
+
+def put_documents(name: str, documents: list[tuple[str, str, str | None]]) -> int:
+    """`put_document` for many (path, text, title) at once: one lexical transaction."""
+    folder = repository_folder(name)
+    if folder is None:
+        raise GsdError(f"Repository '{name}' is not registered", code="REPOSITORY_NOT_FOUND")
+    rows: list[tuple[str, str, str, int]] = []
+    for rel_path, text, title in documents:
+        target = _inside(folder, rel_path)
+        write_private(target, text)
+        rows += [(fragment_id(rel_path, i), frag, rel_path, i)
+                 for i, frag in enumerate(provisional_fragments(text, title))]
+    lexical = _lexical(name)
+    try:
+        lexical.conn.execute("PRAGMA synchronous=NORMAL")  # WAL: commits without fsync, checkpoints durable
+        lexical.replace_documents([rel for rel, _, _ in documents], rows)
+    finally:
+        lexical.close()
+    _state_ready(name)
+    mark_dirty(name)
+    return len(rows)
+
+
+def read_document(name: str, rel_path: str) -> str | None:
+    folder = repository_folder(name)
+    if folder is None:
+        return None
+    try:
+        return _inside(folder, rel_path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError, GsdError):
+        return None
+
+
+def remove_documents(name: str, rel_paths: list[str]) -> int:
+    """Evict documents: files and lexical rows now, vector fragments at the worker's next run."""
+    folder = repository_folder(name)
+    if folder is None or not rel_paths:
+        return 0
+    removed = 0
+    for rel in rel_paths:
+        try:
+            _inside(folder, rel).unlink()
+            removed += 1
+        except (FileNotFoundError, GsdError):
+            continue
+    lexical = _lexical(name)
+    try:
+        lexical.replace_documents(list(rel_paths), [])
+    finally:
+        lexical.close()
+    mark_dirty(name)
+    return removed
+
+
+def _inside(folder: Path, rel_path: str) -> Path:
+    """`folder/rel_path`, refusing paths that leave the folder."""
+    target = (folder / rel_path).resolve()
+    if not target.is_relative_to(folder.resolve()) or rel_path.startswith("/") or ".." in Path(rel_path).parts:
+        raise GsdError(f"Document path escapes the repository: {rel_path}", code="USAGE_ERROR")
+    return target
+
+
+# -- the embedding worker --------------------------------------------------------------------------
+
+def dirty_path(name: str) -> Path:
+    return repo_dir(name) / "embed.dirty"
+
+
+def mark_dirty(name: str) -> None:
+    """Something changed since the last index run (a fresh token, written atomically)."""
+    write_private(dirty_path(name), os.urandom(8).hex())
+
+
+def write_private(path: Path, text: str) -> None:
+    """Replace a file atomically (0600), without fsync: what is written here can be written again, and the
+    commands that write it are waited for by an agent."""
+    import tempfile
+
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def schedule_embedding(name: str) -> dict:
+    """Start the detached embedding worker of `name` unless one runs; {"running", "started", "pid"}."""
+    from gsd_research.researcher import embed_worker
+
+    if embed_worker.alive(name):
+        return {"running": True, "started": False, "pid": None}
+    pid = embed_worker.spawn(name)
+    if pid is None:
+        return {"running": False, "started": False, "pid": None, "reason": "the last run failed recently"}
+    return {"running": True, "started": True, "pid": pid}
+
+
+def embedding_pending(name: str) -> bool:
+    """Whether documents changed since the embedding worker's last complete run."""
+    from gsd_research.researcher import embed_worker
+
+    return embed_worker.pending(name)
+
+
+def embed_now(name: str) -> dict:
+    """Run the embedding in this process (tests, benchmarks, `researcher index` does the same)."""
+    from gsd_research.researcher import embed_worker
+
+    return embed_worker.embed_now(name)
+
+
+# -- search ------------------------------------------------------------------------------------------
+
+def search(name: str, query: str, *, paths: list[str] | None = None, n_fragments: int = 10,
+           max_tokens: int | None = None, mode: str = "auto") -> dict:
+    """Ranked passages of repository `name` (the knowledge base's hybrid ranking), only from `paths` when
+    given, their text within `max_tokens` in total. `mode` auto: hybrid once something is embedded, else
+    lexical. Returns {"passages": [{document_path, fragment_index, text, score, match}], "mode", "note"?}."""
+    from gsd_research.researcher.search_filtered import filtered_search
+
+    return filtered_search(name, query, paths=paths, n_fragments=n_fragments, max_tokens=max_tokens, mode=mode)

@@ -1,0 +1,86 @@
+"""Search of one repository restricted to some documents, with the passages' text within a token budget."""
+
+from __future__ import annotations
+
+import json
+
+from gsd_research.core.errors import GsdError
+
+MAX_SQL_PATHS = 2000  # more documents than this are filtered after ranking, from a deeper candidate list
+
+
+def embedded_fragments(repo_dir) -> int:
+    """Fragments the index runs stored (checksums.json), without opening the vector store."""
+    try:
+        data = json.loads((repo_dir / "checksums.json").read_text(encoding="utf-8"))
+        return sum(int(v.get("fragment_count") or 0) for v in data.values() if isinstance(v, dict))
+    except (OSError, ValueError, AttributeError):
+        return 0
+
+
+def _vector(service, query: str, depth: int, paths: list[str] | None) -> list:
+    embedding = service.embedding.embed_queries([query])
+    where = {"document_path": {"$in": list(paths)}} if paths is not None else None
+    return service.chroma.query_many(embedding, depth, where)[0]
+
+
+def _candidates(service, query: str, depth: int, paths: list[str] | None, use_vector: bool):
+    """(vector, lexical, note): the two candidate lists; a vector failure leaves the lexical one."""
+    vector, note = [], None
+    if use_vector:
+        try:
+            vector = _vector(service, query, depth, paths)
+        except GsdError as exc:
+            note = f"vector ranking unavailable ({exc.code}): lexical ranking only"
+        except Exception as exc:  # noqa: BLE001 - a damaged vector store must not hide the lexical results
+            note = f"vector ranking unavailable ({exc.__class__.__name__}): lexical ranking only"
+    return vector, service.lexical.search(query, depth, paths), note
+
+
+def filtered_search(name: str, query: str, *, paths: list[str] | None, n_fragments: int,
+                    max_tokens: int | None, mode: str) -> dict:
+    from gsd_research.researcher.service_factory import ServiceFactory
+    from gsd_research.researcher.services.search_service import candidate_depth, fuse
+
+    if paths is not None and not paths:
+        return {"passages": [], "mode": "lexical"}
+    factory = ServiceFactory()
+    repo = factory.repository_service.get_repository(name)
+    service = factory.search_service(repo)
+    post_filter = set(paths) if paths is not None and len(paths) > MAX_SQL_PATHS else None
+    sql_paths = None if post_filter is not None else paths
+    depth = candidate_depth(n_fragments, n_fragments) * (4 if post_filter else 1)
+    use_vector = mode in ("hybrid", "vector") or (mode == "auto" and embedded_fragments(factory.repo_dir(repo)) > 0)
+    vector, lexical, note = _candidates(service, query, depth, sql_paths, use_vector)
+    if post_filter is not None:
+        vector = [r for r in vector if r.document_path in post_filter]
+        lexical = [r for r in lexical if r.document_path in post_filter]
+    fused_mode = "hybrid" if use_vector and not note else "lexical"
+    if mode == "vector" and not note:
+        fused_mode = "vector"
+    _, fragments = fuse(vector, lexical, fused_mode, n_fragments, n_fragments)
+    passages = [{"document_path": f.document_path, "fragment_index": f.fragment_index, "text": f.text,
+                 "score": f.score, "match": f.match} for f in fragments]
+    out = {"passages": _within(passages, max_tokens), "mode": fused_mode}
+    if note:
+        out["note"] = note
+    return out
+
+
+def _within(passages: list[dict], max_tokens: int | None) -> list[dict]:
+    """Passages while their text fits `max_tokens` in total; the first one that does not is cut."""
+    if max_tokens is None:
+        return passages
+    from gsd_research.core.tokens import count_tokens, cut_to_tokens
+
+    kept, left = [], max_tokens
+    for passage in passages:
+        used = count_tokens(passage["text"])
+        if used <= left:
+            kept.append(passage)
+            left -= used
+            continue
+        if left >= 40:
+            kept.append(dict(passage, text=cut_to_tokens(passage["text"], left)[0], truncated=True))
+        break
+    return kept
