@@ -86,6 +86,8 @@ http:
   backoff_max: 0.05
   retry_after_max: 1.5
   deadline: 20
+memory:
+  embed: "off"  # no detached embedding worker per test: the memory tests embed in-process
 """
 
 

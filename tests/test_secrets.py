@@ -137,3 +137,28 @@ def test_config_set_of_a_url_keeps_it_visible(cli, home):
     set_value("providers.ollama.base_url", "http://gpu-box:11434", home / "config.yaml")
 
     assert cli("config", "show").json["config"]["providers"]["ollama"]["base_url"] == "http://gpu-box:11434"
+
+
+def test_research_memory_holds_no_key(cli, fake, home, canaries, monkeypatch):
+    """What fetch and search keep for recall (catalog, documents, lexical index) is scrubbed like every output."""
+    monkeypatch.setenv("GSD_RESEARCH_ALLOW_HOSTS", "127.0.0.1")
+    monkeypatch.setenv("OLLAMA_HOST", fake.url + "/no-ollama")
+    monkeypatch.setenv("TAVILY_API_KEY", "tvly-canary-memory-7f3a")  # a key the fake Tavily accepts
+    tavily_key, gemini_key = "tvly-canary-memory-7f3a", canaries["GEMINI_API_KEY"]
+    fake.state["pages.leaky"] = (f"<html><head><title>Leaky {gemini_key}</title></head><body><article><h1>Config "
+                                 f"dump</h1><p>The debug page prints GEMINI_API_KEY={gemini_key} and the Tavily key "
+                                 f"{tavily_key} in plain text, followed by enough prose to be read as an article "
+                                 "about configuration files and environment variables.</p></article></body></html>")
+    fake.state["tavily.results"] = [{"title": f"Key {tavily_key}", "url": f"https://x.example.org/?key={tavily_key}",
+                                     "content": f"An echo of {tavily_key} and {gemini_key}.", "score": 0.9}]
+
+    results = [cli("fetch", fake.url + "/pages/state/leaky"), cli("search", "echo the keys", "--provider", "tavily"),
+               cli("recall", "debug page prints the key")]
+
+    assert [r.json["metadata"]["memory"] for r in results[:2]] == ["stored", "stored"]
+    assert results[2].json["results"] and "***" in results[2].stdout
+    assert (home / "research-memory" / "catalog.sqlite").exists()
+    # the HTTP cache keeps the pages' and the provider's answers as they came (what they echo included)
+    http_cache = ("http_cache.sqlite", "http_cache.sqlite-wal", "http_cache.sqlite-shm")
+    for result in results:
+        assert_clean(result, home, skip=http_cache)

@@ -30,6 +30,8 @@ DEFAULTS: dict[str, Any] = {
         "retry_after_max": 30.0,
         "deadline": 120.0,
     },
+    # research memory: what fetch, search and deep read, kept for `recall` and `verify`
+    "memory": {"enabled": True, "max_mb": 500, "embed": "background"},  # embed: background | off
     "providers": {
         "context7": {"base_url": "https://context7.com/api"},
         "perplexity": {"base_url": "https://api.perplexity.ai"},

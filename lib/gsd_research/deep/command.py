@@ -212,6 +212,7 @@ def _finished(rt, ctx: dict, result: dict) -> dict:
     from gsd_research.deep.questions import question_lock
     from gsd_research.deep.render import message_from
     from gsd_research.deep.store import ID_PATTERN, JobStore
+    from gsd_research.memory.api import record_deep
 
     store = JobStore()
     message = message_from(result)
@@ -224,4 +225,7 @@ def _finished(rt, ctx: dict, result: dict) -> dict:
             if not ID_PATTERN.match(job_id) or store.has_answer(job_id) is None:  # still none: store it once
                 job_id, _ = store.create(ctx["text"], {"effort": ctx["effort"], "model": model}, answer=message)
                 result_cache.link(ctx["text"], ctx["effort"], ctx["settings"].model, job_id)
-    return _render(rt, ctx, job_id, message, {"mode": "cache"})
+    recording = record_deep(rt.config, query=ctx["text"], job_id=job_id, message=message)
+    doc = _render(rt, ctx, job_id, message, {"mode": "cache"})
+    recording.finish()
+    return doc

@@ -337,6 +337,9 @@ class Worker:
                              conversation_id=job_id)
         self.count("completed")
         self.log(f"completed {job_id}")
+        from gsd_research.memory.api import record_deep
+
+        record_deep(self.rt.config, query=job["query"], job_id=job_id, message=message).finish()
 
     def interrupted(self, job_id: str, count: bool = True) -> None:
         """The runner stops mid-attempt (SIGTERM, or a blocking caller stops waiting): back to the queue

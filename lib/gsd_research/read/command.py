@@ -120,7 +120,12 @@ def fetch(rt, url: str, focus: str | None, extract_: bool, page: int):
                         "fetch_cache_hit": fetched.from_cache, "source_tokens": source_tokens(markdown),
                         "size_capped": fetched.capped}}
     warnings = source_warnings(markdown, hidden)
+    from gsd_research.memory.api import record_fetch
+
+    recording = record_fetch(rt, url=url, final_url=fetched.final_url, title=title, markdown=markdown,
+                             warnings=warnings, extraction=method)  # kept while the summary is written
     if extract_:
+        doc["metadata"]["memory"] = recording.finish()
         return _extract_page(rt, doc, markdown, page, warnings)
     from gsd_research.llm.tasks import SYSTEM_SUMMARY, summary_prompt
 
@@ -128,7 +133,7 @@ def fetch(rt, url: str, focus: str | None, extract_: bool, page: int):
     text, meta = _model_text(rt, "url", prompt, SYSTEM_SUMMARY, markdown, focus)
     if focus:
         doc["focus"] = focus
-    doc["metadata"].update(meta)
+    doc["metadata"].update(meta, memory=recording.finish())
     return _finish(doc, "summary", text, warnings, rt)
 
 

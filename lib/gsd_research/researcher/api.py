@@ -55,7 +55,7 @@ def ensure_repository(name: str, folder: Path) -> Path:
     known = repository_folder(name)
     if known is not None:
         return known
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private_dirs(folder)
     from gsd_research.researcher.config import ConfigGateway
     from gsd_research.researcher.services.repository_service import RepositoryService
 
@@ -107,7 +107,7 @@ def _lexical(name: str):
 
     path = repo_dir(name) / "lexical.sqlite"
     if not path.exists():  # private from the start (SQLite gives its -wal and -shm files the same mode)
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dirs(path.parent)
         os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
     return LexicalGateway(path)
 
@@ -190,12 +190,22 @@ def mark_dirty(name: str) -> None:
     write_private(dirty_path(name), os.urandom(8).hex())
 
 
+def private_dirs(folder: Path) -> None:
+    """Create `folder` and its missing parents, each 0700 (mkdir's `parents` ignores the mode)."""
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for path in reversed(missing):
+        path.mkdir(mode=0o700, exist_ok=True)
+
+
 def write_private(path: Path, text: str) -> None:
     """Replace a file atomically (0600), without fsync: what is written here can be written again, and the
     commands that write it are waited for by an agent."""
     import tempfile
 
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

@@ -60,9 +60,15 @@ def search(rt, words, query_opt, max_sources, depth, topic, time_range, include_
         env = reports.template_env(cfg)
     answer, failures = run_chain(rt, provider_chain(rt, provider), query, params)
     doc = build_answer(rt, query, params, answer, failures)
+    report_text = None
     if plan is not None:
-        doc["report"] = write_report(rt, env, plan, doc, anywhere=allow_outside)
-    return fit(rt, doc)
+        doc["report"], report_text = write_report(rt, env, plan, doc, anywhere=allow_outside)
+    from gsd_research.memory.api import record_search
+
+    recording = record_search(rt, query=query, answer=answer, report_path=doc.get("report"), report_text=report_text)
+    answer_doc = fit(rt, dict(doc, metadata=dict(doc["metadata"], memory="pending")))
+    answer_doc["metadata"]["memory"] = recording.finish()  # each status is one token, as "pending" is
+    return answer_doc
 
 
 def config_sources(cfg) -> int:
@@ -231,14 +237,15 @@ def build_answer(rt, query: str, params: dict, answer: dict, failures: list[dict
     return doc
 
 
-def write_report(rt, env, plan, doc: dict, anywhere: bool = False) -> str:
-    """Render and write the report from the full answer; returns its path for the JSON answer."""
+def write_report(rt, env, plan, doc: dict, anywhere: bool = False) -> tuple[str, str]:
+    """Render and write the report from the full answer; returns its path for the JSON answer and its text."""
     from gsd_research.core.secrets import known_secrets, scrub
     from gsd_research.search import reports
 
-    text = reports.render(env, "search_report.md.j2", reports.search_report_context(doc))
-    path = reports.write_new(plan[0], plan[1], scrub(text, known_secrets(rt.config)), anywhere=anywhere)
-    return reports.display_path(path)
+    text = scrub(reports.render(env, "search_report.md.j2", reports.search_report_context(doc)),
+                 known_secrets(rt.config))
+    path = reports.write_new(plan[0], plan[1], text, anywhere=anywhere)
+    return reports.display_path(path), text
 
 
 def fit(rt, doc: dict) -> dict:

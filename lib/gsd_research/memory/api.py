@@ -1,0 +1,175 @@
+"""What other capabilities call to keep what they read in the research memory: one `record_*` each.
+
+Recording never raises into the command that reads: a failure is logged (keys scrubbed) under
+GSD_RESEARCH_HOME/logs/memory.log and reported as "failed". It runs in a thread started by the
+`record_*` call, so its disk writes overlap the rest of the command (the summary, the report); the
+command calls `.finish()` before it answers. Keys are scrubbed from every stored field.
+"""
+
+from __future__ import annotations
+
+import threading
+
+DEFAULT_EMBED = "background"  # background: a detached worker embeds new entries; off: lexical only
+
+
+def settings(config) -> dict:
+    """memory.enabled, memory.max_mb and memory.embed, with their defaults."""
+    from gsd_research.memory.store import DEFAULT_MAX_MB
+
+    enabled = config.get("memory.enabled", True)
+    if isinstance(enabled, str):
+        enabled = enabled.strip().lower() not in ("0", "false", "no", "off", "")
+    embed = config.get("memory.embed", DEFAULT_EMBED)
+    embed = "off" if embed is False else str(embed if embed is not None else DEFAULT_EMBED).strip().lower()
+    return {"enabled": bool(enabled), "max_mb": config.number("memory.max_mb", DEFAULT_MAX_MB),
+            "embed": "off" if embed in ("off", "false", "no", "0") else "background"}
+
+
+class Recording:
+    """A recording under way in a thread; `finish` waits for it (bounded) and gives its status."""
+
+    def __init__(self, target=None, status: str | None = None) -> None:
+        self.status = status or "pending"
+        self._thread = None
+        if target is not None:
+            self._thread = threading.Thread(target=self._run, args=(target,), name="memory-record", daemon=True)
+            self._thread.start()
+
+    def _run(self, target) -> None:
+        self.status = target()
+
+    def finish(self, timeout: float = 10.0) -> str:
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                return "pending"
+        return self.status
+
+
+def _start(config, build) -> Recording:
+    """Check the settings, then build and keep the entries in a thread."""
+    try:
+        conf = settings(config)
+    except Exception as exc:  # noqa: BLE001 - a bad memory setting must not fail the command
+        _log(f"settings: {exc.__class__.__name__}: {exc}")
+        return Recording(status="failed")
+    if not conf["enabled"]:
+        return Recording(status="off")
+    return Recording(lambda: _keep(config, conf, build))
+
+
+def _keep(config, conf: dict, build) -> str:
+    try:
+        from gsd_research.core.secrets import known_secrets
+        from gsd_research.memory.store import REPOSITORY, MemoryStore
+        from gsd_research.researcher import api as kb
+
+        entries = [_scrubbed(e, known_secrets(config)) for e in build()]
+        store = MemoryStore()
+        try:
+            statuses = store.put_many(entries) if entries else []
+            store.evict(int(conf["max_mb"] * 1024 * 1024))
+        finally:
+            store.close()
+        if "stored" in statuses and conf["embed"] == "background":
+            kb.schedule_embedding(REPOSITORY)
+        return "stored" if "stored" in statuses else "known"
+    except Exception as exc:  # noqa: BLE001 - memory is never the reason a command fails
+        _log(f"record: {exc.__class__.__name__}: {exc}")
+        return "failed"
+
+
+def _scrubbed(entry, secrets: list[str]):
+    from dataclasses import replace
+
+    from gsd_research.core.secrets import scrub
+
+    def clean(value):
+        return scrub(value, secrets) if isinstance(value, str) else value
+
+    return replace(entry, body=clean(entry.body), url=clean(entry.url), title=clean(entry.title),
+                   query=clean(entry.query), ref=clean(entry.ref))
+
+
+def _log(message: str) -> None:
+    try:
+        import time
+
+        from gsd_research.core.config import home
+        from gsd_research.core.secrets import scrub
+
+        path = home() / "logs" / "memory.log"
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(scrub(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {message}")[:2000] + "\n")
+    except Exception:  # noqa: BLE001 - logging must never raise
+        pass
+
+
+def _kinds(text: str) -> list[str]:
+    from gsd_research.core.untrusted import scan
+
+    return sorted({f["kind"] for f in scan(text or "")})
+
+
+# -- producers -----------------------------------------------------------------------------------------
+
+def record_fetch(rt, *, url: str, final_url: str, title: str | None, markdown: str,
+                 warnings: list[dict] | None = None, extraction: str | None = None) -> Recording:
+    """A page `fetch` read: its extracted Markdown, with the injection kinds found in it or in its hidden text."""
+
+    def build():
+        from gsd_research.memory.store import Entry
+
+        kinds = sorted({k for w in warnings or [] for k in w.get("kinds", [])})
+        return [Entry(kind="page", body=markdown, url=final_url or url, title=title,
+                      provider=f"fetch:{extraction}" if extraction else "fetch", flags=kinds)]
+
+    return _start(rt.config, build)
+
+
+def record_search(rt, *, query: str, answer: dict, report_path: str | None = None,
+                  report_text: str | None = None) -> Recording:
+    """A `search` answer: each result (title, URL, snippet), the result set with its summary, the report."""
+
+    def build():
+        from gsd_research.memory.store import Entry
+
+        provider = str(answer.get("provider") or "search")
+        entries, lines = [], []
+        for item in answer.get("results") or []:
+            url, title, snippet = str(item.get("url") or ""), item.get("title"), str(item.get("snippet") or "")
+            if url and snippet.strip():
+                entries.append(Entry(kind="search_result", body=snippet, url=url, title=title, provider=provider,
+                                     query=query, flags=_kinds(f"{title or ''}\n{snippet}")))
+            lines.append(f"- [{title or url}]({url}): {snippet}")
+        summary = str(answer.get("summary") or "")
+        body = "\n\n".join(filter(None, [summary, "\n".join(lines)]))
+        if body.strip():
+            entries.append(Entry(kind="search", body=body, title=f"Search: {query}", provider=provider,
+                                 query=query, flags=_kinds(body)))
+        if report_text:
+            entries.append(Entry(kind="report", body=report_text, title=f"Report: {query}", provider=provider,
+                                 query=query, ref=report_path, flags=_kinds(report_text)))
+        return entries
+
+    return _start(rt.config, build)
+
+
+def record_deep(config, *, query: str, job_id: str | None, message: dict) -> Recording:
+    """A finished `deep` report with its numbered citations."""
+
+    def build():
+        from gsd_research.memory.store import Entry
+
+        report = str(message.get("content") or "")
+        if not report.strip():
+            return []
+        cites = [f"{c.get('n') or n}. [{c.get('title') or c.get('url')}]({c.get('url')})"
+                 for n, c in enumerate(message.get("citations") or [], 1) if isinstance(c, dict) and c.get("url")]
+        body = report + ("\n\n## Sources\n\n" + "\n".join(cites) if cites else "")
+        return [Entry(kind="deep", body=body, title=f"Deep research: {query}", provider="perplexity",
+                      query=query, ref=job_id, flags=_kinds(report))]
+
+    return _start(config, build)

@@ -1,0 +1,225 @@
+"""The research memory's catalog: one entry per source and content, its document in the knowledge base.
+
+Layout under GSD_RESEARCH_HOME: `research-memory/catalog.sqlite` (the entries), `research-memory/documents/`
+(one Markdown file per entry: the folder of the knowledge-base repository `research-memory`, whose index
+lives under `repositories/research-memory/` like every repository's).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from gsd_research.researcher import api as kb
+
+REPOSITORY = "research-memory"
+DEFAULT_MAX_MB = 500
+KINDS = ("page", "search_result", "search", "report", "deep")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries (
+    id TEXT PRIMARY KEY, kind TEXT NOT NULL, url TEXT, title TEXT, provider TEXT, query TEXT, ref TEXT,
+    fetched_at TEXT NOT NULL, seen_at TEXT NOT NULL, content_hash TEXT NOT NULL, path TEXT NOT NULL,
+    body_offset INTEGER NOT NULL, bytes INTEGER NOT NULL, flags TEXT NOT NULL DEFAULT '[]');
+CREATE INDEX IF NOT EXISTS entries_url ON entries(url);
+CREATE INDEX IF NOT EXISTS entries_seen ON entries(seen_at);
+CREATE INDEX IF NOT EXISTS entries_path ON entries(path);
+"""
+COLUMNS = ("id", "kind", "url", "title", "provider", "query", "ref", "fetched_at", "seen_at", "content_hash",
+           "path", "body_offset", "bytes", "flags")
+
+
+def now_iso() -> str:
+    """UTC with milliseconds: two versions read within a second still sort."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def memory_dir() -> Path:
+    from gsd_research.core.config import home
+
+    return home() / "research-memory"
+
+
+@dataclass
+class Entry:
+    """What is kept of one thing read: its text (Markdown) and where it came from."""
+
+    kind: str
+    body: str
+    url: str | None = None
+    title: str | None = None
+    provider: str | None = None
+    query: str | None = None
+    ref: str | None = None
+    flags: list[str] = field(default_factory=list)
+    fetched_at: str = field(default_factory=now_iso)
+
+    @property
+    def content_hash(self) -> str:
+        return hashlib.sha256(self.body.encode("utf-8")).hexdigest()
+
+    @property
+    def id(self) -> str:
+        key = f"{self.kind}\n{self.url or self.ref or self.query or ''}\n{self.content_hash}"
+        return hashlib.sha256(key.encode("utf-8")).hexdigest()[:24]
+
+    @property
+    def path(self) -> str:
+        return f"{self.kind}/{self.id[:2]}/{self.id}.md"
+
+    def header(self) -> str:
+        """The lines above the body in the stored document: title and source, for any reader of the store."""
+        lines = [f"# {self.title or self.query or self.url or self.kind}", ""]
+        if self.url:
+            lines.append(f"Source: {self.url}")
+        if self.query and self.kind != "page":
+            lines.append(f"Query: {self.query}")
+        return "\n".join(lines).rstrip() + "\n\n"
+
+
+class MemoryStore:
+    """The catalog and the documents of one GSD_RESEARCH_HOME's research memory."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root or memory_dir()
+        self._conn: sqlite3.Connection | None = None
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            kb.private_dirs(self.root)
+            path = self.root / "catalog.sqlite"
+            if not path.exists():  # private from the start (SQLite gives its -wal and -shm files the same mode)
+                os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+            self._conn = sqlite3.connect(str(path), timeout=10)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.executescript(SCHEMA)
+            self._conn.row_factory = sqlite3.Row
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    @property
+    def documents(self) -> Path:
+        return self.root / "documents"
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def put(self, entry: Entry) -> str:
+        """Keep `entry` unless the same source with the same content is kept already: "stored" | "known"."""
+        return self.put_many([entry])[0]
+
+    def put_many(self, entries: list[Entry]) -> list[str]:
+        """`put` for many entries: their documents in one lexical transaction."""
+        now = now_iso()
+        fresh: dict[str, Entry] = {}
+        with self.conn:
+            for entry in entries:
+                if entry.id in fresh:
+                    continue
+                touched = self.conn.execute("UPDATE entries SET seen_at = ? WHERE id = ?", (now, entry.id))
+                if not touched.rowcount:
+                    fresh[entry.id] = entry
+        if fresh:
+            kb.ensure_repository(REPOSITORY, self.documents)
+            docs = [(e.path, e.header() + e.body, e.title or e.query) for e in fresh.values()]
+            kb.put_documents(REPOSITORY, docs)
+            rows = [(e.id, e.kind, e.url, e.title, e.provider, e.query, e.ref, e.fetched_at, now, e.content_hash,
+                     e.path, len(e.header()), len(text.encode("utf-8")), json.dumps(sorted(set(e.flags))))
+                    for e, (_, text, _) in zip(fresh.values(), docs, strict=True)]
+            with self.conn:
+                self.conn.executemany(f"INSERT OR REPLACE INTO entries ({', '.join(COLUMNS)}) "
+                                      f"VALUES ({', '.join('?' * len(COLUMNS))})", rows)
+        return ["stored" if e.id in fresh and fresh[e.id] is e else "known" for e in entries]
+
+    def total_bytes(self) -> int:
+        return int(self.conn.execute("SELECT COALESCE(SUM(bytes), 0) FROM entries").fetchone()[0])
+
+    def evict(self, max_bytes: int) -> int:
+        """Remove the least recently seen entries until the kept text is within `max_bytes`; how many."""
+        removed = 0
+        over = self.total_bytes() - max_bytes
+        while over > 0:
+            victims, freed = [], 0
+            for row in self.conn.execute("SELECT id, path, bytes FROM entries ORDER BY seen_at, fetched_at LIMIT 200"):
+                victims.append((row["id"], row["path"]))
+                freed += row["bytes"]
+                if freed >= over:
+                    break
+            if not victims:
+                break
+            kb.remove_documents(REPOSITORY, [p for _, p in victims])
+            with self.conn:
+                self.conn.executemany("DELETE FROM entries WHERE id = ?", [(i,) for i, _ in victims])
+            removed += len(victims)
+            over -= freed
+        return removed
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def count(self) -> int:
+        return int(self.conn.execute("SELECT count(*) FROM entries").fetchone()[0])
+
+    def paths_matching(self, since: str | None = None, url_prefixes: list[str] | None = None) -> list[str] | None:
+        """Document paths of the entries within the filters; None when there is no filter."""
+        if not since and not url_prefixes:
+            return None
+        clauses, params = [], []
+        if since:
+            clauses.append("seen_at >= ?")
+            params.append(since)
+        if url_prefixes:
+            clauses.append("(" + " OR ".join("url LIKE ? ESCAPE '\\'" for _ in url_prefixes) + ")")
+            params += [_like_prefix(p) for p in url_prefixes]
+        sql = "SELECT path FROM entries WHERE " + " AND ".join(clauses)
+        return [r[0] for r in self.conn.execute(sql, params)]
+
+    def by_paths(self, paths: list[str]) -> dict[str, dict]:
+        out: dict[str, dict] = {}
+        for start in range(0, len(paths), 500):
+            part = paths[start:start + 500]
+            sql = f"SELECT * FROM entries WHERE path IN ({','.join('?' * len(part))})"
+            out.update({r["path"]: dict(r) for r in self.conn.execute(sql, part)})
+        return out
+
+    def latest_urls(self, urls: list[str]) -> dict[str, str]:
+        """url -> id of its newest page entry (older ones are superseded versions)."""
+        out: dict[str, str] = {}
+        for url in set(urls):
+            row = self.conn.execute("SELECT id FROM entries WHERE url = ? AND kind = 'page' "
+                                    "ORDER BY fetched_at DESC, rowid DESC LIMIT 1", (url,)).fetchone()
+            if row:
+                out[url] = row["id"]
+        return out
+
+    def page(self, url: str) -> tuple[dict, str] | None:
+        """The newest kept page of `url` (also matched without a trailing slash): (entry, body text)."""
+        candidates = list(dict.fromkeys([url, url.rstrip("/"), url.rstrip("/") + "/"]))
+        sql = (f"SELECT * FROM entries WHERE kind = 'page' AND url IN ({','.join('?' * len(candidates))}) "
+               "ORDER BY fetched_at DESC, rowid DESC LIMIT 1")
+        row = self.conn.execute(sql, candidates).fetchone()
+        if row is None:
+            return None
+        text = kb.read_document(REPOSITORY, row["path"])
+        if text is None:
+            return None
+        return dict(row), text[row["body_offset"]:]
+
+    def stats(self) -> dict:
+        row = self.conn.execute("SELECT count(*), COALESCE(SUM(bytes), 0), MIN(fetched_at), MAX(seen_at) "
+                                "FROM entries").fetchone()
+        return {"entries": row[0], "bytes": row[1], "oldest": row[2], "newest": row[3]}
+
+
+def _like_prefix(prefix: str) -> str:
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped + "%"
