@@ -15,6 +15,11 @@ def answer_for(backend: str, prompt: str) -> str:
     """'<backend> summary: ...' quoting the first words inside the fence, so tests can see what was sent."""
     if ECHO_TRIGGER in prompt:
         return f"{backend} summary: the page says: {INJECTED}"
+    judged = re.search(r"Claim: (.*?)\n\nPassage:\n\[UNTRUSTED TEXT[^\]]*\]\n(.*?)\n\[END UNTRUSTED TEXT\]", prompt, re.S)
+    if judged:  # verify's judgement: supported when most of the claim's words are in the passage
+        claim, passage = (set(re.findall(r"\w{4,}", t.lower())) for t in judged.groups())
+        verdict = "SUPPORTED" if claim and len(claim & passage) >= 0.6 * len(claim) else "NOT_SUPPORTED"
+        return f"{verdict}. The {backend} fake compared the words."
     fenced = re.search(r"\[UNTRUSTED TEXT[^\]]*\]\n(.*?)\n\[END UNTRUSTED TEXT\]", prompt, re.S)
     words = " ".join((fenced.group(1) if fenced else prompt).split()[:12])
     return f"{backend} summary: {words}"

@@ -16,6 +16,7 @@ DEFAULT_CHAINS: dict[str, list[str]] = {
     "url": ["gemini", "ollama", "openai"],
     "image": ["ollama", "gemini", "openai"],
     "web": ["gemini"],
+    "verify": ["openai", "gemini", "ollama"],  # does a cited passage support a claim (verify)
 }
 DEFAULT_MODELS = {"gemini": "gemini-2.5-flash", "ollama": "qwen3-vl:8b", "openai": "gpt-4o-mini"}
 BACKENDS = ("gemini", "ollama", "openai")

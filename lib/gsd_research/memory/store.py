@@ -201,12 +201,14 @@ class MemoryStore:
                 out[url] = row["id"]
         return out
 
-    def page(self, url: str) -> tuple[dict, str] | None:
-        """The newest kept page of `url` (also matched without a trailing slash): (entry, body text)."""
+    def page(self, url: str, kind: str = "page") -> tuple[dict, str] | None:
+        """The newest kept page of `url` (also matched without a trailing slash): (entry, body text). With
+        kind="search_result", the longest snippet a search showed of it."""
         candidates = list(dict.fromkeys([url, url.rstrip("/"), url.rstrip("/") + "/"]))
-        sql = (f"SELECT * FROM entries WHERE kind = 'page' AND url IN ({','.join('?' * len(candidates))}) "
-               "ORDER BY fetched_at DESC, rowid DESC LIMIT 1")
-        row = self.conn.execute(sql, candidates).fetchone()
+        order = "fetched_at DESC, rowid DESC" if kind == "page" else "bytes DESC"
+        sql = (f"SELECT * FROM entries WHERE kind = ? AND url IN ({','.join('?' * len(candidates))}) "
+               f"ORDER BY {order} LIMIT 1")
+        row = self.conn.execute(sql, [kind, *candidates]).fetchone()
         if row is None:
             return None
         text = kb.read_document(REPOSITORY, row["path"])

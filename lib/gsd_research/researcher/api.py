@@ -75,26 +75,41 @@ def _state_ready(name: str) -> None:
 
 
 def provisional_fragments(text: str, title: str | None = None) -> list[str]:
-    """Paragraphs packed to about PROVISIONAL_CHARS, each prefixed with the title (the index run replaces
-    them with heading-aware fragments)."""
-    pieces: list[str] = []
+    """Paragraphs packed to about PROVISIONAL_CHARS, each fragment prefixed with the title and the heading
+    path where it starts (the index run replaces them with the chunker's fragments)."""
+    pieces: list[tuple[str, str]] = []  # (heading path, paragraph)
+    path: list[tuple[int, str]] = []
     for para in re.split(r"\n\s*\n", text):
         para = para.strip()
+        heading = re.match(r"^(#{1,6})\s+(.+)$", para) if "\n" not in para else None
+        if heading:
+            path = [(lv, h) for lv, h in path if lv < len(heading.group(1))] + [(len(heading.group(1)), heading.group(2))]
+        where = " > ".join(h for _, h in path)
         while len(para) > PROVISIONAL_CHARS:
             cut = max(para.rfind(". ", 0, PROVISIONAL_CHARS) + 1, para.rfind(" ", 0, PROVISIONAL_CHARS),
                       PROVISIONAL_CHARS // 2)
-            pieces.append(para[:cut].strip())
+            pieces.append((where, para[:cut].strip()))
             para = para[cut:].strip()
         if para:
-            pieces.append(para)
-    out: list[str] = []
-    for piece in pieces:
-        if out and len(out[-1]) + len(piece) + 2 <= PROVISIONAL_CHARS:
-            out[-1] += "\n\n" + piece
+            pieces.append((where, para))
+    out: list[tuple[str, str]] = []
+    for where, piece in pieces:
+        if out and len(out[-1][1]) + len(piece) + 2 <= PROVISIONAL_CHARS:
+            out[-1] = (out[-1][0], out[-1][1] + "\n\n" + piece)
         else:
-            out.append(piece)
-    prefix = f"{title}\n" if title else ""
-    return [body if i == 0 and body.startswith("# ") else prefix + body for i, body in enumerate(out)]
+            out.append((where, piece))
+    fragments = []
+    for i, (where, body) in enumerate(out):
+        prefix = " > ".join(p for p in (title, where) if p)
+        fragments.append(body if i == 0 and body.startswith("# ") or not prefix else f"{prefix}\n{body}")
+    return fragments
+
+
+def chunk(text: str) -> list[str]:
+    """The knowledge base's own fragments of a Markdown text (heading-aware, each with its heading path)."""
+    from gsd_research.researcher.chunking import chunk_text
+
+    return [f.text for f in chunk_text(text, "text.md")]
 
 
 def fragment_id(document_path: str, index: int) -> str:

@@ -1,0 +1,236 @@
+"""`verify`'s checks: each sourced claim of a research file against the text of its sources.
+
+A source's text comes from the research memory first, else from the HTTP cache or a fetch under `fetch`'s
+SSRF rules (read.api), and what was fetched is kept in the memory for the next check. Quotes are located
+exactly, then fuzzily, in the source's Markdown and then in the page's whole visible text. Unquoted claims
+get the best supporting passage among the source's fragments as the knowledge base ranks them, scored
+without a model; a configured model's judgement is added and labelled.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+
+from gsd_research.core.errors import GsdError
+from gsd_research.memory import quotes, support
+
+SEVERITY = {"not_found": 0, "unreachable": 1, "no_source": 2, "supported": 3, "quote_found": 4}
+CONTEXT_CHARS = 160  # around a found quote
+CLAIM_CHARS = 400
+CANDIDATE_FRAGMENTS = 5
+
+
+@dataclass
+class SourceText:
+    url: str
+    origin: str  # memory | cache | fetched | unreachable
+    text: str = ""
+    path: str | None = None  # the document in the research memory
+    error: dict | None = None
+    page_text: str | None = None
+    flags: list[str] = field(default_factory=list)
+
+
+class Verifier:
+    """Checks claims; sources are read once per run."""
+
+    def __init__(self, rt, *, use_llm: bool = True) -> None:
+        from gsd_research.memory.api import settings
+
+        self.rt = rt
+        self.memory = settings(rt.config)["enabled"]
+        self.use_llm = use_llm
+        self.sources: dict[str, SourceText] = {}
+        self.llm_backend: str | None = None
+        self.timings: list[float] = []
+
+    # -- sources -----------------------------------------------------------------------------------
+
+    def source(self, url: str) -> SourceText:
+        """The memory's copy of the page, else the page read (HTTP cache, then the network), else, when it
+        cannot be read, the snippet a search showed of it."""
+        if url not in self.sources:
+            src = self._from_memory(url, snippets=False) or self._fetch(url)
+            if src.origin == "unreachable":
+                src = self._from_memory(url, snippets=True) or src
+            self.sources[url] = src
+        return self.sources[url]
+
+    def _from_memory(self, url: str, snippets: bool = True) -> SourceText | None:
+        if not self.memory:
+            return None
+        from gsd_research.memory.store import MemoryStore
+
+        store = MemoryStore()
+        try:
+            found, origin = store.page(url), "memory"
+            if found is None and snippets:  # what a search showed of the page, when the page was never read
+                found, origin = store.page(url, kind="search_result"), "memory-snippet"
+        except Exception:  # noqa: BLE001 - an unreadable memory means reading the source again
+            found = None
+        finally:
+            store.close()
+        if found is None:
+            return None
+        entry, text = found
+        return SourceText(url, origin, text, entry["path"], flags=json.loads(entry["flags"] or "[]"))
+
+    def _fetch(self, url: str) -> SourceText:
+        from gsd_research.memory.api import record_fetch
+        from gsd_research.read.api import fetch_source
+
+        try:
+            page = fetch_source(self.rt, url)
+        except GsdError as exc:
+            return SourceText(url, "unreachable", error={"code": exc.code, "message": exc.message[:300]})
+        status = record_fetch(self.rt, url=url, final_url=page.final_url, title=page.title, markdown=page.markdown,
+                              warnings=page.warnings, extraction=page.extraction).finish()
+        kinds = sorted({k for w in page.warnings for k in w.get("kinds", [])})
+        src = SourceText(url, "cache" if page.from_cache else "fetched", page.markdown, page_text=page.page_text,
+                         flags=kinds)
+        if status in ("stored", "known"):
+            remembered = self._from_memory(page.final_url, snippets=False)
+            src.path = remembered.path if remembered else None
+        return src
+
+    def page_text(self, src: SourceText) -> str:
+        """The page's whole visible text (read again through the cache when the source came from memory)."""
+        if src.page_text is None:
+            from gsd_research.read.api import fetch_source
+
+            try:
+                src.page_text = fetch_source(self.rt, src.url).page_text
+            except GsdError:
+                src.page_text = ""
+        return src.page_text
+
+    # -- claims ------------------------------------------------------------------------------------
+
+    def check(self, claim) -> dict:
+        started = time.perf_counter()
+        result = self._check(claim)
+        self.timings.append(time.perf_counter() - started)
+        out = {"line": claim.line, "claim": _cut(claim.text, CLAIM_CHARS), **result}
+        if len(claim.sources) > 1:
+            out["sources"] = claim.sources
+        return out
+
+    def _check(self, claim) -> dict:
+        if not claim.sources:
+            note = ("its marker names no source that can be read: " + ", ".join(claim.unresolved)
+                    if claim.unresolved else "quoted text without a source")
+            return {"verdict": "no_source", "method": "none", "quote": claim.quotes[0] if claim.quotes else None,
+                    "note": note}
+        reachable = [s for s in (self.source(u) for u in claim.sources) if s.origin != "unreachable"]
+        if not reachable:
+            first = self.source(claim.sources[0])
+            return {"verdict": "unreachable", "method": "none", "source_url": first.url, "error": first.error}
+        if claim.quotes:
+            return self._quotes(claim, reachable)
+        return self._support(claim, reachable)
+
+    def _quotes(self, claim, reachable: list[SourceText]) -> dict:
+        found = []
+        for quote in claim.quotes:
+            hit = self._locate(quote, reachable)
+            if hit is None:
+                return self._quote_missing(quote, reachable)
+            found.append(hit)
+        src, where, text, located = found[0]
+        out = {"verdict": "quote_found", "method": located.method, "source_url": src.url, "origin": src.origin,
+               "quote": claim.quotes[0], "position": {"start": located.start, "end": located.end, "in": where},
+               "passage": _around(text, located.start, located.end)}
+        if len(claim.quotes) > 1:
+            out["quotes_found"] = len(found)
+        return out
+
+    def _locate(self, quote: str, reachable: list[SourceText]):
+        for src in reachable:
+            located = quotes.locate(quote, src.text)
+            if located:
+                return src, "markdown", src.text, located
+        for src in reachable:
+            text = self.page_text(src)
+            located = quotes.locate(quote, text) if text else None
+            if located:
+                return src, "page_text", text, located
+        return None
+
+    def _quote_missing(self, quote: str, reachable: list[SourceText]) -> dict:
+        best, best_src = None, reachable[0]
+        for src in reachable:
+            near = quotes.closest(quote, src.text)
+            if near and (best is None or near["similarity"] > best["similarity"]):
+                best, best_src = near, src
+        out = {"verdict": "not_found", "method": "fuzzy", "source_url": best_src.url, "origin": best_src.origin,
+               "quote": quote}
+        if best:
+            out.update(passage=_cut(best_src.text[best["start"]:best["end"]], 700), similarity=best["similarity"],
+                       differences={"quote_only": best["quote_only"], "source_only": best["source_only"]})
+        return out
+
+    def _support(self, claim, reachable: list[SourceText]) -> dict:
+        best = None
+        for src in reachable:
+            found = support.best_window(claim.text, self._candidates(src, claim.text))
+            if found and (best is None or (found[1]["supported"], found[1]["coverage"]) >
+                          (best[1][1]["supported"], best[1][1]["coverage"])):
+                best = (src, found)
+        if best is None:
+            return {"verdict": "not_found", "method": "ranking", "source_url": reachable[0].url,
+                    "origin": reachable[0].origin, "reasons": ["the source has no text"]}
+        src, (passage, score) = best
+        out = {"verdict": "supported" if score["supported"] else "not_found", "method": "ranking",
+               "source_url": src.url, "origin": src.origin, "passage": _cut(passage, 700),
+               "coverage": score["coverage"]}
+        if score["reasons"]:
+            out["reasons"] = score["reasons"]
+        return self._judged(claim, out, passage)
+
+    def _judged(self, claim, out: dict, passage: str) -> dict:
+        """The model's verdict replaces the ranking's when a model is configured (both are shown)."""
+        if not self.use_llm:
+            return out
+        judged = support.judge(self.rt, claim.text, passage)
+        if judged is None:
+            self.use_llm = False  # no model answered: do not ask again for every claim
+            return out
+        word, backend = judged
+        self.llm_backend = backend
+        return dict(out, verdict="supported" if word == "SUPPORTED" else "not_found", method=f"llm:{backend}",
+                    llm_verdict=word.lower(), ranking_verdict=out["verdict"])
+
+    def _candidates(self, src: SourceText, claim_text: str) -> list[str]:
+        """The source's fragments best ranked for the claim (knowledge base), else its paragraphs."""
+        if src.path and self.memory:
+            from gsd_research.memory.store import REPOSITORY
+            from gsd_research.researcher import api as kb
+
+            try:
+                hits = kb.search(REPOSITORY, claim_text, paths=[src.path], n_fragments=CANDIDATE_FRAGMENTS)
+                if hits["passages"]:
+                    return [p["text"] for p in hits["passages"]]
+            except GsdError:
+                pass
+        from gsd_research.researcher import api as kb
+
+        return kb.chunk(src.text)
+
+
+def _cut(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + "…"
+
+
+def _around(text: str, start: int, end: int) -> str:
+    """The found quote with some context on both sides, cut at spaces."""
+    lo, hi = max(0, start - CONTEXT_CHARS), min(len(text), end + CONTEXT_CHARS)
+    if lo > 0:
+        space = text.find(" ", lo, start)
+        lo = space + 1 if space >= 0 else lo
+    if hi < len(text):
+        space = text.rfind(" ", end, hi)
+        hi = space if space >= 0 else hi
+    return ("…" if lo > 0 else "") + " ".join(text[lo:hi].split()) + ("…" if hi < len(text) else "")

@@ -1,0 +1,64 @@
+"""`gsd-research verify FILE`: each sourced claim of a Markdown research file checked against its sources."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+
+from gsd_research.core.budget import fit_results
+from gsd_research.core.errors import NotFound, UsageError
+from gsd_research.core.runtime import agent_command
+
+MAX_FILE_BYTES = 5_000_000
+VERDICTS = ("quote_found", "supported", "not_found", "unreachable", "no_source")
+
+
+def read_file(file: str) -> tuple[Path, str]:
+    path = Path(file).expanduser()
+    if path.is_dir():
+        raise UsageError(f"{file} is a directory, not a research file", suggestions=["gsd-research verify RESEARCH.md"])
+    if not path.is_file():
+        raise NotFound(f"No such file: {file}", suggestions=["Check the path", "ls .planning/research/"])
+    data = path.read_bytes()[:MAX_FILE_BYTES]
+    if b"\0" in data[:8192]:
+        raise UsageError(f"{file} looks binary, not Markdown", suggestions=["Pass a Markdown research file"])
+    return path, data.decode("utf-8", "replace")
+
+
+@agent_command("verify")
+@click.argument("file")
+@click.option("--llm/--no-llm", "use_llm", default=True, show_default=True,
+              help="Let a configured model judge unquoted claims (labelled; skipped when none is configured).")
+def verify(rt, file: str, use_llm: bool):
+    """Check FILE's citations: quotes located in their sources, unquoted claims against the best passage."""
+    from gsd_research.core.untrusted import NOTICE, guard_results
+    from gsd_research.memory.claims import extract_claims
+    from gsd_research.memory.verify import SEVERITY, Verifier
+
+    started = time.perf_counter()
+    path, text = read_file(file)
+    claims = extract_claims(text)
+    verifier = Verifier(rt, use_llm=use_llm)
+    results = [verifier.check(claim) for claim in claims]
+    results.sort(key=lambda r: (SEVERITY[r["verdict"]], r["line"]))  # what needs attention first
+    results, warnings = guard_results(results, fields=("passage",))
+    counts = {v: sum(r["verdict"] == v for r in results) for v in VERDICTS}
+    origins = [s.origin for s in verifier.sources.values()]
+    meta = {"claims": len(results), "counts": counts,
+            "sources": {o: origins.count(o) for o in ("memory", "cache", "fetched", "unreachable") if o in origins},
+            "llm": verifier.llm_backend, "cache_hit": rt.http.upstream_requests == 0 if rt._http else True,
+            "elapsed_ms": round((time.perf_counter() - started) * 1000, 1)}
+    if verifier.timings:
+        meta["per_claim_ms"] = round(1000 * sum(verifier.timings) / len(verifier.timings), 1)
+    if not results:
+        meta["note"] = ("No sourced claim found: cite with [CITED: url], Markdown links or [n] references "
+                        "with a Sources list")
+    doc: dict = {"file": str(path)}
+    if warnings:
+        doc["injection_flagged"] = True
+        doc["injection_warnings"] = [{"claim": w["result"], "url": w["url"], "kinds": w["kinds"]} for w in warnings[:10]]
+    doc["untrusted"] = NOTICE
+    doc["metadata"] = meta
+    return fit_results(doc, results, rt.max_tokens, text_key="passage", results_key="claims")

@@ -1,0 +1,161 @@
+"""The parts of `verify`: finding sourced claims in Markdown, locating quotes, scoring support."""
+
+from __future__ import annotations
+
+import pytest
+
+from gsd_research.memory.claims import extract_claims, references
+from gsd_research.memory.quotes import closest, locate
+from gsd_research.memory.support import best_window, score, stem
+
+RESEARCH = """# Widget research
+
+React 18.2 is the current stable release [CITED: react.dev/blog/2022/06/15/react-v18]. Next.js 15 "uses the
+React 19 canary with the App Router" [VERIFIED: npm registry].
+
+- The toolkit needs Python 3.10 or newer [1]. It dropped 3.9 support [2, 3].
+- See the [install guide](https://example.com/install) for "the most common errors that users run into".
+- Parsers were benchmarked [1-3]. Footnoted claim[^4].
+
+> The widget toolkit installs with pip on Python 3.10 and newer.
+> — [Widgets](https://example.com/widgets)
+
+```
+A claim in code [CITED: https://not.a/claim] "is not a claim at all here"
+```
+
+Someone said "this is not sourced at all anywhere" in a talk. A claim. [CITED: https://example.com/after]
+
+| Feature | Source |
+|---|---|
+| Tables cite too | [CITED: https://example.com/table] |
+
+## Sources
+
+1. Widget docs https://example.com/a
+2. [Other](https://example.com/b)
+- [3] Third. <https://example.com/c> (tavily, score 0.9)
+  > snippet "with a quoted phrase in it here" is not a claim
+[^4]: https://example.com/d
+"""
+
+
+@pytest.fixture(scope="module")
+def claims():
+    return {c.text: c for c in extract_claims(RESEARCH)}
+
+
+def test_the_reference_list_is_read_in_every_style():
+    assert references(RESEARCH) == {"1": "https://example.com/a", "2": "https://example.com/b",
+                                    "3": "https://example.com/c", "4": "https://example.com/d"}
+
+
+def test_cited_markers_links_and_numbered_references_become_sources(claims):
+    assert claims["React 18.2 is the current stable release."].sources == [
+        "https://react.dev/blog/2022/06/15/react-v18"]
+    assert claims["The toolkit needs Python 3.10 or newer."].sources == ["https://example.com/a"]
+    assert claims["It dropped 3.9 support."].sources == ["https://example.com/b", "https://example.com/c"]
+    assert claims["Parsers were benchmarked."].sources == [f"https://example.com/{x}" for x in "abc"]
+    assert claims["Footnoted claim."].sources == ["https://example.com/d"]
+    assert claims["Tables cite too"].sources == ["https://example.com/table"]
+
+
+def test_quotes_line_numbers_and_markers_without_a_source(claims):
+    nextjs = next(c for t, c in claims.items() if t.startswith("Next.js"))
+    assert nextjs.quotes == ["uses the React 19 canary with the App Router"]
+    assert nextjs.sources == [] and nextjs.unresolved == ["[VERIFIED: npm registry]"] and nextjs.line == 3
+    link = next(c for t, c in claims.items() if t.startswith("See the install guide"))
+    assert link.sources == ["https://example.com/install"] and link.line == 7
+    assert link.quotes == ["the most common errors that users run into"]
+
+
+def test_a_sourced_blockquote_is_one_quote_without_its_attribution(claims):
+    block = claims["The widget toolkit installs with pip on Python 3.10 and newer."]
+    assert block.quotes == ["The widget toolkit installs with pip on Python 3.10 and newer."]
+    assert block.sources == ["https://example.com/widgets"] and block.line == 10
+
+
+def test_a_citation_after_the_full_stop_belongs_to_the_sentence_before(claims):
+    assert claims["A claim."].sources == ["https://example.com/after"]
+    unsourced = claims['Someone said "this is not sourced at all anywhere" in a talk.']
+    assert unsourced.sources == [] and unsourced.quotes == ["this is not sourced at all anywhere"]
+
+
+def test_code_and_the_reference_list_are_not_claims(claims):
+    texts = " ".join(claims)
+    assert "not a claim at all" not in texts and "snippet" not in texts
+    assert all(c.line < 27 for c in claims.values())
+
+
+def test_a_file_without_citations_has_no_claims():
+    assert extract_claims("# Notes\n\nJust prose, with 'short quotes' and no sources.\n") == []
+
+
+# -- quotes ----------------------------------------------------------------------------------------
+
+SOURCE = ("# Title\n\nThe widget toolkit  installs with **pip** on Python 3.10 and newer. Version 4.2.0 dropped "
+          "support for Python 3.9, which reached its end of life in October 2025. See [the guide]"
+          "(https://x.com/guide) for “common errors”—and more.\n\nIt is not supported on Windows. Café naïve text.")
+
+
+@pytest.mark.parametrize("quote,method,found", [
+    ("Version 4.2.0 dropped support for Python 3.9", "exact", "Version 4.2.0 dropped support for Python 3.9"),
+    ('See the guide for "common errors"', "fuzzy", "See [the guide](https://x.com/guide) for “common errors"),
+    ("the widget toolkit installs with pip on python 3.10", "fuzzy",
+     "The widget toolkit  installs with **pip** on Python 3.10"),
+    ("Version 4.2.0 dropped support ... which reached its end of life", "fuzzy",
+     "Version 4.2.0 dropped support for Python 3.9, which reached its end of life"),
+    ("[The toolkit] installs with pip on Python 3.10", "fuzzy", "installs with **pip** on Python 3.10"),
+    ("cafe naive text", "fuzzy", "Café naïve text"),
+])
+def test_quotes_are_found_with_their_offsets(quote, method, found):
+    located = locate(quote, SOURCE)
+
+    assert located is not None and located.method == method
+    assert SOURCE[located.start:located.end] == found
+
+
+@pytest.mark.parametrize("quote,quote_only,source_only", [
+    ("Version 4.2.0 dropped support for Python 3.8", ["8"], ["9"]),
+    ("It is supported on Windows", [], ["not"]),
+    ("Version 4.2.0 dropped support for Ruby 3.9", ["ruby"], ["python"]),
+])
+def test_a_changed_word_number_or_negation_is_not_found_and_the_difference_is_shown(quote, quote_only, source_only):
+    assert locate(quote, SOURCE) is None
+
+    near = closest(quote, SOURCE)
+    assert near["similarity"] >= 0.8
+    assert near["quote_only"] == quote_only and near["source_only"] == source_only
+
+
+def test_a_quote_must_start_and_end_on_word_boundaries():
+    assert locate("kit installs with pip", SOURCE) is None
+    assert locate("widget toolkit installs with pip on Python 3.1", SOURCE) is None
+
+
+# -- support ---------------------------------------------------------------------------------------
+
+def test_support_needs_the_words_the_numbers_and_the_same_negation():
+    passage = "Emirates finalized a deal to purchase 30 Boeing 787-9 Dreamliner jets at the Dubai Air Show."
+
+    assert score("Emirates agreed to purchase 30 Boeing Dreamliner jets at the Dubai Air Show.", passage)["supported"]
+    assert "not in the passage: 40" in score("Emirates will purchase 40 Boeing Dreamliner jets at the Dubai Air Show.",
+                                            passage)["reasons"]
+    assert "negation differs" in score("Emirates did not purchase 30 Boeing Dreamliner jets at the Dubai Air Show.",
+                                       passage)["reasons"]
+    assert not score("The airline ordered Airbus planes for its fleet.", passage)["supported"]
+
+
+def test_the_best_window_is_the_sentence_that_supports_the_claim():
+    passages = ["Intro sentence about the show. Emirates bought 30 Boeing 787 jets in Dubai. Weather was warm.",
+                "Unrelated paragraph about football."]
+
+    window, result = best_window("Emirates bought 30 Boeing 787 jets in Dubai", passages)
+
+    assert window == "Emirates bought 30 Boeing 787 jets in Dubai." and result["supported"]
+
+
+def test_stemming_is_light_and_consistent():
+    assert {stem(w) for w in ("purchase", "purchases", "purchased")} == {"purchas"}
+    assert [stem(w) for w in ("studies", "announced", "running", "class", "status", "boxes")] == [
+        "study", "announc", "runn", "class", "status", "box"]
