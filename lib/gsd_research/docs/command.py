@@ -9,7 +9,7 @@ from gsd_research.core.errors import UsageError
 from gsd_research.core.output import document_tokens
 from gsd_research.core.runtime import agent_command
 from gsd_research.core.untrusted import NOTICE, fence, guard_results
-from gsd_research.docs.context7 import Context7, snippets_to_results
+from gsd_research.docs.context7 import Context7, snippets_to_results, split_version
 
 MAX_WARNINGS = 10
 
@@ -26,6 +26,9 @@ def docs(rt, library: str, query: tuple[str, ...]):
     cfg = rt.config
     client = Context7(rt.http, cfg.base_url("context7"), cfg.api_key("context7"), cfg.ttl("docs"))
     library_id, match = client.resolve(library.strip(), text)
+    version_meta: dict = {}
+    if match is not None and split_version(library.strip())[1] is None:
+        library_id, version_meta = project_pin(library.strip(), match, library_id)
     body, served_id = client.context(library_id, text)
     results, warnings = guard_results(snippets_to_results(body), fields=("content", "title"))  # external text
     doc = {
@@ -41,6 +44,7 @@ def docs(rt, library: str, query: tuple[str, ...]):
             "authenticated": bool(cfg.api_key("context7")),
         },
     }
+    doc["metadata"].update(version_meta)
     if served_id != library_id:
         doc["metadata"]["redirected_from"] = library_id
     if not results:
@@ -78,3 +82,24 @@ def _fit(doc: dict, results: list[dict], warnings: list[dict], max_tokens: int) 
     doc["metadata"]["max_tokens"] = max_tokens
     doc["metadata"]["tokens_used"] = document_tokens(doc)
     return doc
+
+
+def project_pin(spec: str, match, library_id: str) -> tuple[str, dict]:
+    """The library id at the version the project's lockfiles pin, when Context7 lists that version; the
+    metadata saying which version was served and whether it is the project's."""
+    from gsd_research.docs.lockfiles import project_version, served
+
+    parts = [p for p in match.id.split("/") if p]
+    pinned = project_version([spec, match.title, *parts[-1:], "/".join(parts[-2:])])
+    if pinned is None:
+        return library_id, {}
+    version = served(pinned, match.versions)
+    meta = {"project_version": pinned.version, "version_source": pinned.lockfile, "served_version": version,
+            "version_match": version is not None}
+    if version is None:
+        meta["note_version"] = (f"Context7 has no documentation for {pinned.name} {pinned.version}; the default "
+                                "(usually latest) version was served")
+        if match.versions:
+            meta["versions_available"] = match.versions[:8]
+        return library_id, meta
+    return f"{match.id}/{version}", meta

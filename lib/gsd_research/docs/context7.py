@@ -71,7 +71,7 @@ def rank_libraries(query: str, results: list[dict]) -> list[Library]:
             - (15 if lib.get("state") not in (None, "finalized") else 0)
         )
         ranked.append((similarity, Library(str(lib["id"]), str(lib.get("title") or lib["id"]), score,
-                                            [str(v) for v in lib.get("versions") or []], str(lib.get("state") or ""))))
+                                            safe_versions(lib.get("versions")), str(lib.get("state") or ""))))
     good = [lib for sim, lib in ranked if sim >= 0.6]
     return sorted(good, key=lambda lib: lib.score, reverse=True)
 
@@ -82,6 +82,18 @@ def safe_id(value) -> bool:
 
     text = str(value or "")
     return bool(SAFE_ID.match(text)) and neutralize(text) == text
+
+
+_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,39}$")
+
+
+def safe_versions(values) -> list[str]:
+    """The versions of a search answer that we may repeat (metadata, library ids): short version spellings
+    without a fence-marker look-alike; anything else is left out."""
+    from gsd_research.core.untrusted import neutralize
+
+    items = values if isinstance(values, list) else []
+    return [v for v in (str(x) for x in items) if _VERSION.match(v) and neutralize(v) == v]
 
 
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._+#-]{0,59}$")

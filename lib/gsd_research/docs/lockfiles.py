@@ -1,0 +1,176 @@
+"""The version of a library the project in the working directory uses, read from its lockfiles.
+
+npm (package-lock.json), pnpm (pnpm-lock.yaml), Yarn classic and Berry (yarn.lock), uv (uv.lock), Poetry
+(poetry.lock), pip (requirements*.txt, `==` pins), Cargo (Cargo.lock) and Go modules (go.mod). The TOML
+lockfiles are read line by line (their `[[package]]` blocks are machine-written), so Python 3.10 needs no
+TOML library. A lockfile that cannot be read is skipped: the documentation is served without a version.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+MAX_BYTES = 20_000_000
+ORDER = ("package-lock.json", "pnpm-lock.yaml", "yarn.lock", "uv.lock", "poetry.lock", "requirements*.txt",
+         "Cargo.lock", "go.mod")
+
+
+@dataclass
+class Pinned:
+    """A library's version as a lockfile of the project pins it."""
+
+    name: str
+    version: str
+    lockfile: str
+
+
+def norm(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def name_keys(name: str) -> set[str]:
+    """The spellings a library name may take in a lockfile: next.js ~ nextjs ~ next, @scope/pkg ~ pkg."""
+    base = name.strip().lower()
+    keys = {norm(base), norm(base.rsplit("/", 1)[-1])}
+    keys |= {k[:-2] for k in list(keys) if k.endswith("js") and len(k) > 4}
+    return {k for k in keys if k}
+
+
+def _npm_lock(text: str) -> dict[str, str]:
+    data = json.loads(text)
+    out: dict[str, str] = {}
+    for key, entry in (data.get("packages") or {}).items():
+        if key.startswith("node_modules/") and "/node_modules/" not in key and isinstance(entry, dict):
+            out.setdefault(key[len("node_modules/"):], str(entry.get("version") or ""))
+    for name, entry in (data.get("dependencies") or {}).items():  # lockfile v1
+        if isinstance(entry, dict):
+            out.setdefault(name, str(entry.get("version") or ""))
+    return out
+
+
+def _pnpm_lock(text: str) -> dict[str, str]:
+    import yaml
+
+    data = yaml.safe_load(text) or {}
+    out: dict[str, str] = {}
+    importers = data.get("importers") or {".": data}
+    root = importers.get(".") or {}
+    for section in ("dependencies", "devDependencies", "optionalDependencies"):
+        for name, entry in (root.get(section) or {}).items():
+            version = entry.get("version") if isinstance(entry, dict) else entry
+            out.setdefault(name, str(version or "").split("(", 1)[0])
+    for key in data.get("packages") or {}:
+        match = re.match(r"^/?(@?[^@/]+(?:/[^@/]+)?)[@/](\d[^(/]*)", str(key))
+        if match:
+            out.setdefault(match.group(1), match.group(2))
+    return out
+
+
+def _yarn_lock(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    names: list[str] = []
+    for line in text.splitlines():
+        if line and not line[0].isspace() and line.rstrip().endswith(":") and not line.startswith("#"):
+            names = []
+            for spec in line.rstrip()[:-1].split(","):
+                spec = spec.strip().strip('"')
+                name = spec.rsplit("@", 1)[0] if spec.rfind("@") > 0 else spec
+                if name and name != "__metadata":
+                    names.append(name)
+            continue
+        match = re.match(r'^\s+version:?\s+"?([^"\s]+)"?', line)
+        if match and names:
+            for name in names:
+                out.setdefault(name, match.group(1))
+            names = []
+    return out
+
+
+def _toml_packages(text: str) -> dict[str, str]:
+    """`[[package]]` blocks' name and version (uv.lock, poetry.lock, Cargo.lock)."""
+    out: dict[str, str] = {}
+    for block in text.split("[[package]]")[1:]:
+        name = re.search(r'(?m)^name\s*=\s*"([^"]+)"', block)
+        version = re.search(r'(?m)^version\s*=\s*"([^"]+)"', block)
+        if name and version:
+            out.setdefault(name.group(1), version.group(1))
+    return out
+
+
+def _requirements(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].split(";", 1)[0].strip()
+        match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*===?\s*([A-Za-z0-9.+!_-]+)$", line)
+        if match:
+            out.setdefault(match.group(1), match.group(2))
+    return out
+
+
+def _go_mod(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    block = False
+    for raw in text.splitlines():
+        line = raw.split("//", 1)[0].strip()
+        if line.startswith("require ("):
+            block = True
+            continue
+        if block and line == ")":
+            block = False
+            continue
+        match = re.match(r"^(?:require\s+)?(\S+)\s+(v\d\S*)$", line) if block or line.startswith("require ") else None
+        if match:
+            out.setdefault(match.group(1), match.group(2).removesuffix("+incompatible"))
+    return out
+
+
+PARSERS = {"package-lock.json": _npm_lock, "pnpm-lock.yaml": _pnpm_lock, "yarn.lock": _yarn_lock,
+           "uv.lock": _toml_packages, "poetry.lock": _toml_packages, "Cargo.lock": _toml_packages, "go.mod": _go_mod}
+
+
+def _files(folder: Path) -> list[Path]:
+    found: list[Path] = []
+    for pattern in ORDER:
+        found += sorted(p for p in folder.glob(pattern) if p.is_file())
+    return found
+
+
+def _keys_of(package: str) -> set[str]:
+    """A lockfile entry's spellings: a Go module path also by its last one and two elements."""
+    keys = {norm(package), norm(package.rsplit("/", 1)[-1])}
+    parts = package.split("/")
+    if len(parts) >= 3:  # github.com/gin-gonic/gin ~ /gin-gonic/gin
+        keys.add(norm("/".join(parts[-2:])))
+    return keys
+
+
+def project_version(names: list[str], folder: Path | None = None) -> Pinned | None:
+    """The version the project's first lockfile listing one of `names` pins, or None."""
+    wanted: set[str] = set()
+    for name in names:
+        if name:
+            wanted |= name_keys(name)
+    for path in _files(folder or Path.cwd()):
+        parse = PARSERS.get(path.name, _requirements)
+        try:
+            packages = parse(path.read_text(encoding="utf-8", errors="replace")[:MAX_BYTES])
+        except Exception:  # noqa: BLE001 - a broken lockfile is skipped, never a failed docs call
+            continue
+        for package, version in packages.items():
+            if version and _keys_of(package) & wanted:
+                return Pinned(package, version, path.name)
+    return None
+
+
+def _bare(version: str) -> str:
+    """'v1.9.1', 'tokio-1.38.0', '1.9.1' -> '1.9.1' (Context7 lists versions as the project tags them)."""
+    return re.sub(r"^[^\d]*", "", version.strip())
+
+
+def served(pinned: Pinned, versions: list[str]) -> str | None:
+    """The Context7 version string that is the pinned version (a tag prefix such as v aside), or None."""
+    want = _bare(pinned.version)
+    return next((v for v in versions if want and _bare(v) == want), None)
