@@ -34,11 +34,13 @@ OWN = {
     "skills/read-url": {"gsd-research fetch", "gsd-research summarize", "gsd-research analyze", "gsd-research image",
                         "gsd-research web"},
     "skills/knowledge-base": {"researcher"},
+    "skills/research-memory": {"gsd-research recall", "gsd-research verify"},
     "commands/docs": {"gsd-research docs"},
     "commands/deep": {"gsd-research deep", "gsd-research jobs"},
     "commands/search": {"gsd-research search"},
     "commands/fetch": {"gsd-research fetch"},
     "commands/kb": {"researcher"},
+    "commands/verify": {"gsd-research verify"},
 }
 RULE = re.compile(r"^Bash\((?P<cmd>[a-z0-9][a-z0-9 -]*?)(?::\*| \*)?\)$")
 
