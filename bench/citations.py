@@ -4,7 +4,8 @@ Claims are built from each page's hand-checked article text (ground truth), each
 - quotes: true (a span of a sentence), altered (one number, one name or the negation changed), and taken
   from another page; verify must flag altered and foreign quotes (verdict other than quote_found);
 - unquoted claims: synthetic paraphrases of a sentence (words dropped, synonyms swapped), the same with a
-  number changed, and a paraphrase of another page's sentence; verify should call only the first supported.
+  number, a name or the negation changed, and a paraphrase of another page's sentence; verify should call
+  only the first supported.
 No model is configured (`--no-llm`, and no backend reachable). Pages are split by id: the support threshold
 is tuned on the dev half only; the held-out half is reported as well.
 
@@ -132,9 +133,11 @@ def build(pages: list[str], bodies: dict[str, str], base: str, seed: int = 16) -
                 quotes.append((kind, changed))
         para = [("para_true", paraphrase(rng, picks[0])), ("para_true", paraphrase(rng, picks[3])),
                 ("para_other_page", paraphrase(rng, rng.choice(foreign)))]
-        number = alter_number(rng, paraphrase(rng, picks[2]))
-        if number:
-            para.append(("para_number", number))
+        for kind, changed in (("para_number", alter_number(rng, paraphrase(rng, picks[2]))),
+                              ("para_name", alter_name(rng, paraphrase(rng, picks[1]), pool)),
+                              ("para_negation", alter_negation(paraphrase(rng, picks[1])))):
+            if changed:
+                para.append((kind, changed))
         claims += [{"page": pid, "kind": k, "quote": q, "url": page_url(base, pid)} for k, q in quotes]
         claims += [{"page": pid, "kind": k, "text": t, "url": page_url(base, pid)} for k, t in para]
     return claims
@@ -217,9 +220,10 @@ def para_figures(claims: list[dict], threshold: float) -> dict:
     kinds = sorted({c["kind"] for c in paras})
     rates = {k: round(sum(supported_at(c["result"], threshold) for c in paras if c["kind"] == k)
                       / max(1, sum(c["kind"] == k for c in paras)), 4) for k in kinds}
+    wrong = [c for c in paras if c["kind"] != "para_true"]
+    false_rate = sum(supported_at(c["result"], threshold) for c in wrong) / max(1, len(wrong))
     return {"claims": len(paras), "threshold": threshold, "supported_rate_by_kind": rates,
-            "balanced_accuracy": round((rates.get("para_true", 0) + 1 - (rates.get("para_other_page", 0)
-                                        + rates.get("para_number", 0)) / 2) / 2, 4)}
+            "balanced_accuracy": round((rates.get("para_true", 0) + 1 - false_rate) / 2, 4)}
 
 
 def sweep(claims: list[dict]) -> tuple[float, list[dict]]:

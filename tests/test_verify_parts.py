@@ -144,6 +144,10 @@ def test_support_needs_the_words_the_numbers_and_the_same_negation():
     assert "negation differs" in score("Emirates did not purchase 30 Boeing Dreamliner jets at the Dubai Air Show.",
                                        passage)["reasons"]
     assert not score("The airline ordered Airbus planes for its fleet.", passage)["supported"]
+    assert "not in the passage: qatar" in score("Qatar agreed to purchase 30 Boeing Dreamliner jets at the Dubai "
+                                                "Air Show.", passage)["reasons"]
+    assert score("However, Emirates agreed to purchase 30 Boeing Dreamliner jets at the Dubai Air Show.",
+                 passage)["supported"]
 
 
 def test_the_best_window_is_the_sentence_that_supports_the_claim():

@@ -3,8 +3,8 @@ a model's judgement on top when one is configured (labelled with its backend).
 
 The candidate passages come from the knowledge base's ranking of the source's fragments; within them,
 windows of one to three sentences are scored by the share of the claim's content words (light stemming)
-they contain. A claim is supported when that share reaches COVERAGE, every number of the claim is in the
-window, and the window does not differ from the claim in negation.
+they contain. A claim is supported when that share reaches COVERAGE, every number and every name (capitalized
+word) of the claim is in the window, and the window does not differ from the claim in negation.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ his i if in into is it its may might more most much of on one or our she should 
 them then there these they this those to too was we were what when where which while who will with would you your
 also about after before over under between during per via according said says say among within across through
 upon onto both each either any all other such own same only just very how why who whom whose here""".split())
+SENTENCE_STARTS = frozenset("however meanwhile moreover therefore thus yet still instead today now later first "
+                            "second finally overall nevertheless although though".split())
 NEGATIONS = frozenset("not no never none nor neither without cannot can't won't isn't aren't wasn't weren't "
                       "doesn't don't didn't hasn't haven't hadn't shouldn't wouldn't couldn't".split())
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’]*|\d[\d,]*(?:\.\d+)?")
@@ -42,10 +44,10 @@ def stem(word: str) -> str:
     return word
 
 
-def terms(text: str) -> tuple[set[str], set[str], bool]:
-    """(content word stems, numbers, has a negation) of a text."""
-    words, numbers, negated = set(), set(), False
-    for token in _WORD.findall(text):
+def terms(text: str) -> tuple[set[str], set[str], bool, set[str]]:
+    """(content word stems, numbers, has a negation, names: stems of capitalized words) of a text."""
+    words, numbers, names, negated = set(), set(), set(), False
+    for i, token in enumerate(_WORD.findall(text)):
         if token[0].isdigit():
             numbers.add(token.replace(",", "").rstrip("."))
             continue
@@ -54,7 +56,9 @@ def terms(text: str) -> tuple[set[str], set[str], bool]:
             negated = True
         elif low not in STOPWORDS and len(low) > 1:
             words.add(stem(low))
-    return words, numbers, negated
+            if token[0].isupper() and (i > 0 or low not in SENTENCE_STARTS):
+                names.add(stem(low))
+    return words, numbers, negated, names
 
 
 def windows(text: str, size: int = 3) -> list[str]:
@@ -65,10 +69,10 @@ def windows(text: str, size: int = 3) -> list[str]:
 
 def score(claim: str, passage: str) -> dict:
     """Coverage of the claim's words by the passage, missing numbers, negation mismatch, the verdict."""
-    cwords, cnums, cneg = terms(claim)
-    pwords, pnums, pneg = terms(passage)
+    cwords, cnums, cneg, cnames = terms(claim)
+    pwords, pnums, pneg, _ = terms(passage)
     coverage = len(cwords & pwords) / len(cwords) if cwords else 0.0
-    missing = sorted(cnums - pnums)
+    missing = sorted(cnums - pnums) + sorted(cnames - pwords)
     reasons = []
     if coverage < COVERAGE:
         reasons.append(f"only {coverage:.0%} of the claim's words are in the passage")
