@@ -229,3 +229,11 @@ def test_the_recall_process_runs_without_network(run_bin, read_some, monkeypatch
     assert result.code == 0, result.stdout
     assert result.json["results"][0]["source_url"] == read_some["bread"]
 
+
+
+def test_recall_survives_the_repository_being_removed(cli, read_some, offline):
+    assert kb("repo", "remove", "research-memory", "--keep-index", "--json").code == 0
+
+    doc = cli("recall", "sourdough rise overnight").json
+
+    assert doc["results"][0]["source_url"] == read_some["bread"]

@@ -81,6 +81,7 @@ def rank(store, query: str, paths: list[str] | None) -> tuple[list[dict], dict]:
     from gsd_research.memory.store import REPOSITORY
     from gsd_research.researcher import api as kb
 
+    kb.ensure_repository(REPOSITORY, store.documents)  # registered again if someone removed it
     hits = kb.search(REPOSITORY, query, paths=paths, n_fragments=CANDIDATES, mode="auto")
     entries = store.by_paths(list(dict.fromkeys(p["document_path"] for p in hits["passages"])))
     latest = store.latest_urls([e["url"] for e in entries.values() if e["kind"] == "page" and e["url"]])
