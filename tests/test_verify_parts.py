@@ -150,6 +150,14 @@ def test_support_needs_the_words_the_numbers_and_the_same_negation():
                  passage)["supported"]
 
 
+def test_a_negation_in_a_neighbouring_sentence_does_not_excuse_a_flipped_claim():
+    passages = ["The plant did not open in 2019 as planned. Workers were hired for the plant in 2020."]
+
+    _, result = best_window("Workers were not hired for the plant in 2020.", passages)
+
+    assert not result["supported"] and "negation differs" in result["reasons"]
+
+
 def test_the_best_window_is_the_sentence_that_supports_the_claim():
     passages = ["Intro sentence about the show. Emirates bought 30 Boeing 787 jets in Dubai. Weather was warm.",
                 "Unrelated paragraph about football."]
@@ -163,3 +171,16 @@ def test_stemming_is_light_and_consistent():
     assert {stem(w) for w in ("purchase", "purchases", "purchased")} == {"purchas"}
     assert [stem(w) for w in ("studies", "announced", "running", "class", "status", "boxes")] == [
         "study", "announc", "runn", "class", "status", "box"]
+
+
+def test_the_pages_visible_text_leaves_out_what_a_reader_does_not_see():
+    from gsd_research.read.api import visible_text
+
+    html = ("<html><head><title>T</title><style>p{}</style></head><body><p>café a<b>bold</b> word<!-- note --> "
+            "after</p><div style='display: none'>HIDDEN</div><span hidden>ALSO</span>tail<script>x=1</script>"
+            "<ul><li>one</li><li>two</li></ul></body></html>").encode()
+
+    text = visible_text(html)
+
+    assert text.splitlines() == ["café abold word after", "tail", "one", "two"]
+    assert visible_text(b"") == ""

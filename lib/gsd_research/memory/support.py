@@ -78,20 +78,31 @@ def score(claim: str, passage: str) -> dict:
         reasons.append(f"only {coverage:.0%} of the claim's words are in the passage")
     if missing:
         reasons.append("not in the passage: " + ", ".join(missing[:5]))
-    if cneg != pneg:
+    if cneg != _core_negation(cwords, passage, pneg):
         reasons.append("negation differs")
     return {"coverage": round(coverage, 3), "supported": not reasons, "reasons": reasons}
 
 
+def _core_negation(cwords: set[str], passage: str, whole: bool) -> bool:
+    """Whether the passage's sentence closest to the claim (most shared words) is negated: a negation in a
+    neighbouring sentence says nothing about the claim."""
+    sentences = [s for s in _SENTENCES.split(passage) if s and s.strip()]
+    if len(sentences) < 2:
+        return whole
+    core = max(sentences, key=lambda s: len(cwords & terms(s)[0]))
+    return terms(core)[2]
+
+
 def best_window(claim: str, passages: list[str]) -> tuple[str, dict] | None:
-    """The window of the candidate passages that best supports the claim, and its score."""
+    """The window of the candidate passages that covers most of the claim (the shortest of equals), and its
+    score: the checks run on the best evidence, not on whichever window happens to pass them."""
     best = None
     for passage in passages:
         first = passage.split("\n", 1)[0].strip()
         context = first if len(first) < 160 and not first.endswith((".", "!", "?", ":")) else ""
         for window in windows(passage):
             result = score(claim, f"{context} {window}" if context and not window.startswith(first) else window)
-            key = (result["supported"], result["coverage"], -len(window))
+            key = (result["coverage"], -len(window))  # the best evidence, then its checks (no window shopping)
             if best is None or key > best[0]:
                 best = (key, window, result)
     return (best[1], best[2]) if best else None

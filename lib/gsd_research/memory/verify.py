@@ -98,10 +98,10 @@ class Verifier:
     def page_text(self, src: SourceText) -> str:
         """The page's whole visible text (read again through the cache when the source came from memory)."""
         if src.page_text is None:
-            from gsd_research.read.api import fetch_source
+            from gsd_research.read.api import page_text
 
             try:
-                src.page_text = fetch_source(self.rt, src.url).page_text
+                src.page_text = page_text(self.rt, src.url)
             except GsdError:
                 src.page_text = ""
         return src.page_text

@@ -32,9 +32,21 @@ def fetch_source(rt, url: str) -> Source:
 
     page = Fetcher(rt).fetch(url)
     markdown, title, hidden, method = page_markdown(page)
-    text = visible_text(page.body) if page.kind == "html" else markdown
+    text = visible_text(page.body, page.encoding) if page.kind == "html" else markdown
     return Source(url, page.final_url, title, markdown, text or markdown, method, page.from_cache,
                   source_warnings(markdown, hidden))
+
+
+def page_text(rt, url: str) -> str:
+    """Only the page's visible text (no main-content extraction: cheaper), read like `fetch_source`."""
+    from gsd_research.read.fetcher import Fetcher
+
+    page = Fetcher(rt).fetch(url)
+    if page.kind == "html":
+        return visible_text(page.body, page.encoding)
+    if page.kind == "text":
+        return page.body.decode(page.encoding or "utf-8", "replace")
+    return fetch_source(rt, url).markdown
 
 
 def _hidden(el, tag: str) -> bool:
@@ -43,14 +55,38 @@ def _hidden(el, tag: str) -> bool:
             or "display:none" in style or "visibility:hidden" in style)
 
 
-def visible_text(html: bytes) -> str:
+def _decoded(html: bytes, encoding: str | None) -> str | bytes:
+    """Text for the parser: the charset the server named, else UTF-8 when it decodes, else bytes (lxml then
+    reads the page's own meta charset)."""
+    try:
+        return html.decode(encoding or "utf-8")
+    except (LookupError, UnicodeDecodeError):
+        return html
+
+
+def _tree(html: bytes, encoding: str | None):
+    """The parsed page without comments and processing instructions (their following text kept), or None."""
+    import lxml.html
+    from lxml import etree
+
+    for source in (_decoded(html, encoding), html):  # str refuses an XML encoding declaration: bytes then
+        try:
+            tree = lxml.html.document_fromstring(source)
+        except (etree.ParserError, ValueError):
+            continue
+        for node in tree.xpath("//comment() | //processing-instruction()"):
+            if node.getparent() is not None:
+                node.drop_tree()  # keeps the text after it (the walk does not visit comments)
+        return tree
+    return None
+
+
+def visible_text(html: bytes, encoding: str | None = None) -> str:
     """The text a reader of the page sees, blocks on their own lines (hidden, script and style text left out:
     a page must not vouch for a quote with words it hides)."""
     from lxml import etree
 
-    from gsd_research.read.extract import parse_html
-
-    tree = parse_html(html)
+    tree = _tree(html, encoding)
     if tree is None:
         return ""
     out: list[str] = []
