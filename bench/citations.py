@@ -4,8 +4,8 @@ Claims are built from each page's hand-checked article text (ground truth), each
 - quotes: true (a span of a sentence), altered (one number, one name or the negation changed), and taken
   from another page; verify must flag altered and foreign quotes (verdict other than quote_found);
 - unquoted claims: synthetic paraphrases of a sentence (words dropped, synonyms swapped), the same with a
-  number, a name or the negation changed, and a paraphrase of another page's sentence; verify should call
-  only the first supported.
+  number, a name or the negation changed, two sentences of the page spliced into one claim (half of each),
+  and a paraphrase of another page's sentence; verify should call only the first supported.
 No model is configured (`--no-llm`, and no backend reachable). Pages are split by id: the support threshold
 is tuned on the dev half only; the held-out half is reported as well.
 
@@ -133,7 +133,10 @@ def build(pages: list[str], bodies: dict[str, str], base: str, seed: int = 16) -
                 quotes.append((kind, changed))
         para = [("para_true", paraphrase(rng, picks[0])), ("para_true", paraphrase(rng, picks[3])),
                 ("para_other_page", paraphrase(rng, rng.choice(foreign)))]
-        for kind, changed in (("para_number", alter_number(rng, paraphrase(rng, picks[2]))),
+        first, second = picks[1].split(), picks[2].split()  # two facts of the page spliced into one claim
+        splice = " ".join(first[: len(first) // 2] + second[len(second) // 2:])
+        for kind, changed in (("para_splice", paraphrase(rng, splice)),
+                              ("para_number", alter_number(rng, paraphrase(rng, picks[2]))),
                               ("para_name", alter_name(rng, paraphrase(rng, picks[1]), pool)),
                               ("para_negation", alter_negation(paraphrase(rng, picks[1])))):
             if changed:

@@ -45,7 +45,7 @@ def stem(word: str) -> str:
 
 
 def terms(text: str) -> tuple[set[str], set[str], bool, set[str]]:
-    """(content word stems, numbers, has a negation, names: stems of capitalized words) of a text."""
+    """(content word stems, numbers, negated (an odd number of negations), names: stems of capitalized words)."""
     words, numbers, names, negated = set(), set(), set(), False
     for i, token in enumerate(_WORD.findall(text)):
         if token[0].isdigit():
@@ -53,7 +53,7 @@ def terms(text: str) -> tuple[set[str], set[str], bool, set[str]]:
             continue
         low = token.lower().replace("’", "'")
         if low in NEGATIONS or low.endswith("n't"):
-            negated = True
+            negated = not negated  # parity: "no one has not" is not a negation of "no one has"
         elif low not in STOPWORDS and len(low) > 1:
             words.add(stem(low))
             if token[0].isupper() and (i > 0 or low not in SENTENCE_STARTS):
