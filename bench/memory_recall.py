@@ -90,7 +90,7 @@ def fill(env: dict, spec: dict, fake, base: str) -> dict:
 
 
 def ask(env: dict, targets: dict[str, str], count) -> dict:
-    hits, over, tokens, misses, modes = 0, 0, [], [], set()
+    hits, first, over, tokens, misses, modes = 0, 0, 0, [], [], set()
     for question, url in targets.items():
         doc, _, stdout = run(env, "gsd-research", "recall", question, "--max-tokens", str(BUDGET))
         top = [r["source_url"] for r in doc["results"][:3]]
@@ -98,12 +98,14 @@ def ask(env: dict, targets: dict[str, str], count) -> dict:
         tokens.append(real)
         over += real > BUDGET or doc["metadata"]["tokens_used"] > BUDGET
         modes.add(doc["metadata"]["mode"])
+        first += bool(top) and top[0] == url
         if url in top:
             hits += 1
         else:
             misses.append({"question": question, "want": url.rsplit("/", 1)[-1][:16], "got": [u.rsplit("/", 1)[-1][:16]
                                                                                              for u in top if u]})
-    return {"questions": len(targets), "top3_hits": hits, "top3_rate": round(hits / len(targets), 4),
+    return {"questions": len(targets), "top1_rate": round(first / len(targets), 4), "top3_hits": hits,
+            "top3_rate": round(hits / len(targets), 4),
             "over_budget": over, "tokens_median": statistics.median(tokens), "modes": sorted(modes),
             "misses": misses}
 
