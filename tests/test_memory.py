@@ -25,7 +25,7 @@ def pages(fake, monkeypatch):
 
 
 def page(fake, name: str, title: str, text: str) -> str:
-    fake.state[f"pages.{name}"] = PAGE.format(title=title, text=text)
+    fake.state.setdefault("pages", {})[name] = PAGE.format(title=title, text=text)
     return f"{fake.url}/pages/state/{name}"
 
 
@@ -177,7 +177,9 @@ def test_deep_keeps_the_report_with_its_citations(cli, fake, home, monkeypatch):
     [entry] = entries(home)
     assert (entry["kind"], entry["provider"], entry["ref"]) == ("deep", "perplexity", result.json["conversation_id"])
     text = document(home, entry)
-    assert result.json["report"][:80] in text and "## Sources" in text
+    from gsd_research.core.untrusted import unfence
+
+    assert unfence(result.json["report"])[:80] in text and "## Sources" in text
 
 
 def test_a_deep_job_finished_by_the_worker_is_kept(cli, fake, home, monkeypatch):
@@ -242,3 +244,24 @@ def test_memory_files_are_private(cli, pages, home):
     for path in [home / "research-memory", home / "research-memory" / "catalog.sqlite",
                  *(home / "research-memory" / "documents").rglob("*")]:
         assert path.stat().st_mode & 0o077 == 0, path
+
+
+
+def test_a_deep_answer_served_again_from_the_cache_is_the_same_entry(cli, fake, home, monkeypatch):
+    from tests.test_deep import configure
+
+    monkeypatch.setenv("PERPLEXITY_API_KEY", "pplx-test-memory-0001")
+    configure(home)
+
+    first = cli("deep", "rust async runtimes").json
+    again = cli("deep", "rust async runtimes").json
+
+    assert again["metadata"]["mode"] == "cache" and again["conversation_id"] != first["conversation_id"]
+    assert len(entries(home)) == 1
+
+
+def test_memory_embed_takes_only_its_words(cli):
+    assert cli("config", "set", "memory.embed", "off").code == 0
+    refused = cli("config", "set", "memory.embed", "sometimes")
+
+    assert refused.code == 2 and "background" in refused.json["error"]["message"]

@@ -145,7 +145,7 @@ def test_research_memory_holds_no_key(cli, fake, home, canaries, monkeypatch):
     monkeypatch.setenv("OLLAMA_HOST", fake.url + "/no-ollama")
     monkeypatch.setenv("TAVILY_API_KEY", "tvly-canary-memory-7f3a")  # a key the fake Tavily accepts
     tavily_key, gemini_key = "tvly-canary-memory-7f3a", canaries["GEMINI_API_KEY"]
-    fake.state["pages.leaky"] = (f"<html><head><title>Leaky {gemini_key}</title></head><body><article><h1>Config "
+    fake.state.setdefault("pages", {})["leaky"] = (f"<html><head><title>Leaky {gemini_key}</title></head><body><article><h1>Config "
                                  f"dump</h1><p>The debug page prints GEMINI_API_KEY={gemini_key} and the Tavily key "
                                  f"{tavily_key} in plain text, followed by enough prose to be read as an article "
                                  "about configuration files and environment variables.</p></article></body></html>")

@@ -101,13 +101,6 @@ def install(server: FakeServer) -> None:
     server.route("GET", r"/pages/reply/[\w-]+")(lambda req: state_reply(server, req))
     server.route("GET", r"/pages/code.docx")(docx)
     html = "text/html; charset=utf-8"
-
-    def from_state(req: Request) -> Reply:
-        """`server.state["pages.NAME"]` as an HTML page at /pages/state/NAME (a page a test can change)."""
-        body = server.state.get("pages." + req.path.rsplit("/", 1)[1])
-        return Reply(404, "no such page", content_type="text/plain") if body is None else Reply(200, body, content_type=html)
-
-    server.route("GET", r"/pages/state/[\w.-]+")(from_state)
     server.route("GET", r"/pages/article")(lambda req: Reply(200, ARTICLE, content_type=html))
     server.route("GET", r"/pages/injection")(lambda req: Reply(200, INJECTION, content_type=html))
     server.route("GET", r"/pages/empty")(lambda req: Reply(200, "<html><body><nav><a href=\"/\">Home</a></nav><script>var x = 1;</script></body></html>",

@@ -247,6 +247,7 @@ ENUMS: dict[str, tuple[str, ...]] = {
     "search.depth": ("basic", "advanced", "fast", "ultra-fast"),
     "search.ddgs.safesearch": ("on", "moderate", "off"),
     "deep.api": ("auto", "sonar", "agent"),
+    "memory.embed": ("background", "off"),
 }
 # Keys whose value is a list (or a comma-separated string) of some of these words.
 LIST_ENUMS: dict[str, tuple[str, ...]] = {

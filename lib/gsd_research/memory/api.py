@@ -61,9 +61,9 @@ def _start(config, build) -> Recording:
 
 def _keep(config, conf: dict, build) -> str:
     try:
+        import gsd_research.researcher.api as kb
         from gsd_research.core.secrets import known_secrets
         from gsd_research.memory.store import REPOSITORY, MemoryStore
-        from gsd_research.researcher import api as kb
 
         entries = [_scrubbed(e, known_secrets(config)) for e in build()]
         store = MemoryStore()

@@ -78,8 +78,8 @@ def _item(entry: dict, passage: dict, latest: dict[str, str]) -> dict:
 
 def rank(store, query: str, paths: list[str] | None) -> tuple[list[dict], dict]:
     """Recall results best first (at most PER_SOURCE per source) and the search's mode and note."""
+    import gsd_research.researcher.api as kb
     from gsd_research.memory.store import REPOSITORY
-    from gsd_research.researcher import api as kb
 
     kb.ensure_repository(REPOSITORY, store.documents)  # registered again if someone removed it
     hits = kb.search(REPOSITORY, query, paths=paths, n_fragments=CANDIDATES, mode="auto")
@@ -147,8 +147,8 @@ def _empty_note(total: int, results: list[dict], filters: dict) -> str | None:
 
 def _embedding_state(conf: dict) -> str:
     """complete | pending (a worker embeds the newest entries; lexical ranking covers them meanwhile) | off."""
+    import gsd_research.researcher.api as kb
     from gsd_research.memory.store import REPOSITORY
-    from gsd_research.researcher import api as kb
 
     if not kb.embedding_pending(REPOSITORY):
         return "complete"

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from gsd_research.researcher import api as kb
+import gsd_research.researcher.api as kb
 
 REPOSITORY = "research-memory"
 DEFAULT_MAX_MB = 500
@@ -65,7 +65,8 @@ class Entry:
 
     @property
     def id(self) -> str:
-        key = f"{self.kind}\n{self.url or self.ref or self.query or ''}\n{self.content_hash}"
+        key = f"{self.kind}\n{self.url or self.query or self.ref or ''}\n{self.content_hash}"  # not the job id:
+        # a deep answer served again from the cache is the same entry
         return hashlib.sha256(key.encode("utf-8")).hexdigest()[:24]
 
     @property

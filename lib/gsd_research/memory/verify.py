@@ -205,8 +205,8 @@ class Verifier:
     def _candidates(self, src: SourceText, claim_text: str) -> list[str]:
         """The source's fragments best ranked for the claim (knowledge base), else its paragraphs."""
         if src.path and self.memory:
+            import gsd_research.researcher.api as kb
             from gsd_research.memory.store import REPOSITORY
-            from gsd_research.researcher import api as kb
 
             try:
                 hits = kb.search(REPOSITORY, claim_text, paths=[src.path], n_fragments=CANDIDATE_FRAGMENTS)
@@ -214,7 +214,7 @@ class Verifier:
                     return [p["text"] for p in hits["passages"]]
             except GsdError:
                 pass
-        from gsd_research.researcher import api as kb
+        import gsd_research.researcher.api as kb
 
         return kb.chunk(src.text)
 
