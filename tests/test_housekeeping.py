@@ -209,7 +209,7 @@ def test_doctor_uses_the_model_backends_health_checks(cli, fake, monkeypatch):
                                             "reason": "OPENAI_API_KEY is not set"}
     assert models["backends"]["ollama"]["usable"] is True
     assert models["tasks"] == {"summarize": "ollama", "analyze": "gemini", "url": "gemini", "image": "ollama",
-                               "web": "gemini"}
+                               "web": "gemini", "verify": "gemini"}
     assert "canary" not in str(doc)
 
     monkeypatch.setenv("OLLAMA_MODEL", "not-pulled:1b")
