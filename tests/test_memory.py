@@ -256,7 +256,7 @@ def test_a_deep_answer_served_again_from_the_cache_is_the_same_entry(cli, fake, 
     first = cli("deep", "rust async runtimes").json
     again = cli("deep", "rust async runtimes").json
 
-    assert again["metadata"]["mode"] == "cache" and again["conversation_id"] != first["conversation_id"]
+    assert first["metadata"]["mode"] != "cache" and again["metadata"]["mode"] == "cache"
     assert len(entries(home)) == 1
 
 
