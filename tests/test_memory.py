@@ -265,3 +265,18 @@ def test_memory_embed_takes_only_its_words(cli):
     refused = cli("config", "set", "memory.embed", "sometimes")
 
     assert refused.code == 2 and "background" in refused.json["error"]["message"]
+
+
+def test_the_memory_log_is_private_and_never_written_through_a_planted_link(cli, pages, home, tmp_path):
+    (home / "research-memory").write_text("a file where the memory folder should be")
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("untouched\n")
+    (home / "logs").mkdir(mode=0o700, exist_ok=True)
+    (home / "logs" / "memory.log").symlink_to(target)
+
+    result = cli("fetch", pages.url + "/pages/article")
+
+    log = home / "logs" / "memory.log"
+    assert result.code == 0 and result.json["metadata"]["memory"] == "failed"
+    assert target.read_text() == "untouched\n" and not log.is_symlink()
+    assert "record:" in log.read_text() and log.stat().st_mode & 0o077 == 0

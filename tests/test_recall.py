@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from gsd_research.core.untrusted import unfence
 from gsd_research.memory.recall_command import parse_since, url_prefixes
 from tests.conftest import assert_no_traceback, cl100k_tokens
 from tests.researcher_fixtures import kb, seed_model
@@ -142,7 +143,7 @@ def test_search_results_and_deep_reports_are_recalled(cli, fake, home, monkeypat
 
     assert found["results"][0]["source_url"] == "https://pv.example.org/perovskite"
     assert found["results"][0]["kind"] == "search_result" and found["results"][0]["provider"] == "tavily"
-    assert found["results"][0]["query"] == "solar cell efficiency record"
+    assert unfence(found["results"][0]["query"]) == "solar cell efficiency record"  # kept text: fenced
     kinds = {r["kind"]: r for r in report["results"]}
     assert kinds["deep"]["ref"] == deep["conversation_id"] and kinds["deep"]["source_url"] is None
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import re
+from urllib.parse import quote
 
 import pytest
 
+from gsd_research.core.external import safe_url
 from gsd_research.core.untrusted import FENCE_CLOSE, FENCE_OPEN, FENCE_OPEN_FLAGGED
 from tests.injection import corpus
 from tests.test_deep import configure
@@ -219,6 +221,49 @@ def test_jobs_result_and_wait(cli, fake, home, monkeypatch):
 
     assert_all_fenced(cli("jobs", "result", job).json)
     assert_all_fenced(cli("jobs", "wait", job, "--timeout", "5").json)
+
+
+# -- recall and verify (the research memory) ----------------------------------------------------------
+
+@pytest.mark.parametrize("variant", SAMPLE, ids=ids(SAMPLE))
+def test_recall_of_pages_search_results_and_reports(cli, web, monkeypatch, variant):
+    """What fetch, search and deep kept comes back fenced: passages, titles, the queries asked then."""
+    web.state["pages"]["p"] = page(variant["text"])
+    assert cli("fetch", web.url + "/pages/state/p").code == 0
+    monkeypatch.setenv("TAVILY_API_KEY", "tvly-outputs-test")
+    web.state["tavily.results"] = results(variant["text"])
+    web.state["tavily.answer"] = passage(variant["text"])
+    assert cli("search", f"{CANARY} colony census").code == 0
+
+    assert_all_fenced(cli("recall", "colony census rangers", "--max-tokens", "4000").json, expect=4)
+
+
+@pytest.mark.parametrize("variant", SAMPLE, ids=ids(SAMPLE))
+def test_verify_claims_quotes_and_passages(cli, web, tmp_path, variant):
+    """The research file's claims and quotes, the source's passages, the words that differ and the words a
+    claim has that its source lacks: all fenced; the cited URLs only in their safe form."""
+    web.state["pages"]["p"] = page(variant["text"])
+    url = web.url + "/pages/state/p"
+    hostile_url = url + "?note=" + quote(variant["text"][:80])
+    line = " ".join(variant["text"].split())  # one line of the file
+    research = tmp_path / "RESEARCH.md"
+    research.write_text(
+        f'- Rangers said "Rangers counted each {CANARY} twice to avoid mistakes" [CITED: {url}].\n'
+        f'- Rangers said "Rangers counted each {CANARY} thrice to avoid errors" [CITED: {url}].\n'
+        f"- The {CANARY} colony grew by twelve percent in 2025 [CITED: {url}].\n"
+        f"- The {CANARY} colony grew by forty percent in 2031 near Zanzibar [CITED: {url}].\n"
+        f'- Quoted "{CANARY} says {line[:120]}" [CITED: {hostile_url}].\n'
+        f"- The {CANARY} census {line[:120]} [VERIFIED: {CANARY} {line[:60].replace(']', ')')}].\n")
+
+    doc = cli("verify", str(research), "--no-llm", "--max-tokens", "6000").json
+
+    assert_all_fenced(doc, expect=8)
+    verdicts = {c["line"]: c["verdict"] for c in doc["claims"]}
+    assert [verdicts.get(n) for n in (1, 2, 3, 4)] == ["quote_found", "not_found", "supported", "not_found"]
+    assert len(doc["claims"]) >= 5
+    for claim in doc["claims"]:
+        for value in [claim.get("source_url"), *claim.get("sources", [])]:
+            assert value is None or value == safe_url(value), value
 
 
 def test_the_check_itself_catches_an_unfenced_passage():

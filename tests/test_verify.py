@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from gsd_research.core.untrusted import is_fenced, unfence
 from tests.conftest import assert_no_traceback, cl100k_tokens
 from tests.test_memory import page
 
@@ -51,11 +52,13 @@ def test_every_claim_gets_a_verdict_and_the_counts_add_up(cli, research, pages):
     assert claims[3]["verdict"] == "quote_found" and claims[3]["method"] == "exact"
     assert claims[3]["origin"] == "fetched" and "installs with pip" in claims[3]["passage"]
     assert claims[4]["verdict"] == "not_found"
-    assert claims[4]["differences"] == {"quote_only": ["8"], "source_only": ["9"]}
+    assert {k: unfence(v) for k, v in claims[4]["differences"].items()} == {"quote_only": "8", "source_only": "9"}
+    assert all(is_fenced(v) for v in claims[4]["differences"].values())
     assert claims[5]["verdict"] == "supported" and claims[5]["method"] == "ranking"
     assert "compiler" in claims[5]["passage"]
     assert claims[6]["verdict"] == "not_found" and claims[6]["method"] == "ranking"
-    assert claims[7]["verdict"] == "no_source" and "npm registry" in claims[7]["note"]
+    assert claims[7]["verdict"] == "no_source" and "npm registry" in unfence(claims[7]["unresolved"])
+    assert is_fenced(claims[7]["unresolved"]) and "npm registry" not in claims[7]["note"]
     assert claims[8]["verdict"] == "unreachable" and claims[8]["error"]["code"] == "BLOCKED_URL"
     assert claims[9]["verdict"] == "unreachable" and claims[9]["error"]["code"] == "NOT_FOUND"
     assert doc["metadata"]["counts"] == {"quote_found": 1, "supported": 1, "not_found": 2, "unreachable": 2,

@@ -139,13 +139,11 @@ def test_support_needs_the_words_the_numbers_and_the_same_negation():
     passage = "Emirates finalized a deal to purchase 30 Boeing 787-9 Dreamliner jets at the Dubai Air Show."
 
     assert score("Emirates agreed to purchase 30 Boeing Dreamliner jets at the Dubai Air Show.", passage)["supported"]
-    assert "not in the passage: 40" in score("Emirates will purchase 40 Boeing Dreamliner jets at the Dubai Air Show.",
-                                            passage)["reasons"]
+    assert score("Emirates will purchase 40 Boeing Dreamliner jets at the Dubai Air Show.", passage)["missing"] == ["40"]
     assert "negation differs" in score("Emirates did not purchase 30 Boeing Dreamliner jets at the Dubai Air Show.",
                                        passage)["reasons"]
     assert not score("The airline ordered Airbus planes for its fleet.", passage)["supported"]
-    assert "not in the passage: qatar" in score("Qatar agreed to purchase 30 Boeing Dreamliner jets at the Dubai "
-                                                "Air Show.", passage)["reasons"]
+    assert score("Qatar agreed to purchase 30 Boeing Dreamliner jets at the Dubai Air Show.", passage)["missing"] == ["qatar"]
     assert score("However, Emirates agreed to purchase 30 Boeing Dreamliner jets at the Dubai Air Show.",
                  passage)["supported"]
 

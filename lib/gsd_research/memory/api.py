@@ -94,14 +94,16 @@ def _scrubbed(entry, secrets: list[str]):
 
 def _log(message: str) -> None:
     try:
+        import os
         import time
 
         from gsd_research.core.config import home
+        from gsd_research.core.private import open_private
         from gsd_research.core.secrets import scrub
 
         path = home() / "logs" / "memory.log"
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8") as fh:
+        with os.fdopen(open_private(path), "a", encoding="utf-8") as fh:  # never through a planted symlink
             fh.write(scrub(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {message}")[:2000] + "\n")
     except Exception:  # noqa: BLE001 - logging must never raise
         pass

@@ -16,6 +16,10 @@ PER_SOURCE = 2  # passages of one source at most, so the top of the answer names
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|d|day|days|w|wk|weeks?)\s*$", re.I)
 _UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400, "days": 86400,
           "w": 604800, "wk": 604800, "week": 604800, "weeks": 604800}
+MAX_WARNINGS = 10
+# Kept text in an answer, all fenced (core.untrusted): a page's or a report's passage, its title, and the
+# query that an earlier search or deep run was asked (kept text too, whoever wrote it).
+TEXT_FIELDS = ("content", "title", "query")
 EXAMPLE = 'gsd-research recall "widget toolkit python version" --since 2h'
 
 
@@ -61,7 +65,9 @@ def url_prefixes(values: tuple[str, ...]) -> list[str]:
 def _item(entry: dict, passage: dict, latest: dict[str, str]) -> dict:
     import json
 
-    item = {"source_url": entry["url"], "title": entry["title"], "provider": entry["provider"],
+    from gsd_research.core.external import safe_url
+
+    item = {"source_url": safe_url(entry["url"]), "title": entry["title"], "provider": entry["provider"],
             "fetched_at": entry["fetched_at"], "kind": entry["kind"], "content": passage["text"],
             "score": passage["score"]}
     if entry["kind"] != "page" and entry["query"]:
@@ -119,7 +125,7 @@ def recall(rt, query: tuple[str, ...], since: str | None, prefixes: tuple[str, .
         results, search_meta = rank(store, text, paths) if total and paths != [] else ([], {"mode": "none"})
     finally:
         store.close()
-    results, warnings = guard_results(results, fields=("content", "title"))
+    results, warnings = guard_results(results, fields=TEXT_FIELDS)
     meta = {"backend": "research-memory", "entries": total, "mode": search_meta.get("mode"),
             "embedding": _embedding_state(settings(rt.config))}
     filters = {k: v for k, v in (("since", since_iso), ("url_prefix", list(prefixes) or None)) if v}
@@ -131,7 +137,7 @@ def recall(rt, query: tuple[str, ...], since: str | None, prefixes: tuple[str, .
     doc: dict = {"query": text}
     if warnings:
         doc["injection_flagged"] = True
-        doc["injection_warnings"] = [{k: w[k] for k in ("result", "url", "kinds")} for w in warnings[:10]]
+        doc["injection_warnings"] = warnings[:MAX_WARNINGS]
     doc["untrusted"] = NOTICE
     doc["metadata"] = meta
     return fit_results(doc, results, rt.max_tokens, text_key="content")

@@ -67,6 +67,9 @@ def windows(text: str, size: int = 3) -> list[str]:
     return [" ".join(sentences[i:i + n]) for n in range(1, size + 1) for i in range(len(sentences) - n + 1)]
 
 
+MISSING = "a number or name of the claim is not in the passage"
+
+
 def score(claim: str, passage: str) -> dict:
     """Coverage of the claim's words by the passage, missing numbers, negation mismatch, the verdict."""
     cwords, cnums, cneg, cnames = terms(claim)
@@ -77,10 +80,13 @@ def score(claim: str, passage: str) -> dict:
     if coverage < COVERAGE:
         reasons.append(f"only {coverage:.0%} of the claim's words are in the passage")
     if missing:
-        reasons.append("not in the passage: " + ", ".join(missing[:5]))
+        reasons.append(MISSING)
     if cneg != _core_negation(cwords, passage, pneg):
         reasons.append("negation differs")
-    return {"coverage": round(coverage, 3), "supported": not reasons, "reasons": reasons}
+    out = {"coverage": round(coverage, 3), "supported": not reasons, "reasons": reasons}
+    if missing:
+        out["missing"] = missing[:5]  # words of the claim (external text: shown fenced)
+    return out
 
 
 def _core_negation(cwords: set[str], passage: str, whole: bool) -> bool:
@@ -101,7 +107,7 @@ def best_window(claim: str, passages: list[str]) -> tuple[str, dict] | None:
         first = passage.split("\n", 1)[0].strip()
         context = first if len(first) < 160 and not first.endswith((".", "!", "?", ":")) else ""
         for window in windows(passage):
-            result = score(claim, f"{context} {window}" if context and not window.startswith(first) else window)
+            result = score(claim, f"{context}\n{window}" if context and not window.startswith(first) else window)
             key = (result["coverage"], -len(window))  # the best evidence, then its checks (no window shopping)
             if best is None or key > best[0]:
                 best = (key, window, result)

@@ -84,7 +84,7 @@ class Verifier:
         try:
             page = fetch_source(self.rt, url)
         except GsdError as exc:
-            return SourceText(url, "unreachable", error={"code": exc.code, "message": exc.message[:300]})
+            return SourceText(url, "unreachable", error={"code": exc.code, "message": _shown(exc.message, url)})
         status = record_fetch(self.rt, url=url, final_url=page.final_url, title=page.title, markdown=page.markdown,
                               warnings=page.warnings, extraction=page.extraction).finish()
         kinds = sorted({k for w in page.warnings for k in w.get("kinds", [])})
@@ -119,10 +119,12 @@ class Verifier:
 
     def _check(self, claim) -> dict:
         if not claim.sources:
-            note = ("its marker names no source that can be read: " + ", ".join(claim.unresolved)
-                    if claim.unresolved else "quoted text without a source")
-            return {"verdict": "no_source", "method": "none", "quote": claim.quotes[0] if claim.quotes else None,
-                    "note": note}
+            out = {"verdict": "no_source", "method": "none", "quote": claim.quotes[0] if claim.quotes else None,
+                   "note": "its marker names no source that can be read" if claim.unresolved
+                   else "quoted text without a source"}
+            if claim.unresolved:
+                out["unresolved"] = ", ".join(claim.unresolved)  # the file's markers (shown fenced)
+            return out
         reachable = [s for s in (self.source(u) for u in claim.sources) if s.origin != "unreachable"]
         if not reachable:
             first = self.source(claim.sources[0])
@@ -187,6 +189,8 @@ class Verifier:
                "coverage": score["coverage"]}
         if score["reasons"]:
             out["reasons"] = score["reasons"]
+        if score.get("missing"):
+            out["missing"] = score["missing"]
         return self._judged(claim, out, passage)
 
     def _judged(self, claim, out: dict, passage: str) -> dict:
@@ -234,3 +238,10 @@ def _around(text: str, start: int, end: int) -> str:
         space = text.rfind(" ", end, hi)
         hi = space if space >= 0 else hi
     return ("…" if lo > 0 else "") + " ".join(text[lo:hi].split()) + ("…" if hi < len(text) else "")
+
+
+def _shown(message: str, url: str) -> str:
+    """An error message in our words, the cited URL in it in its safe form (it comes from the file)."""
+    from gsd_research.core.external import safe_url
+
+    return message.replace(url, safe_url(url) or "the cited URL")[:300] if url else message[:300]

@@ -12,6 +12,9 @@ from gsd_research.core.errors import NotFound, UsageError
 from gsd_research.core.runtime import agent_command
 
 MAX_FILE_BYTES = 5_000_000
+MAX_WARNINGS = 10
+# Text of the research file or of its sources in an answer: every such field is fenced (core.untrusted).
+TEXT_FIELDS = ("claim", "quote", "passage", "unresolved", "missing", "quote_only", "source_only")
 VERDICTS = ("quote_found", "supported", "not_found", "unreachable", "no_source")
 
 
@@ -33,7 +36,7 @@ def read_file(file: str) -> tuple[Path, str]:
               help="Let a configured model judge unquoted claims (labelled; skipped when none is configured).")
 def verify(rt, file: str, use_llm: bool):
     """Check FILE's citations: quotes located in their sources, unquoted claims against the best passage."""
-    from gsd_research.core.untrusted import NOTICE, guard_results
+    from gsd_research.core.untrusted import NOTICE
     from gsd_research.memory.claims import extract_claims
     from gsd_research.memory.verify import SEVERITY, Verifier
 
@@ -43,7 +46,7 @@ def verify(rt, file: str, use_llm: bool):
     verifier = Verifier(rt, use_llm=use_llm)
     results = [verifier.check(claim) for claim in claims]
     results.sort(key=lambda r: (SEVERITY[r["verdict"]], r["line"]))  # what needs attention first
-    results, warnings = guard_results(results, fields=("passage",))
+    results, warnings = guard_claims(results)
     counts = {v: sum(r["verdict"] == v for r in results) for v in VERDICTS}
     origins = [s.origin for s in verifier.sources.values()]
     meta = {"claims": len(results), "counts": counts,
@@ -58,7 +61,35 @@ def verify(rt, file: str, use_llm: bool):
     doc: dict = {"file": str(path)}
     if warnings:
         doc["injection_flagged"] = True
-        doc["injection_warnings"] = [{"claim": w["result"], "url": w["url"], "kinds": w["kinds"]} for w in warnings[:10]]
+        doc["injection_warnings"] = warnings[:MAX_WARNINGS]
     doc["untrusted"] = NOTICE
     doc["metadata"] = meta
     return fit_results(doc, results, rt.max_tokens, text_key="passage", results_key="claims")
+
+
+def guard_claims(results: list[dict]) -> tuple[list[dict], list[dict]]:
+    """Each claim's text from the file or its sources fenced and scanned, its URLs in their safe form; one
+    warning per flagged claim ({"where": "claims[i]", "claim": i, "kinds", ...}: never the text or URL)."""
+    from gsd_research.core.external import safe_url
+    from gsd_research.core.untrusted import guard_results
+
+    flat = []
+    for item in results:
+        item = dict(item)
+        for key in ("missing",):
+            if item.get(key):
+                item[key] = ", ".join(item[key])
+        item.update({k: ", ".join(v) or None for k, v in (item.pop("differences", None) or {}).items()})
+        if "source_url" in item:
+            item["source_url"] = safe_url(item["source_url"])
+        if "sources" in item:
+            item["sources"] = [safe_url(u) for u in item["sources"]]
+        flat.append(item)
+    guarded, warnings = guard_results(flat, fields=TEXT_FIELDS)
+    for item, original in zip(guarded, results, strict=True):
+        if "differences" in original:
+            item["differences"] = {k: item.pop(k) for k in ("quote_only", "source_only")}
+    for w in warnings:
+        w["where"] = w["where"].replace("results[", "claims[")
+        w["claim"] = w.pop("result")
+    return guarded, warnings
