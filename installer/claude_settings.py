@@ -28,7 +28,8 @@ HOOK_EVENTS = [  # (event, matcher or None, hook sub-command)
     ("UserPromptSubmit", None, "user-prompt-submit"),
     ("PreToolUse", "WebFetch", "pre-webfetch"),
     ("PreToolUse", "^mcp__(context7|plugin_context7_context7)__.*", "pre-context7"),
-    ("SubagentStart", "gsd-.*-researcher", "subagent-start"),
+    # the plugin's hooks.json matcher and the handler's pattern: one rule on both install routes
+    ("SubagentStart", "^([A-Za-z0-9_.-]+:)?gsd-[a-z0-9-]+-researcher$", "subagent-start"),
 ]
 
 
@@ -154,7 +155,12 @@ def merge(settings: dict, run: str) -> dict:
     hooks = merged.setdefault("hooks", {})
     for event, matcher, sub in HOOK_EVENTS:
         groups = hooks.setdefault(event, [])
-        if any(is_ours(h, run) and h.get("command", "").split()[-1:] == [sub] for h in _handlers(groups)):
+        mine = [g for g in groups if isinstance(g, dict) and isinstance(g.get("hooks"), list) and any(
+            is_ours(h, run) and h.get("command", "").split()[-1:] == [sub] for h in _handlers([g]))]
+        if mine:
+            for group in mine:  # an earlier install's registration gets today's matcher
+                if matcher and group.get("matcher") != matcher:
+                    group["matcher"] = matcher
             continue
         group = {"hooks": [{"type": "command", "command": hook_command(run, sub), "timeout": 5}]}
         if matcher:

@@ -7,6 +7,7 @@ run); a second install changes nothing."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -96,10 +97,21 @@ def _writable(value, path: Path) -> None:
                            "nothing was changed") from None
 
 
+def symlink_loop(path) -> bool:
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
+
+
 def inspect_settings() -> tuple[dict | None, bytes | None]:
     """(parsed settings or None to leave them alone, original bytes or None when there is no file).
     Refuses (InstallError) shapes we cannot merge into; nothing has changed at that point."""
     if SETTINGS.is_symlink() and not SETTINGS.exists():
+        if symlink_loop(SETTINGS):
+            raise InstallError(f"{SETTINGS} is a symlink loop (through {os.readlink(SETTINGS)}): point the link at "
+                               "a real file (it may hold just {}) or remove it, then run install.sh again")
         raise InstallError(f"{SETTINGS} is a symlink to {os.readlink(SETTINGS)}, which does not exist: "
                            "create that file (it may hold just {}) or remove the link, then run install.sh again")
     if SETTINGS.exists() and not SETTINGS.is_file():

@@ -264,7 +264,8 @@ def subagent_start(agent_type: str) -> dict:
 GSD_RESEARCHERS = ["gsd-phase-researcher", "gsd-project-researcher", "gsd-ui-researcher", "gsd-advisor-researcher",
                    "gsd-ai-researcher", "gsd-domain-researcher", "gsd:gsd-phase-researcher"]
 OTHER_AGENTS = ["gsd-research-synthesizer", "gsd-planner", "gsd-executor", "research:gsd-researcher",
-                "general-purpose", "Explore", "my-gsd-phase-researcher", "gsd-phase-researcher-x", ""]
+                "general-purpose", "Explore", "my-gsd-phase-researcher", "gsd-phase-researcher-x", "",
+                "gsd-phase-researcher\n"]
 
 
 @pytest.mark.parametrize("agent_type", GSD_RESEARCHERS)
@@ -289,7 +290,8 @@ def test_hooks_json_subagent_matcher_is_the_handlers_pattern():
     """The client filters by the matcher; the handler checks again (settings.json registrations may omit it)."""
     spec = json.loads((ROOT / "hooks" / "hooks.json").read_text())
     (group,) = spec["hooks"]["SubagentStart"]
-    pattern = re.compile(group["matcher"])  # the client runs it as an unanchored JS regex: it anchors itself
+    # the client runs it as an unanchored JS regex (its `$` never matches before a final newline): it anchors itself
+    pattern = re.compile(group["matcher"].replace("$", r"\Z"))
     assert group["matcher"] == _module("subagent_start").RESEARCHER.pattern
     assert all(pattern.search(a) for a in GSD_RESEARCHERS)
     assert not any(pattern.search(a) for a in OTHER_AGENTS)

@@ -159,8 +159,9 @@ def test_install_merges_hooks_and_permissions_keeping_the_users(user_home):
     run = user_home / ".claude" / "hooks" / "gsd-research" / "run"
     assert f"{run} session-start" in commands and f"{run} user-prompt-submit" in commands
     # GSD's researchers get the tool strategy when they start (the hook answers subagent-start)
-    assert settings["hooks"]["SubagentStart"] == [{"matcher": "gsd-.*-researcher", "hooks": [
-        {"type": "command", "command": f"{run} subagent-start", "timeout": 5}]}]
+    plugin_matcher = json.loads((ROOT / "hooks" / "hooks.json").read_text())["hooks"]["SubagentStart"][0]["matcher"]
+    assert settings["hooks"]["SubagentStart"] == [{"matcher": plugin_matcher, "hooks": [
+        {"type": "command", "command": f"{run} subagent-start", "timeout": 5}]}]  # the plugin's, anchored
     backup = user_home / ".local" / "share" / "gsd-research" / "backup" / "settings.json"
     assert backup.read_text() == USER_SETTINGS
 
@@ -394,6 +395,35 @@ def test_a_dangling_settings_symlink_is_refused_before_any_change(home):
     assert proc.returncode == 1 and "which does not exist" in proc.stderr
     assert_no_traceback(proc)
     assert snapshot(user) == before
+
+
+def test_a_settings_symlink_loop_is_called_a_loop(home):
+    user = Path(os.environ["HOME"])
+    (user / ".claude").mkdir()
+    (user / SETTINGS_REL).symlink_to(user / ".claude" / "other.json")
+    (user / ".claude" / "other.json").symlink_to(user / SETTINGS_REL)
+    before = snapshot(user)
+
+    proc = install("--skip-venv", "--no-demo")
+
+    assert proc.returncode == 1 and "symlink loop" in proc.stderr and "does not exist" not in proc.stderr
+    assert_no_traceback(proc)
+    assert snapshot(user) == before
+
+
+def test_an_earlier_installs_unanchored_researcher_matcher_is_replaced(home):
+    user = Path(os.environ["HOME"])
+    assert install("--skip-venv", "--no-demo").returncode == 0
+    path = user / SETTINGS_REL
+    settings = json.loads(path.read_text())
+    settings["hooks"]["SubagentStart"][0]["matcher"] = "gsd-.*-researcher"  # what earlier versions wrote
+    path.write_text(json.dumps(settings))
+
+    assert install("--skip-venv", "--no-demo").returncode == 0
+
+    groups = json.loads(path.read_text())["hooks"]["SubagentStart"]
+    plugin_matcher = json.loads((ROOT / "hooks" / "hooks.json").read_text())["hooks"]["SubagentStart"][0]["matcher"]
+    assert [g["matcher"] for g in groups] == [plugin_matcher]
 
 
 HANDLED_SHAPES = {

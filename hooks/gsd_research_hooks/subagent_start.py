@@ -32,7 +32,7 @@ STRATEGY = (
 
 
 def handle(event: dict) -> dict | None:
-    if not RESEARCHER.match(str(event.get("agent_type") or "")):
+    if not RESEARCHER.fullmatch(str(event.get("agent_type") or "")):  # `$` alone lets "…researcher\n" in
         return None
     found = status()
     if found.state == "ready":
