@@ -34,20 +34,27 @@ def file_texts(root: Path = ROOT) -> dict[str, str]:
     out = {}
     for p in _text_files(root):
         try:
-            out[str(p.relative_to(root))] = p.read_text(encoding="utf-8")
+            text = p.read_text(encoding="utf-8")
         except UnicodeDecodeError:
             continue
+        out[str(p.relative_to(root))] = python_strings(text) if p.suffix == ".py" else text
     return out
+
+
+def python_strings(source: str) -> str:
+    """A module's strings as a model or a user reads them (the hooks' context, messages, docstrings), one per
+    paragraph: the source splits a text over lines and quotes."""
+    return "\n\n".join(n.value for n in ast.walk(ast.parse(source))
+                        if isinstance(n, ast.Constant) and isinstance(n.value, str) and len(n.value) > 20)
 
 
 def message_texts(package: Path = ROOT / "lib" / "gsd_research") -> dict[str, str]:
     """The CLI's own strings (messages, suggestions, help, docstrings), per module, one per paragraph."""
     out = {}
     for p in sorted(package.rglob("*.py")):
-        strings = [n.value for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
-                   if isinstance(n, ast.Constant) and isinstance(n.value, str) and len(n.value) > 20]
+        strings = python_strings(p.read_text(encoding="utf-8"))
         if strings:
-            out[f"strings:{p.relative_to(package.parent)}"] = "\n\n".join(strings)
+            out[f"strings:{p.relative_to(package.parent)}"] = strings
     return out
 
 

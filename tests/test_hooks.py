@@ -275,10 +275,12 @@ def test_subagent_start_gives_gsd_researchers_the_tool_strategy(home, agent_type
     assert out["hookEventName"] == "SubagentStart"
     text = out["additionalContext"]
     for command in ('gsd-research docs LIB "QUESTION"', "gsd-research fetch URL", 'gsd-research search "QUERY"',
-                    "gsd-research deep", "gsd-research jobs result", 'researcher search "QUERY" --json'):
+                    "gsd-research deep", "gsd-research jobs wait ID --timeout 100", "JOB_RUNNING` (exit 6)",
+                    'researcher search "QUERY" --json'):
         assert command in text, command
     assert "Context7 MCP or the ctx7 CLI" in text and "instead of WebFetch" in text
-    assert len(text) < 1500  # in brief: the agent's own instructions stay in charge
+    assert "jobs result" not in text  # `jobs wait` ends with the report: no second fetch of it
+    assert len(text) < 1600  # in brief: the agent's own instructions stay in charge
 
 
 @pytest.mark.parametrize("agent_type", OTHER_AGENTS)
