@@ -1,6 +1,7 @@
 """The plugin's Python environment from a terminal, the launchers and the hooks (stdlib only):
 
     python3 plugin_env_cli.py build ROOT DATA            build it now (the fix after a failed build)
+    python3 plugin_env_cli.py rebuild ROOT DATA          build it again even if it looks ready (a damaged one)
     python3 plugin_env_cli.py wait PROG ROOT DATA ARGS…   what a launcher runs while it is not ready
     python3 plugin_env_cli.py status ROOT [DATA]         one JSON line: ready, building, failed, missing, broken
 
@@ -61,10 +62,13 @@ def main(argv):
         return too_old(argv)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     action, rest = (argv[1], argv[2:]) if len(argv) > 1 else ("", [])
-    if action == "build" and len(rest) == 2:
-        from gsd_research_hooks.env_build import build
-        from gsd_research_hooks.plugin_env import plugin_status
+    if action in ("build", "rebuild") and len(rest) == 2:
+        from gsd_research_hooks.env_build import build, invalidate
+        from gsd_research_hooks.plugin_env import current_link, lock_digest, plugin_status
 
+        digest = lock_digest(rest[0])
+        if action == "rebuild" and digest and os.path.isdir(current_link(rest[1], digest)):
+            invalidate(current_link(rest[1], digest))  # set aside: the build below replaces it
         try:
             code = build(*rest)
         except OSError as exc:

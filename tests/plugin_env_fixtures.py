@@ -22,6 +22,7 @@ that runs a while and imports lazily, as a detached deep research worker does)."
 import importlib
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -29,6 +30,13 @@ import tinydep
 
 
 def main():
+    if sys.argv[1:2] == ["child"]:  # as the deep worker starts: `python -m`, the environment inherited
+        print(json.dumps({"holding": os.getpid()}), flush=True)
+        while len(sys.argv) > 2 and not os.path.exists(sys.argv[2]):  # `child FILE`: once FILE exists
+            time.sleep(0.05)
+        code = "import gsd_research.cli as c, json; print(json.dumps({'child_file': c.__file__}))"
+        print(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout, end="")
+        return
     if sys.argv[1:2] == ["hold"]:
         print(json.dumps({"holding": os.getpid()}), flush=True)
         while not os.path.exists(sys.argv[2]):
@@ -122,9 +130,13 @@ class TinyPlugin:
     def digest(self) -> str:
         return hashlib.sha256((self.root / "requirements.lock").read_bytes()).hexdigest()
 
+    def link(self) -> Path:
+        """<data>/current/<digest16>: the ready environment of this plugin's lock."""
+        return self.data / "current" / self.digest()[:16]
+
     def current(self) -> Path:
-        """The environment <data>/venv points at (envs/<lock digest>-<stamp>)."""
-        return (self.data / "venv").resolve()
+        """The environment this plugin's lock runs on (envs/<lock digest>-<stamp>)."""
+        return self.link().resolve()
 
     def builder(self) -> subprocess.Popen:
         """A build started as the hooks start it (detached, its own process group)."""

@@ -66,9 +66,9 @@ def test_first_call_builds_the_environment_from_the_lock_then_runs(plugin):
                    "python": str(env / "bin" / "python")}  # the environment itself, not the venv link
     state = plugin.state()
     assert state["state"] == "ready" and state["tool"] == "pip" and state["lock_sha256"] == plugin.digest()
-    assert os.readlink(plugin.data / "venv") == f"envs/{state['env']}" and env.name == state["env"]
+    assert os.readlink(plugin.link()) == f"../envs/{state['env']}" and env.name == state["env"]
     assert state["env"].startswith(plugin.digest()[:16] + "-")
-    marker = json.loads((plugin.data / "venv" / ".gsd-research-ready").read_text())
+    marker = json.loads((plugin.link() / ".gsd-research-ready").read_text())
     assert marker["lock_sha256"] == plugin.digest()
     assert marker["python"] == os.path.realpath(env / "bin" / "python")
     assert marker["python_version"].split(".")[:2] == out_python_version(env)
@@ -79,7 +79,7 @@ def test_first_call_builds_the_environment_from_the_lock_then_runs(plugin):
 
 def test_second_call_uses_the_environment_without_any_build(plugin):
     envelope(plugin.launch("--version"))
-    marker = plugin.data / "venv" / ".gsd-research-ready"
+    marker = plugin.link() / ".gsd-research-ready"
     built = (marker.stat().st_mtime_ns, (plugin.data / "build.log").stat().st_mtime_ns)
 
     t0 = time.perf_counter()
@@ -131,7 +131,7 @@ def test_a_build_killed_half_way_is_never_used_and_is_redone(plugin):
     half = next((plugin.data / "envs").glob("*/bin/python")).parent.parent
     os.killpg(builder.pid, signal.SIGKILL)  # the builder and its venv/pip children, mid-build
     builder.wait()
-    assert not (plugin.data / "venv").exists() and not (half / ".gsd-research-ready").exists()
+    assert not plugin.link().exists() and not (half / ".gsd-research-ready").exists()
     assert plugin.state()["state"] == "building"  # what it last wrote: the lock says otherwise
 
     out = envelope(plugin.launch("--version"))
@@ -153,7 +153,7 @@ def test_a_failed_build_is_reported_with_the_fix_and_not_retried_at_once(plugin)
     fix = err["suggestions"][0].split(": ", 1)[1]
     assert shlex.split(fix) == ["python3", str(plugin.root / "hooks" / "plugin_env_cli.py"), "build", str(plugin.root),
                                 str(plugin.data)]
-    assert not (plugin.data / "venv").exists() and plugin.envs() == []
+    assert not plugin.link().exists() and plugin.envs() == []
     t0 = time.perf_counter()
     again = plugin.launch("--version")
     assert again.returncode == 3 and time.perf_counter() - t0 < 3  # reported, not rebuilt on every call
@@ -183,9 +183,16 @@ def test_a_plugin_without_its_lock_is_a_clear_failure(plugin):
 
 
 # -- plugin updates ----------------------------------------------------------------------------------
-def test_a_changed_lock_rebuilds_once_and_old_environments_are_collected(plugin):
+def age(env: Path, days: float) -> None:
+    """As if `env` was last used `days` ago."""
+    used = env / ".gsd-research-used"
+    used.touch()
+    os.utime(used, (time.time() - days * 86400,) * 2)
+
+
+def test_a_changed_lock_rebuilds_once_and_old_environments_are_collected_once_unused(plugin):
     assert envelope(plugin.launch("--version"))["tinydep"] == "1.0"
-    first = plugin.current().name
+    first = plugin.current()
 
     plugin.use_version("2.0")  # a plugin update changing the lock
     assert envelope(plugin.launch("--version"))["tinydep"] == "2.0"
@@ -194,10 +201,50 @@ def test_a_changed_lock_rebuilds_once_and_old_environments_are_collected(plugin)
     assert envelope(plugin.launch("--version"))["tinydep"] == "2.0"
 
     assert (plugin.data / "build.log").stat().st_mtime_ns == log  # once
-    assert plugin.envs() == sorted([first, second])  # the one replaced is kept (a session may still use it)
+    assert plugin.envs() == sorted([first.name, second])  # the old version's (a session may still use it)
+    age(first, 8)  # the old version unused for a week and more
     plugin.use_version("3.0")
     assert envelope(plugin.launch("--version"))["tinydep"] == "3.0"
     wait_until(lambda: plugin.envs() == sorted([second, plugin.current().name]), timeout=30)  # after the swap
+    assert sorted(p.name for p in (plugin.data / "current").iterdir()) == sorted([second[:16], plugin.digest()[:16]])
+
+
+def test_two_versions_side_by_side_build_once_each_and_never_again(plugin, tmp_path):
+    """After an update, an old session (lock A) and a new one (lock B) share the data directory: each runs on the
+    environment of its own lock, built once; calls alternating between them build nothing more."""
+    cache = plugin.data.parents[1] / "cache" / "gsd-research" / "research"  # the client's layout: one data dir
+    old, new = plugin.copy(cache / "0.1.0"), plugin.copy(cache / "0.1.1")
+    new.use_version("2.0")
+    builds = []
+    for p, version in ((new, "2.0"), (old, "1.0"), (new, "2.0"), (old, "1.0"), (new, "2.0")):
+        t0 = time.perf_counter()
+        assert envelope(p.launch("--version"))["tinydep"] == version
+        builds.append(plugin.state().get("started_at"))
+        if len(builds) > 2:
+            assert time.perf_counter() - t0 < 2
+    assert len(set(builds)) == 2  # one build per lock
+    assert plugin.envs() == sorted([old.current().name, new.current().name])
+
+
+def test_each_version_runs_its_own_code_and_so_do_its_workers(plugin, tmp_path):
+    """Two plugin roots with the same lock share one environment; each launcher (and a `python -m` child it
+    starts, as a detached deep worker) imports its own root's gsd_research."""
+    cache = plugin.data.parents[1] / "cache" / "gsd-research" / "research"
+    plugin, other = plugin.copy(cache / "0.1.0"), plugin.copy(cache / "0.1.1")
+    for p in (plugin, other, plugin):
+        out = envelope(p.launch("--version"))
+        assert out["package_file"] == str(p.root / "lib" / "gsd_research" / "cli.py")
+    go = tmp_path / "go"
+    worker = subprocess.Popen([str(plugin.root / "bin" / "gsd-research"), "child", str(go)], stdout=subprocess.PIPE,
+                              text=True, env=plugin.env())
+    try:
+        assert "holding" in worker.stdout.readline()
+        assert envelope(other.launch("--version"))["tinydep"] == "1.0"  # the other version called meanwhile
+    finally:
+        go.write_text("")
+    child = json.loads(worker.communicate(timeout=60)[0])
+    assert child["child_file"] == str(plugin.root / "lib" / "gsd_research" / "cli.py")
+    assert len(plugin.envs()) == 1
 
 
 def test_an_update_with_the_same_lock_moves_the_package_without_a_rebuild(plugin, tmp_path):
@@ -212,8 +259,9 @@ def test_an_update_with_the_same_lock_moves_the_package_without_a_rebuild(plugin
 
     assert envelope(proc)["package_file"] == str(new_root / "lib" / "gsd_research" / "cli.py")
     assert (plugin.data / "build.log").stat().st_mtime_ns == log
-    pth = next((plugin.data / "venv").glob("lib/python3*/site-packages/_gsd_research_plugin.pth"))
-    assert pth.read_text() == f"{new_root / 'lib'}\n"  # child processes (`python -m gsd_research`) too
+    child = subprocess.run([str(new_root / "bin" / "gsd-research"), "child"], capture_output=True, text=True,
+                           env=plugin.env(), timeout=60)
+    assert json.loads(child.stdout.splitlines()[-1])["child_file"] == str(new_root / "lib" / "gsd_research" / "cli.py")  # `python -m` too
 
 
 # -- SessionStart and SubagentStart tell the truth -----------------------------------------------------

@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.plugin_env_fixtures import TinyPlugin
-from tests.test_plugin_env import SESSION, context, envelope, wait_until
+from tests.test_plugin_env import SESSION, age, context, envelope, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -199,6 +199,7 @@ def test_a_running_process_keeps_its_environment_through_two_rebuilds(plugin, tm
     late = json.loads(holder.communicate(timeout=30)[0])
 
     assert late == {"success": True, "late": "1.0", "prefix": str(first)}
+    age(first, 8)  # unused for more than a week
     plugin.use_version("4.0")
     assert envelope(plugin.launch("--version"))["tinydep"] == "4.0"
     wait_until(lambda: not first.exists(), timeout=30)  # no longer in use: collected (after the swap)
@@ -447,3 +448,42 @@ def test_the_launcher_without_python_answers_valid_json_for_any_argument(tmp_pat
             assert proc.returncode == 3 and doc["command"] == command, (shell, args, proc.stdout)
             assert shlex.split(doc["error"]["suggestions"][1]) == ["bash", str(root / "install.sh")]
             assert str(root) in doc["error"]["message"]
+
+
+@pytest.mark.parametrize("where", ["envs", "site-packages"])
+def test_an_environment_others_can_write_into_is_never_run(plugin, tmp_path, where):
+    """Another user able to write into envs/ or the environment's site-packages could drop a .pth that runs in
+    every call: the launcher refuses before site-packages is read, and says what the hooks say."""
+    envelope(plugin.launch("--version"))
+    site = next(plugin.current().glob("lib/python3*/site-packages"))
+    pwned = tmp_path / "pwned"
+    (site / "zz_planted.pth").write_text(f"import os; open({str(pwned)!r}, 'w').close()\n")
+    (plugin.data / "envs" if where == "envs" else site).chmod(0o777)
+
+    proc = plugin.launch("docs", "react", GSD_RESEARCH_ENV_WAIT="5")
+    text = context(plugin.hook("session-start", SESSION))
+
+    assert not pwned.exists()
+    err = envelope(proc)["error"]
+    assert proc.returncode == 3 and err["code"] == "ENVIRONMENT_BUILD_FAILED", err
+    assert "can be written by other users" in err["message"] and "chmod go-w" in " ".join(err["suggestions"] + [
+        err["message"]])
+    assert text.startswith("gsd-research is NOT available") and "ENVIRONMENT_BUILD_FAILED" in text, text
+    assert "can be written by other users" in text
+
+
+def test_a_data_directory_of_another_user_gets_the_hooks_verdict_from_the_launcher(plugin):
+    if os.geteuid() != 0:
+        pytest.skip("making a directory of another user needs root")
+    plugin.data.mkdir(parents=True)
+    os.chown(plugin.data, 65534, 65534)
+
+    proc = plugin.launch("docs", "react", GSD_RESEARCH_ENV_WAIT="2")
+    text = context(plugin.hook("session-start", SESSION))
+
+    err = envelope(proc)["error"]
+    assert proc.returncode == 3 and err["code"] == "ENVIRONMENT_BUILD_FAILED", err
+    assert "belongs to another user (uid 65534)" in err["message"]
+    assert "ENVIRONMENT_BUILD_FAILED" in text and "belongs to another user (uid 65534)" in text
+    hook_fix = text.split("Tell the user the fix: ", 1)[1]
+    assert all(fix[0].lower() + fix[1:] in hook_fix for fix in err["suggestions"][:-1])

@@ -3,7 +3,9 @@ plugin roots Claude Code leaves off PATH, the launcher's verdicts on unsafe dire
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 
 from tests.conftest import ROOT
 
@@ -18,3 +20,34 @@ def test_the_free_space_estimate_is_close_to_the_real_environment():
     needed = plugin_env.needed_bytes(str(ROOT)) >> 20
     assert plugin_env.locked_count(str(ROOT)) > 100
     assert 594 <= needed <= 1.12 * 594, needed
+
+
+def fake_env(data, name: str, digest: str, used_days_ago: float | None, now: float):
+    env = data / "envs" / name
+    env.mkdir(parents=True)
+    (env / ".gsd-research-ready").write_text(f'{{"lock_sha256": "{digest}", "built_at": {now - 30 * 86400}}}')
+    if used_days_ago is not None:
+        (env / ".gsd-research-used").touch()
+        os.utime(env / ".gsd-research-used", (now - used_days_ago * 86400,) * 2)
+    return env
+
+
+def test_garbage_collection_keeps_other_locks_environments_until_unused_for_a_week(tmp_path):
+    from gsd_research_hooks.env_store import collect_garbage, swap
+
+    now = time.time()
+    a, b, c = "a" * 64, "b" * 64, "c" * 64
+    mine = fake_env(tmp_path, f"{a[:16]}-2", a, 0, now)
+    replaced = fake_env(tmp_path, f"{a[:16]}-1", a, 0, now)
+    recent = fake_env(tmp_path, f"{b[:16]}-1", b, 6.9, now)  # an old session's, used within the week
+    stale = fake_env(tmp_path, f"{c[:16]}-1", c, 7.1, now)
+    dead = tmp_path / "envs" / f"{a[:16]}-0"  # a build attempt that never completed
+    dead.mkdir()
+    for env, digest in ((mine, a), (recent, b), (stale, c)):
+        swap(str(tmp_path), str(env), digest)
+
+    collect_garbage(str(tmp_path), keep={str(mine), str(replaced)}, now=now)
+
+    assert sorted(p.name for p in (tmp_path / "envs").iterdir()) == sorted([mine.name, replaced.name, recent.name])
+    assert sorted(p.name for p in (tmp_path / "current").iterdir()) == [a[:16], b[:16]]
+

@@ -17,19 +17,28 @@ MAX_ROOTS = 8
 
 
 def private_problem(data: str) -> str:
-    """'' when `data` is a directory of this user that no other user can write, or does not exist yet."""
+    """'' when `data` (and its envs/ and current/, where the environments are) is a directory of this user that no
+    other user can write, or does not exist yet."""
+    for path in (data, os.path.join(data, "envs"), os.path.join(data, "current")):
+        problem = _private(path)
+        if problem or path == data and not os.path.isdir(data):
+            return problem
+    return ""
+
+
+def _private(path: str) -> str:
     try:
-        st = os.stat(data)
+        st = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
         return ""  # nothing there yet (creating it will tell what is wrong)
     except OSError as exc:
-        return f"{data} cannot be read ({exc.strerror})"
+        return f"{path} cannot be read ({exc.strerror})"
     if not stat.S_ISDIR(st.st_mode):
-        return f"{data} is not a directory"
+        return f"{path} is not a directory"
     if st.st_uid != os.geteuid():
-        return f"{data} belongs to another user (uid {st.st_uid})"
+        return f"{path} belongs to another user (uid {st.st_uid})"
     if st.st_mode & 0o022:
-        return f"{data} can be written by other users (mode {st.st_mode & 0o7777:o}; chmod go-w {shlex.quote(data)})"
+        return f"{path} can be written by other users (mode {st.st_mode & 0o7777:o}; chmod go-w {shlex.quote(path)})"
     return ""
 
 

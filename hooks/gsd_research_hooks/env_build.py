@@ -1,9 +1,9 @@
 """Build the plugin's Python environment from the pinned lock (uv when present, else venv + pip).
 
 One build at a time (flock on <data>/build.lock). Each attempt builds in a fresh envs/<digest>-<stamp>/, which
-nothing uses yet; only when it is complete (installed, package linked, imports checked) does it get its
-READY_MARKER (the lock and the interpreter it was built with), and then <data>/venv is swapped to it with one
-atomic rename. A build that dies half-way leaves a directory without the marker, and maybe its installer still
+nothing uses yet; only when it is complete (installed, imports checked with the plugin's lib/) does it get its
+READY_MARKER (the lock and the interpreter it was built with), and then <data>/current/<digest16> is swapped to
+it with one atomic rename (env_store: one environment per lock, for every version of the plugin). A build that dies half-way leaves a directory without the marker, and maybe its installer still
 running: the next build stops those processes and removes it. Environments a process still runs from are kept.
 A failed build records why in gsd-research-env.json; the launchers and the hooks report it with the fix."""
 
@@ -21,14 +21,16 @@ import sys
 import time
 
 from gsd_research_hooks.data_dir import register
+from gsd_research_hooks.env_store import adopt, collect_garbage, processes_using, swap
 from gsd_research_hooks.plugin_env import (
     LOCK_FILE,
-    PTH_FILE,
     READY_MARKER,
     STATE_FILE,
+    USED_FILE,
     Status,
     build_running,
     cli_script,
+    current_link,
     expected_seconds,
     free_bytes,
     lock_digest,
@@ -43,7 +45,7 @@ from gsd_research_hooks.plugin_env import (
 )
 
 STEP_TIMEOUT = 1800  # seconds for one installer step (a stalled network must not hold the lock forever)
-SMOKE = "import gsd_research.cli, gsd_research.researcher.cli"
+SMOKE = "import sys; sys.path.insert(0, sys.argv[1]); import gsd_research.cli, gsd_research.researcher.cli"
 PROBE = "import os, sys; print(os.path.realpath(sys.executable)); print('%d.%d.%d' % sys.version_info[:3])"
 DISK_FULL = ("No space left on device", "[Errno 28]", "ENOSPC")
 
@@ -102,26 +104,6 @@ def base_python() -> tuple[str | None, str]:
         if path:
             return path, ""
     return None, f"gsd-research needs Python 3.10 or newer (found {sys.version.split()[0]} at {sys.executable})"
-
-
-def processes_using(path: str) -> list[int]:
-    """Processes of this user whose command line names a file under `path` (Linux /proc; [] elsewhere)."""
-    prefix, found = path.rstrip("/") + "/", []
-    try:
-        pids = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
-    except OSError:
-        return []
-    for pid in pids:
-        try:
-            if os.stat(f"/proc/{pid}").st_uid != os.geteuid():
-                continue
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                args = fh.read().decode("utf-8", "replace").split("\0")
-        except OSError:
-            continue
-        if any(a.startswith(prefix) for a in args):
-            found.append(pid)
-    return found
 
 
 def stop_leftovers(data: str, state: dict) -> None:
@@ -207,10 +189,11 @@ class Build:
         return ""
 
     def complete(self) -> str:
-        """Link the package, check it imports, mark the environment ready ('' or what went wrong)."""
+        """Check the package imports (the plugin's lib/ first on sys.path, as the launchers run it), mark the
+        environment ready ('' or what went wrong)."""
         self.save(step="checking the environment")
-        link_package(self.target, self.root)
-        if not self.run("check", python_of(self.target), "-I", "-c", SMOKE):
+        lib = os.path.join(os.path.realpath(self.root), "lib")
+        if not self.run("check", python_of(self.target), "-I", "-c", SMOKE, lib):
             return "the new environment cannot import gsd-research"
         try:
             python, version = subprocess.run([python_of(self.target), "-I", "-c", PROBE], capture_output=True,
@@ -254,11 +237,13 @@ class Build:
         why = self.complete()
         if why:
             return self.fail(why)
-        replaced = os.path.realpath(os.path.join(self.data, "venv"))
+        replaced = os.path.realpath(current_link(self.data, self.digest))
         seconds = round(time.time() - self.state["started_at"], 1)
         history = dict(self.state.get("history") or {}, **{self.state.get("tool") or "pip": seconds})
         self.save(state="ready", finished_at=time.time(), seconds=seconds, step="", history=history)
-        swap(self.data, self.target)  # from here on the launchers use it
+        with open(os.path.join(self.target, USED_FILE), "w", encoding="utf-8"):
+            pass
+        swap(self.data, self.target, self.digest)  # from here on the launchers of this lock use it
         collect_garbage(self.data, keep={os.path.realpath(self.target), replaced})
         return 0
 
@@ -270,50 +255,6 @@ def log_tail(data: str, lines: int = 4) -> str:
     except OSError:
         return ""
     return (": " + " | ".join(tail[-lines:]))[:600] if tail else ""
-
-
-def link_package(venv: str, root: str) -> None:
-    """Point the environment at this plugin's lib/ (a .pth file, rewritten only when it changes)."""
-    line = os.path.join(os.path.realpath(root), "lib") + "\n"
-    for sp in site_packages(venv):
-        path = os.path.join(sp, PTH_FILE)
-        try:
-            with open(path, encoding="utf-8") as fh:
-                if fh.read() == line:
-                    continue
-        except OSError:
-            pass
-        tmp = f"{path}.{os.getpid()}.tmp"
-        try:
-            with open(tmp, "w", encoding="utf-8") as fh:
-                fh.write(line)
-            os.replace(tmp, path)
-        except OSError:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-
-
-def swap(data: str, target: str) -> None:
-    """Point <data>/venv at `target` with one atomic rename."""
-    link = os.path.join(data, "venv")
-    if os.path.isdir(link) and not os.path.islink(link):
-        shutil.rmtree(link)  # not ours to keep: <data>/venv is always a link to a complete environment
-    tmp = os.path.join(data, f".venv.{os.getpid()}.tmp")
-    if os.path.lexists(tmp):
-        os.unlink(tmp)
-    os.symlink(os.path.relpath(target, data), tmp)
-    os.replace(tmp, link)
-
-
-def collect_garbage(data: str, keep: set) -> None:
-    """Remove other environments (older locks, dead attempts) but those in `keep` (the new environment and the
-    replaced one, which a starting call may still be on) and any that a running process uses (a detached worker)."""
-    envs = os.path.join(data, "envs")
-    for name in os.listdir(envs):
-        path = os.path.join(envs, name)
-        if os.path.realpath(path) not in keep and not processes_using(path):
-            shutil.rmtree(path, ignore_errors=True)
 
 
 def normalized(name: str) -> str:
@@ -381,12 +322,8 @@ def build(root: str, data: str) -> int:
 
 
 def locked_build(root: str, data: str) -> int:
-    venv = os.path.join(data, "venv")
-    if not marker_problem(venv, lock_digest(root) or ""):
-        try:
-            link_package(venv, root)
-        except OSError:
-            pass
+    digest = lock_digest(root) or ""
+    if not marker_problem(current_link(data, digest), digest) or digest and adopt(data, digest):
         return 0
     with open(os.path.join(data, "build.log"), "w", encoding="utf-8") as log:
         job = Build(root, data, log)

@@ -16,7 +16,7 @@ import time
 from gsd_research_hooks.data_dir import choose, private_problem, register
 from gsd_research_hooks.env_build import damage, invalidate, log_tail, start_if_due
 from gsd_research_hooks.env_verdict import FAILED, MISSING, envelope
-from gsd_research_hooks.plugin_env import DEFAULT_WAIT, Status, plugin_status, read_state
+from gsd_research_hooks.plugin_env import DEFAULT_WAIT, Status, lock_digest, plugin_status, read_state
 
 PREPARING_EXIT, FAILED_EXIT = 6, 3
 # top-level options that take a value (the launchers' `command` field is the first word that is neither)
@@ -47,6 +47,7 @@ def run_launcher(prog: str, root: str, data: str, args: list[str]) -> None:
     """The environment is ready: run the command through the launcher again (it now finds it)."""
     os.environ["GSD_RESEARCH_PLUGIN_DATA"] = data
     os.environ["GSD_RESEARCH_ENV_WAITED"] = "1"  # the launcher will not come back here a second time
+    os.environ["GSD_RESEARCH_LOCK_SHA256"] = lock_digest(root) or ""  # for a shell without a sha256 tool
     os.environ.pop("GSD_RESEARCH_ENV_BROKEN", None)
     launcher = os.path.join(root, "bin", prog)
     os.execv(launcher, [launcher, *args])

@@ -4,7 +4,8 @@ builder and the launchers' wait).
 Lookup, the launchers' order: $GSD_RESEARCH_VENV, <plugin root>/.venv, ${XDG_DATA_HOME:-~/.local/share}/
 gsd-research/venv (install.sh), then the plugin's own environment under ${CLAUDE_PLUGIN_DATA}:
 
-    <data>/venv                 symlink to envs/<name>, swapped atomically once a build is complete
+    <data>/current/<digest16>   per lock digest: symlink to envs/<name>, swapped atomically once a build is
+                                complete; each version of the plugin runs on the one of its own lock (env_store)
     <data>/envs/<name>/         one virtual environment per build attempt (<lock digest>-<stamp>); complete
                                 only when it holds READY_MARKER (the lock and the interpreter it was built for)
     <data>/gsd-research-env.json  the last build: state, lock digest, env, step, timings (for the ETA), error
@@ -12,8 +13,9 @@ gsd-research/venv (install.sh), then the plugin's own environment under ${CLAUDE
     <data>/build.lock           flock held by the one running build
     <data>/build.log            the installer's output of the last build
 
-The plugin's environment holds the locked dependencies only; the package itself is this plugin's `lib/`,
-linked by a .pth file (rewritten when the plugin moves), so a code-only update needs no rebuild."""
+The plugin's environment holds the locked dependencies only; the package itself is the calling plugin's `lib/`,
+which its launcher puts first on sys.path and PYTHONPATH (detached workers inherit it): each version runs its own
+code, and a code-only update needs no rebuild."""
 
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ import time
 LOCK_FILE = "requirements.lock"
 STATE_FILE = "gsd-research-env.json"
 READY_MARKER = ".gsd-research-ready"
-PTH_FILE = "_gsd_research_plugin.pth"
+USED_FILE = ".gsd-research-used"  # touched by the launchers (at most hourly): when the environment was last used
 RETRY_AFTER = 120  # seconds before a failed build is tried again by itself
 DEFAULT_WAIT = 90  # seconds a launcher waits for a running build: under the Bash tool's default 2-minute timeout
 TYPICAL_SECONDS = {"uv": 30, "pip": 90}  # first build, before this machine has a timing of its own
@@ -150,6 +152,31 @@ def read_state(data: str) -> dict:
 
 def read_marker(venv: str) -> dict:
     return valid_fields(read_json(os.path.join(venv, READY_MARKER)), MARKER_FIELDS)
+
+
+def current_link(data: str, digest: str) -> str:
+    """<data>/current/<digest16>: the ready environment of one lock."""
+    return os.path.join(data, "current", digest[:16])
+
+
+def unsafe_dirs(venv: str) -> str:
+    """'' unless the environment's directory, lib/ or site-packages is another user's or others can write it (a
+    .pth dropped there would run in every call)."""
+    import stat
+
+    real = os.path.realpath(venv)
+    for path in [real, os.path.join(real, "lib"), *glob.glob(os.path.join(glob.escape(real), "lib", "python3*")),
+                 *site_packages(real)]:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if st.st_uid != os.geteuid():
+            return f"{path} belongs to another user (uid {st.st_uid})"
+        if st.st_mode & 0o022:
+            return (f"{path} can be written by other users (mode {stat.S_IMODE(st.st_mode):o}; "
+                    f"chmod go-w {shlex.quote(path)})")
+    return ""
 
 
 def marker_problem(venv: str, digest: str) -> str:
@@ -274,9 +301,9 @@ def building(root: str, data: str, digest: str, state: dict, why: str) -> Status
     """A build runs: ours (its progress), or one for another lock, after which ours starts (both ETAs)."""
     done, left = progress(root, data, state)
     if state.get("lock_sha256") == digest:
-        return Status("building", os.path.join(data, "venv"), progress=done, eta=left,
+        return Status("building", current_link(data, digest), progress=done, eta=left,
                       step=state.get("step", ""), why=why)
-    return Status("building", os.path.join(data, "venv"), progress=0.0, eta=left + expected_seconds(state),
+    return Status("building", current_link(data, digest), progress=0.0, eta=left + expected_seconds(state),
                   step="waiting for the build of another version of the plugin to finish", why=why)
 
 
@@ -285,8 +312,11 @@ def plugin_status(root: str, data: str) -> Status:
     digest = lock_digest(root)
     if digest is None:  # nothing to build from: a failure no retry fixes
         return Status("failed", error=f"the plugin has no {LOCK_FILE} ({root})", decided=True)
-    venv = os.path.join(data, "venv")
+    venv = current_link(data, digest)
     problem = marker_problem(venv, digest)
+    unsafe = unsafe_dirs(venv) if not problem else ""
+    if unsafe:  # as the launcher decides: never run from it
+        return Status("failed", venv, error=f"its environment is not safe to use: {unsafe}", decided=True)
     if not problem:
         return Status("ready", venv)
     why = {"outdated": "update", "interpreter": "interpreter"}.get(problem, "first")
