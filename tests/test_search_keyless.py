@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 import types
 
@@ -102,6 +103,22 @@ def test_library_missing_is_no_backend(monkeypatch):
         DdgsBackend().search("text", "ev", max_results=3, timelimit=None)
 
     assert info.value.code == "NO_BACKEND"
+    assert "Reinstall with install.sh" in info.value.suggestions
+
+
+def test_library_missing_on_the_plugin_route_gives_the_plugins_fix(monkeypatch, tmp_path):
+    """The plugin's launcher says where its environment is: the fix rebuilds that, not install.sh."""
+    root, data = tmp_path / "plugin 'root'", tmp_path / "data"
+    monkeypatch.setenv("GSD_RESEARCH_PLUGIN_ROOT", str(root))
+    monkeypatch.setenv("GSD_RESEARCH_PLUGIN_DATA", str(data))
+    monkeypatch.setitem(sys.modules, "ddgs", None)
+
+    with pytest.raises(GsdError) as info:
+        DdgsBackend().search("text", "ev", max_results=3, timelimit=None)
+
+    assert not any("install.sh" in s for s in info.value.suggestions)
+    fix = info.value.suggestions[0].split(": ", 1)[1]
+    assert shlex.split(fix) == ["python3", str(root / "hooks" / "plugin_env_cli.py"), "rebuild", str(root), str(data)]
 
 
 def test_normalize_filters_and_query_shaping():

@@ -9,7 +9,7 @@ import sys
 import click
 
 from gsd_research import __version__
-from gsd_research.core.errors import GsdError
+from gsd_research.core.errors import GsdError, reinstall_hint
 from gsd_research.core.runtime import DEFAULT_MAX_TOKENS, Runtime
 
 # name -> "module:attribute"; modules are imported only when their command runs (start-up time).
@@ -66,7 +66,7 @@ class LazyGroup(click.Group):
         except ModuleNotFoundError as exc:
             if exc.name and exc.name.startswith("gsd_research"):
                 raise GsdError(f"The '{name}' command is not available in this installation",
-                               suggestions=["Reinstall with install.sh"]) from None
+                               suggestions=[reinstall_hint()]) from None
             raise
         return getattr(module, attr)
 

@@ -134,3 +134,18 @@ class CallInterrupted(GsdError):
     @property
     def exit_code(self) -> int:
         return 128 + self.signum
+
+
+def reinstall_hint() -> str:
+    """How to repair a damaged installation, for the route this call came by: the plugin's environment (its
+    launcher sets GSD_RESEARCH_PLUGIN_ROOT and GSD_RESEARCH_PLUGIN_DATA) is rebuilt by the plugin, anything else by
+    install.sh."""
+    import os
+    import shlex
+
+    root, data = os.environ.get("GSD_RESEARCH_PLUGIN_ROOT"), os.environ.get("GSD_RESEARCH_PLUGIN_DATA")
+    if root and data:
+        cli = os.path.join(root, "hooks", "plugin_env_cli.py")
+        return "Rebuild the plugin's Python environment: " + " ".join(
+            shlex.quote(p) for p in ("python3", cli, "rebuild", root, data))
+    return "Reinstall with install.sh"

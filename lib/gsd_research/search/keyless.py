@@ -12,7 +12,14 @@ from datetime import datetime, timedelta, timezone
 from typing import Protocol
 from urllib.parse import urlencode, urlsplit
 
-from gsd_research.core.errors import GsdError, NetworkError, ProviderError, RateLimited, TimeoutError_
+from gsd_research.core.errors import (
+    GsdError,
+    NetworkError,
+    ProviderError,
+    RateLimited,
+    TimeoutError_,
+    reinstall_hint,
+)
 from gsd_research.core.external import safe_date, safe_url
 
 NAME = "ddgs"
@@ -51,7 +58,7 @@ class DdgsBackend:
             from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
         except ImportError:
             raise GsdError("The keyless search library ddgs is not installed", code="NO_BACKEND",
-                           suggestions=["Reinstall with install.sh", "Set TAVILY_API_KEY to use Tavily"]) from None
+                           suggestions=[reinstall_hint(), "Set TAVILY_API_KEY to use Tavily"]) from None
         try:
             client = DDGS(timeout=int(self.timeout))
             call = client.news if category == "news" else client.text
