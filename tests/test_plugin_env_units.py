@@ -3,9 +3,14 @@ plugin roots Claude Code leaves off PATH, the launcher's verdicts on unsafe dire
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
+import subprocess
 import sys
 import time
+
+import pytest
 
 from tests.conftest import ROOT
 
@@ -51,3 +56,32 @@ def test_garbage_collection_keeps_other_locks_environments_until_unused_for_a_we
     assert sorted(p.name for p in (tmp_path / "envs").iterdir()) == sorted([mine.name, replaced.name, recent.name])
     assert sorted(p.name for p in (tmp_path / "current").iterdir()) == [a[:16], b[:16]]
 
+
+def run_hook(event: str, payload: dict, root: str, tmp_path) -> str:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "GSD_RESEARCH_HOME": str(tmp_path / "gsd"),
+           "CLAUDE_PLUGIN_ROOT": root, "CLAUDE_PLUGIN_DATA": str(tmp_path / "data"),
+           "GSD_RESEARCH_VENV": str(ROOT / ".venv")}  # an environment the launchers would run on: ready
+    proc = subprocess.run([str(ROOT / "hooks" / "run"), event], input=json.dumps(payload), capture_output=True,
+                          text=True, env=env, timeout=30)
+    return json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+
+
+@pytest.mark.parametrize("name", ["it's", 'say "hi"', "a$b", "tick`", "back\\slash", "semi;colon", "amp&",
+                                  "pipe|", "lt<", "gt>", "par(en)", "new\nline", "co:lon"])
+def test_a_plugin_path_the_client_leaves_off_path_is_said_with_the_full_launcher_path(tmp_path, name):
+    root = str(tmp_path / name / "gsd-research")
+    start = {"session_id": "s", "hook_event_name": "SessionStart", "source": "startup"}
+    agent = {"session_id": "s", "hook_event_name": "SubagentStart", "agent_type": "gsd-phase-researcher"}
+
+    for text in (run_hook("session-start", start, root, tmp_path), run_hook("subagent-start", agent, root, tmp_path)):
+        assert "off PATH" in text and "not found" in text, text
+        quoted = shlex.quote(f"{root}/bin/gsd-research")
+        assert quoted in text and shlex.split(quoted) == [f"{root}/bin/gsd-research"]
+        assert shlex.quote(f"{root}/bin/researcher") in text
+    assert "available through Bash by its full path only" in run_hook("session-start", start, root, tmp_path)
+
+
+def test_a_plain_plugin_path_keeps_the_bare_commands(tmp_path):
+    text = run_hook("session-start", {"session_id": "s", "hook_event_name": "SessionStart"},
+                    str(tmp_path / "plain dir-1.0_x" / "gsd-research"), tmp_path)
+    assert text.startswith("gsd-research is available through Bash (gsd-research docs") and "off PATH" not in text

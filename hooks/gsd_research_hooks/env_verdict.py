@@ -4,7 +4,15 @@ disagree (a hook saying ENVIRONMENT_MISSING while a call answers ENVIRONMENT_BUI
 
 from __future__ import annotations
 
+import os
+import shlex
+
 from gsd_research_hooks.plugin_env import DEFAULT_WAIT, Status, fix_command, install_command
+
+# Claude Code (2.1.197) drops a plugin's bin/ from the Bash tool's PATH when its path holds any of :"'$\` or a
+# newline ("Dropping plugin bin path with shell metacharacters"); the other shell metacharacters count too (a
+# stricter version would drop those): the full path works either way
+SHELL_META = frozenset(':"\'$\\`;&|<>()\n')
 
 PREPARING, FAILED, MISSING = "ENVIRONMENT_PREPARING", "ENVIRONMENT_BUILD_FAILED", "ENVIRONMENT_MISSING"
 WHY = {"first": "first use after installing the plugin",
@@ -43,9 +51,23 @@ def verdict(found: Status, root: str | None, data: str | None) -> Verdict:
     return Verdict(MISSING, reason, fixes)
 
 
+def off_path() -> str:
+    """'' on PATH, else how to call the tools: the plugin's root (CLAUDE_PLUGIN_ROOT) holds a shell
+    metacharacter, so the client leaves its bin/ off PATH and `gsd-research` is 'command not found'."""
+    root = os.environ.get("CLAUDE_PLUGIN_ROOT") or ""
+    if not SHELL_META.intersection(root):
+        return ""
+    tools = [shlex.quote(os.path.join(root, "bin", name)) for name in ("gsd-research", "researcher")]
+    return ("Claude Code leaves this plugin's bin/ off PATH (its path holds shell metacharacters), so the bare "
+            f"commands are not found: call them by full path, {tools[0]} for gsd-research and {tools[1]} for "
+            "researcher")
+
+
 def describe(found: Status, root: str | None, data: str | None) -> str:
     """One or two sentences for the model; never 'available' unless a launcher would run now."""
     v = verdict(found, root, data)
+    if v.code is None and off_path():
+        return f"gsd-research is available through Bash by its full path only. {off_path()}"
     if v.code is None:
         return ("gsd-research is available through Bash (gsd-research docs|search|fetch|deep|jobs, "
                 "researcher search)")

@@ -39,8 +39,11 @@ def handle(event: dict) -> dict | None:
     if not RESEARCHER.fullmatch(str(event.get("agent_type") or "")):  # `$` alone lets "…researcher\n" in
         return None
     found = status()
+    from gsd_research_hooks.env_verdict import off_path
+
+    strategy = f"{off_path()}.\n{STRATEGY}" if off_path() else STRATEGY
     if found.state == "ready":
-        return context("SubagentStart", STRATEGY)
+        return context("SubagentStart", strategy)
     if found.state == "building":
-        return context("SubagentStart", STRATEGY + "\nRight now " + describe(found) + ".")
+        return context("SubagentStart", strategy + "\nRight now " + describe(found) + ".")
     return context("SubagentStart", describe(found) + ". Research with your usual tools.")
