@@ -76,7 +76,8 @@ def plugin_data_copy(tmp: Path) -> Path:
     (site / "borrow.pth").write_text(next((ROOT / ".venv").glob("lib/python3*/site-packages")).as_posix() + "\n")
     digest = hashlib.sha256((root / "requirements.lock").read_bytes()).hexdigest()
     (env_dir / ".gsd-research-ready").write_text(json.dumps({"lock_sha256": digest}))
-    (data / "venv").symlink_to("envs/bench")
+    (data / "current").mkdir()
+    (data / "current" / digest[:16]).symlink_to("../envs/bench")  # the environment of this lock
     return root / "bin" / "gsd-research"
 
 
