@@ -10,9 +10,10 @@ import shlex
 from gsd_research_hooks.plugin_env import DEFAULT_WAIT, Status, fix_command, install_command
 
 # Claude Code (2.1.197) drops a plugin's bin/ from the Bash tool's PATH when its path holds any of :"'$\` or a
-# newline ("Dropping plugin bin path with shell metacharacters"); the other shell metacharacters count too (a
-# stricter version would drop those): the full path works either way
-SHELL_META = frozenset(':"\'$\\`;&|<>()\n')
+# newline ("Dropping plugin bin path with shell metacharacters"): said as a fact. The other shell
+# metacharacters are not known to be dropped: for them the full path is offered in case the bare name fails.
+SHELL_META = frozenset(':"\'$\\`\n')
+MAYBE_META = frozenset(';&|<>()')
 
 PREPARING, FAILED, MISSING = "ENVIRONMENT_PREPARING", "ENVIRONMENT_BUILD_FAILED", "ENVIRONMENT_MISSING"
 WHY = {"first": "first use after installing the plugin",
@@ -51,16 +52,30 @@ def verdict(found: Status, root: str | None, data: str | None) -> Verdict:
     return Verdict(MISSING, reason, fixes)
 
 
+def _full_paths(root: str) -> list[str]:
+    return [shlex.quote(os.path.join(root, "bin", name)) for name in ("gsd-research", "researcher")]
+
+
 def off_path() -> str:
     """'' on PATH, else how to call the tools: the plugin's root (CLAUDE_PLUGIN_ROOT) holds a shell
-    metacharacter, so the client leaves its bin/ off PATH and `gsd-research` is 'command not found'."""
+    metacharacter the client refuses, so it leaves bin/ off PATH and `gsd-research` is 'command not found'."""
     root = os.environ.get("CLAUDE_PLUGIN_ROOT") or ""
     if not SHELL_META.intersection(root):
         return ""
-    tools = [shlex.quote(os.path.join(root, "bin", name)) for name in ("gsd-research", "researcher")]
+    tools = _full_paths(root)
     return ("Claude Code leaves this plugin's bin/ off PATH (its path holds shell metacharacters), so the bare "
             f"commands are not found: call them by full path, {tools[0]} for gsd-research and {tools[1]} for "
             "researcher")
+
+
+def maybe_off_path() -> str:
+    """'' unless the plugin's root holds a shell metacharacter other clients may refuse: then the full paths."""
+    root = os.environ.get("CLAUDE_PLUGIN_ROOT") or ""
+    if off_path() or not MAYBE_META.intersection(root):
+        return ""
+    tools = _full_paths(root)
+    return (f"If `gsd-research` is not found (this plugin's path holds shell metacharacters), call it by full "
+            f"path: {tools[0]}, and {tools[1]} for researcher")
 
 
 def describe(found: Status, root: str | None, data: str | None) -> str:
@@ -69,8 +84,9 @@ def describe(found: Status, root: str | None, data: str | None) -> str:
     if v.code is None and off_path():
         return f"gsd-research is available through Bash by its full path only. {off_path()}"
     if v.code is None:
+        hint = f". {maybe_off_path()}" if maybe_off_path() else ""
         return ("gsd-research is available through Bash (gsd-research docs|search|fetch|deep|jobs, "
-                "researcher search)")
+                f"researcher search){hint}")
     if v.code == PREPARING:
         return (f"gsd-research is being prepared: {v.cause}. Its commands wait for it (up to {DEFAULT_WAIT} s) and "
                 "then run, or answer ENVIRONMENT_PREPARING with the time left: retry then, and meanwhile use your "
