@@ -154,6 +154,14 @@ def read_marker(venv: str) -> dict:
     return valid_fields(read_json(os.path.join(venv, READY_MARKER)), MARKER_FIELDS)
 
 
+def other_locks(data: str, digest: str) -> bool:
+    """Whether an environment of another lock was made here (a version of the plugin used before this one)."""
+    try:
+        return any(name != digest[:16] for name in os.listdir(os.path.join(data, "current")))
+    except OSError:
+        return False
+
+
 def current_link(data: str, digest: str) -> str:
     """<data>/current/<digest16>: the ready environment of one lock."""
     return os.path.join(data, "current", digest[:16])
@@ -320,6 +328,8 @@ def plugin_status(root: str, data: str) -> Status:
     if not problem:
         return Status("ready", venv)
     why = {"outdated": "update", "interpreter": "interpreter"}.get(problem, "first")
+    if why == "first" and other_locks(data, digest):  # another version's environment: this is an update
+        why = "update"
     state = read_state(data)
     if build_running(data):
         return building(root, data, digest, state, why)

@@ -215,7 +215,7 @@ def test_marketplace_install_builds_on_first_use_reuses_then_rebuilds_once_after
     assert "gsd-research is available" not in said
     built = installed.state()
     assert built["state"] == "ready" and built["tool"] == "pip"
-    assert (installed.data / "venv" / ".gsd-research-ready").exists()
+    assert (installed.data / "current" / built["lock_sha256"][:16] / ".gsd-research-ready").exists()
 
     second = installed.session("Research React effects. " + steps(*CALLS), ALLOWED)
 
@@ -239,10 +239,15 @@ def test_marketplace_install_builds_on_first_use_reuses_then_rebuilds_once_after
     fourth = installed.session("Research React effects. " + steps(*CALLS), ALLOWED)
 
     assert_both_calls_succeeded(third)
-    assert "gsd-research is being prepared" in third.context() and "plugin update changed" in third.context()
+    said3 = third.context()
+    assert "gsd-research is being prepared" in said3 and "plugin update changed" in said3, \
+        (said3[said3.find("SessionStart hook"):][:300], sorted(p.name for p in (installed.data / "current").iterdir()),
+         built["lock_sha256"][:16], sorted(p.name for p in installed.data.iterdir()))
     assert rebuilt["finished_at"] > built["finished_at"] and rebuilt["lock_sha256"] != built["lock_sha256"]
     assert_both_calls_succeeded(fourth)
     assert installed.state()["finished_at"] == rebuilt["finished_at"]  # rebuilt once
+    assert (installed.data / "current" / rebuilt["lock_sha256"][:16] / ".gsd-research-ready").exists()
+    assert (installed.data / "current" / built["lock_sha256"][:16]).exists()  # the old version's, kept a while
     assert "gsd-research is available through Bash" in fourth.context()
     with capsys.disabled():
         print(f"\n[plugin install] first session: build {built['seconds']} s (pip, locked wheels), first success "
