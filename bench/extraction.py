@@ -1,6 +1,8 @@
 """Extraction quality and context saving on the AEB pages, side by side in one run.
 
-Quality: F1/precision/recall (AEB scoring of ../shared/README.md) and ms/page of
+Quality: F1/precision/recall (AEB scoring of ../shared/README.md) and ms/page, on AEB split by site into a
+tuning half and a held-out half (`aeb_split`: sites sorted by SHA-256 of their host name, whole sites
+to the tuning half until it holds half of the pages; no site is in both), then on the whole set, of
   - gsd-research's extraction (`gsd_research.read.extract.extract`, Markdown output),
   - markdownify of the whole page,
   - trafilatura 2.x plain text (include_comments=False, the README's reference setting),
@@ -10,12 +12,16 @@ Context saving (`--context`): every AEB page served on 127.0.0.1 and read with `
 size counted with tiktoken cl100k against the raw page.
 
     TIKTOKEN_CACHE_DIR=/work/shared/tokenizers/tiktoken .venv/bin/python bench/extraction.py [--context] [--limit N] [--repeats N]
+
+`--newspaper4k` also scores the same systems on newspaper4k's test pages (MIT; HTML and expected article
+text from its PyPI source distribution, fetched once with pip into $EXTRACT_BENCH_DIR, then read offline).
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import json
 import os
 import re
@@ -24,6 +30,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from urllib.parse import urlparse
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("GSD_SHARED_DIR", ROOT.parent / "shared"))
@@ -66,6 +73,52 @@ def load_pages(limit: int | None = None) -> list[tuple[str, bytes, str]]:
     return pages
 
 
+def aeb_split() -> set[str]:
+    """The page ids of the tuning half: whole sites, taken in the order of the SHA-256 of their host name,
+    until half of the pages are in. The other half (held out) shares no site with it."""
+    truth = json.loads((AEB / "ground-truth.json").read_text(encoding="utf-8"))
+    sites: dict[str, list[str]] = {}
+    for key, value in truth.items():
+        host = urlparse(value.get("url") or "").netloc.lower().removeprefix("www.")
+        sites.setdefault(host, []).append(key)
+    tuning: set[str] = set()
+    for host in sorted(sites, key=lambda h: hashlib.sha256(h.encode()).hexdigest()):
+        if len(tuning) >= len(truth) // 2:
+            break
+        tuning.update(sites[host])
+    return tuning
+
+
+NEWSPAPER4K = "newspaper4k==0.9.6"
+NEWSPAPER4K_SHA256 = "a3f2f0e017dddb6f1019ee77aaa8980e13e6ecea0b949abc7167aae4770d2d0e"
+
+
+def newspaper4k_pages() -> list[tuple[str, bytes, str]]:
+    """newspaper4k's test pages that come with an expected text: (name, html, text). Its sdist is fetched
+    once with pip (the package registry) into $EXTRACT_BENCH_DIR and checked against a pinned SHA-256."""
+    import subprocess
+    import tarfile
+
+    work = Path(os.environ.get("EXTRACT_BENCH_DIR", "/tmp/gsd-extract-bench"))
+    work.mkdir(parents=True, exist_ok=True)
+    archive = work / f"{NEWSPAPER4K.replace('==', '-')}.tar.gz"
+    if not archive.exists():
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+                        "-d", str(work), NEWSPAPER4K], check=True, capture_output=True)
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    if digest != NEWSPAPER4K_SHA256:
+        raise SystemExit(f"{archive} has SHA-256 {digest}, expected {NEWSPAPER4K_SHA256}")
+    pages = []
+    with tarfile.open(archive) as tar:
+        members = {m.name.split("/tests/data/", 1)[-1]: m for m in tar.getmembers() if "/tests/data/" in m.name}
+        for name in sorted(members):
+            if name.startswith("txt/") and f"html/{name[4:-4]}.html" in members:
+                html = tar.extractfile(members[f"html/{name[4:-4]}.html"]).read()
+                text = tar.extractfile(members[name]).read().decode("utf-8")
+                pages.append((name[4:-4], html, text))
+    return pages
+
+
 def _ours(html: bytes) -> str:
     from gsd_research.read.extract import extract
 
@@ -95,33 +148,51 @@ SYSTEMS = {
 }
 
 
-def quality(pages, repeats: int = 1) -> None:
-    """Every system on every page; systems interleaved per page (rotating order) so that load on the
-    shared machine hits all of them alike; the best of `repeats` timings per page and system."""
-    import trafilatura
-
+def run_systems(pages, repeats: int = 1) -> dict[str, dict[str, tuple[tuple[float, float, float], float]]]:
+    """Every system on every page: {system: {page id: ((tp, fp, fn), seconds)}}. Systems interleaved per
+    page (rotating order) so that load on the shared machine hits all of them alike; the best of
+    `repeats` timings per page and system."""
     names = list(SYSTEMS)
     for fn in SYSTEMS.values():  # warm imports and caches outside the timing
         fn(pages[0][1])
-    rows = {name: [] for name in names}
-    elapsed = dict.fromkeys(names, 0.0)
-    for index, (_key, html, truth) in enumerate(pages):
+    out: dict[str, dict] = {name: {} for name in names}
+    for index, (key, html, truth) in enumerate(pages):
         order = names[index % len(names):] + names[:index % len(names)]
         for name in order:
             best = float("inf")
             for _ in range(repeats):
                 started = time.perf_counter()
-                out = SYSTEMS[name](html)
+                text = SYSTEMS[name](html)
                 best = min(best, time.perf_counter() - started)
-            elapsed[name] += best
-            rows[name].append(page_match(truth, out))
-    print(f"AEB pages: {len(pages)}  (trafilatura {trafilatura.__version__}, best of {repeats} per page)")
+            out[name][key] = (page_match(truth, text), best)
+    return out
+
+
+def report(title: str, results: dict, keys: list[str]) -> None:
+    """One table: F1, P, R, ms/page and time relative to trafilatura txt over the pages `keys`."""
+    print(f"\n{title}: {len(keys)} pages")
     print(f"{'system':34} {'F1':>6} {'P':>6} {'R':>6} {'ms/page':>8} {'time vs trafilatura':>20}")
-    base = elapsed["trafilatura 2.x txt"]
-    for name in names:
-        f1, p, r = score(rows[name])
-        print(f"{name:34} {f1:6.3f} {p:6.3f} {r:6.3f} {1000 * elapsed[name] / len(pages):8.1f} "
-              f"{elapsed[name] / base:19.2f}x", flush=True)
+    base = sum(results["trafilatura 2.x txt"][k][1] for k in keys)
+    for name, per_page in results.items():
+        f1, p, r = score([per_page[k][0] for k in keys])
+        spent = sum(per_page[k][1] for k in keys)
+        print(f"{name:34} {f1:6.4f} {p:6.4f} {r:6.4f} {1000 * spent / len(keys):8.1f} {spent / base:19.2f}x",
+              flush=True)
+
+
+def quality(pages, repeats: int = 1, extra: list | None = None) -> None:
+    import trafilatura
+
+    print(f"trafilatura {trafilatura.__version__}, best of {repeats} timings per page and system")
+    results = run_systems(pages, repeats)
+    tuning = aeb_split()
+    keys = [key for key, _, _ in pages]
+    report("AEB held-out half (sites never looked at while tuning)", results, [k for k in keys if k not in tuning])
+    report("AEB tuning half", results, [k for k in keys if k in tuning])
+    report("AEB whole", results, keys)
+    if extra:
+        report("newspaper4k test pages (expected text = newspaper's own output)", run_systems(extra, repeats),
+               [key for key, _, _ in extra])
 
 
 def context(pages, max_tokens: int) -> None:
@@ -183,12 +254,13 @@ def main() -> None:
     parser.add_argument("--only-context", action="store_true")
     parser.add_argument("--max-tokens", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=3, help="timings per page and system (best counts)")
+    parser.add_argument("--newspaper4k", action="store_true", help="also score newspaper4k's test pages")
     args = parser.parse_args()
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(SHARED / "tokenizers" / "tiktoken"))
     sys.path.insert(0, str(ROOT))
     pages = load_pages(args.limit)
     if not args.only_context:
-        quality(pages, args.repeats)
+        quality(pages, args.repeats, newspaper4k_pages() if args.newspaper4k else None)
     if args.context or args.only_context:
         import tempfile
 

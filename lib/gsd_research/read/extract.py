@@ -17,6 +17,12 @@ _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden|font-siz
                            r"opacity\s*:\s*0(?![.\d])", re.I)
 _NOT_TEXT = {"script", "style", "template", "noscript", "svg", "head"}
 MIN_CHARS = 200  # below this the precise pass probably missed the article: try harder
+# Chrome trimming (tuned on one half of AEB's sites, checked on the other: bench/extraction.py).
+_WORDS = re.compile(r"\w+")
+_HEADING = re.compile(r"^#{1,6}\s+")
+_LINE_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)]|#{1,6})\s+")
+_LABEL = re.compile(r"^\s*(?:[-*+]|\d+[.)]|#{1,6})?\s*[*_]*\s*[\w ]{1,25}:\s*[*_]*\s*")  # "**Related: "
+_URL_LINE = re.compile(r"^\W*(?:https?://|www\.)\S+\W*$", re.I)
 
 
 @dataclass
@@ -70,6 +76,60 @@ def hidden_texts(tree, limit: int = 20) -> list[str]:
     return out
 
 
+def _norm(text: str) -> str:
+    return " ".join(_WORDS.findall(text.lower()))
+
+
+def anchor_texts(tree) -> set[str]:
+    """The normalised texts of the page's links of two words or more (read before trafilatura prunes)."""
+    out = set()
+    for node in tree.iter("a"):
+        text = _norm(node.text_content())
+        if " " in text:
+            out.add(text)
+    return out
+
+
+def _is_link_line(line: str, anchors: set[str]) -> bool:
+    """The whole line is the text of one link (a teaser, "Related: ..." or "- Other story"), not a bare URL."""
+    stripped = line.strip()
+    if not stripped or _URL_LINE.match(stripped.strip("*_")):
+        return False
+    if _norm(_LINE_MARK.sub("", stripped)) in anchors:
+        return True
+    label = _LABEL.match(stripped)
+    rest = _norm(stripped[label.end():]) if label else ""
+    return rest.count(" ") >= 2 and rest in anchors
+
+
+def _emphasised(line: str) -> bool:
+    s = line.strip().strip("()")
+    return len(s) > 2 and s[0] == s[-1] == "*"
+
+
+def trim_chrome(text: str, title: str | None, anchors: set[str]) -> str:
+    """Drop what surrounds an article rather than belonging to it: a leading heading that repeats the page
+    title (returned apart), runs of link-only lines at either end (related stories) and emphasised
+    link-only lines anywhere ("**Related: ...**", "*Read also ...*")."""
+    lines = text.split("\n")
+    filled = [i for i, line in enumerate(lines) if line.strip()]
+    drop: set[int] = set()
+    if filled and title and _HEADING.match(lines[filled[0]]):
+        heading, known = set(_WORDS.findall(lines[filled[0]].lower())), set(_WORDS.findall(title.lower()))
+        if heading and len(heading & known) >= 0.8 * len(heading):
+            drop.add(filled[0])
+    links = {i for i in filled if _is_link_line(lines[i], anchors)}
+    for run in (filled, filled[::-1]):
+        for i in run:
+            if i not in links and i not in drop:
+                break
+            drop.add(i)
+    drop.update(i for i in links if _emphasised(lines[i]))
+    if len(drop) == len(filled):
+        return text
+    return _BLANK_RUNS.sub("\n\n", "\n".join(line for i, line in enumerate(lines) if i not in drop)).strip()
+
+
 def _trafilatura(tree, **opts) -> str:
     import trafilatura
 
@@ -116,6 +176,7 @@ def extract(html: str | bytes, *, scan_hidden: bool = True) -> Extracted:
         return Extracted("", None, "none")
     title = _title(tree)
     hidden = hidden_texts(tree) if scan_hidden else []
+    anchors = anchor_texts(tree)
     # fast=True skips trafilatura's readability/justext comparison (measured in bench/extraction.py:
     # about 0.7x of its time at a higher F1 once Markdown escapes are undone); the few pages it gets
     # wrong look like lists of short lines and get the full, precision-favouring pass.
@@ -131,7 +192,7 @@ def extract(html: str | bytes, *, scan_hidden: bool = True) -> Extracted:
             text, method = recall, "trafilatura-recall"
     if not text:
         text, method = clean_markdown(_markdownify_body(parse_html(html))), "markdownify"
-    return Extracted(text, title, method, hidden)
+    return Extracted(trim_chrome(text, title, anchors), title, method, hidden)
 
 
 def text_to_markdown(text: str) -> str:
