@@ -1,6 +1,7 @@
 """Knowledge-base indexing benchmark: throughput cold/warm, incremental edits, embedding speed, peak RSS.
 
-Usage: python bench/kb_indexing.py [--part fastapi|mixed|embed|memory|memory-phases|chroma-memory|all] [--pairs N]
+Usage: python bench/kb_indexing.py [--part fastapi|mixed|embed|quality|memory|memory-phases|chroma-memory|all]
+       [--pairs N] [--rounds N]
 Work files go to $KB_BENCH_DIR (default /tmp/gsd-kb-bench); nothing is written into the repository.
 """
 
@@ -128,47 +129,104 @@ def incremental_run(env: dict, name: str, folder: Path) -> dict:
             "exactly_those": changed == rel}
 
 
-def _compare(ours, chroma, texts: list[str], rounds: int = 3) -> dict:
-    """Interleaved rounds (Chroma, ours, Chroma, ours, ...) on the same texts; median seconds of each."""
+def _compare(systems: dict, texts: list[str], rounds: int) -> dict:
+    """Interleaved rounds (each system in turn, the order rotating) on the same texts: median and range of
+    texts/s per system, speedup of each over Chroma's own function, cosine of each vector to Chroma's."""
     import statistics
 
     import numpy as np
 
-    chroma(texts[:4])
-    ours.embed(texts[:4])
-    t_chroma, t_ours = [], []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        a = np.array(chroma(texts))
-        t_chroma.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        b = np.array(ours.embed(texts))
-        t_ours.append(time.perf_counter() - t0)
-    tc, to = statistics.median(t_chroma), statistics.median(t_ours)
-    return {"texts": len(texts), "mean_tokens": round(float(np.mean(ours.count_tokens(texts))), 1),
-            "rounds": rounds, "chroma_texts_per_s": round(len(texts) / tc, 2),
-            "ours_texts_per_s": round(len(texts) / to, 2), "speedup": round(tc / to, 2),
-            "max_abs_diff": float(np.abs(a - b).max())}
+    names = list(systems)
+    for fn in systems.values():
+        fn(texts[:4])
+    seconds: dict[str, list[float]] = {name: [] for name in names}
+    vectors = {}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            t0 = time.perf_counter()
+            vectors[name] = np.array(systems[name](texts), dtype=np.float64)
+            seconds[name].append(time.perf_counter() - t0)
+    base = statistics.median(seconds["chroma"])
+    out = {"texts": len(texts), "rounds": rounds}
+    for name in names:
+        med = statistics.median(seconds[name])
+        cos = (vectors[name] * vectors["chroma"]).sum(1)
+        out[name] = {"texts_per_s": round(len(texts) / med, 2),
+                     "texts_per_s_range": [round(len(texts) / max(seconds[name]), 2),
+                                           round(len(texts) / min(seconds[name]), 2)],
+                     "speedup_vs_chroma": round(base / med, 2),
+                     "cosine_to_chroma_min": round(float(cos.min()), 4),
+                     "cosine_to_chroma_mean": round(float(cos.mean()), 4)}
+    return out
 
 
-def embed_run(n: int = 128) -> dict:
-    """Our batched dynamic-padding embedder vs Chroma's ONNXMiniLM_L6_V2 on the same texts: fastapi-docs
-    fragments (long, near the 256-token cap) and SciFact queries (short, where padding to 256 hurts most)."""
+def embed_run(n: int = 128, rounds: int = 5) -> dict:
+    """Chroma's own ONNXMiniLM_L6_V2 (pads every text to 256 tokens, batches of 32) vs our embedder with the
+    same float model (length-sorted batches of 8, dynamic padding) and with its int8 build (the default), on
+    the same texts: fastapi-docs fragments (long, near the 256-token cap) and SciFact queries (short)."""
     env = bench_env("embed")
-    os.environ["HOME"] = env["HOME"]
+    os.environ.update(HOME=env["HOME"], GSD_RESEARCH_HOME=env["GSD_RESEARCH_HOME"])
     from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
 
     from gsd_research.researcher.chunking import chunk_text
     from gsd_research.researcher.gateways.embedding_gateway import DefaultEmbedder
 
-    ours, chroma = DefaultEmbedder(), ONNXMiniLM_L6_V2()
+    os.environ["GSD_RESEARCH_EMBEDDING_PRECISION"] = "fp32"
+    fp32 = DefaultEmbedder()
+    os.environ["GSD_RESEARCH_EMBEDDING_PRECISION"] = "int8"
+    int8 = DefaultEmbedder()
+    assert (fp32.precision, int8.precision) == ("fp32", "int8"), "the int8 model could not be built"
+    systems = {"chroma": ONNXMiniLM_L6_V2(), "ours_fp32": fp32.embed, "ours_int8": int8.embed}
     texts: list[str] = []
     for p in sorted((SHARED / "bench" / "corpora" / "fastapi-docs").rglob("*.md")):
-        texts += [f.text for f in chunk_text(p.read_text(encoding="utf-8"), p.name, ours.count_tokens)]
+        texts += [f.text for f in chunk_text(p.read_text(encoding="utf-8"), p.name, int8.count_tokens)]
     fragments = texts[:: max(1, len(texts) // n)][:n]
     queries = [json.loads(line)["text"] for line in
                (SCIFACT / "queries-train.jsonl").read_text(encoding="utf-8").splitlines()][:n]
-    return {"fastapi_fragments": _compare(ours, chroma, fragments), "scifact_queries": _compare(ours, chroma, queries)}
+    import numpy as np
+
+    return {"fastapi_fragments": {"mean_tokens": round(float(np.mean(int8.count_tokens(fragments))), 1),
+                                  **_compare(systems, fragments, rounds)},
+            "scifact_queries": {"mean_tokens": round(float(np.mean(int8.count_tokens(queries))), 1),
+                                **_compare(systems, queries, rounds)}}
+
+
+def quality_run() -> dict:
+    """SciFact indexed cold through the product twice, with the float model and with the int8 model (fresh
+    processes, one after the other): indexing time and peak RSS, then nDCG@10 of the train queries, vector
+    alone and the shipped hybrid ranking, for each index with its own query vectors, and for the float
+    index queried with int8 vectors (a repository indexed before the switch and not re-indexed)."""
+    from kb_retrieval import load_judgments, ndcg_at_10
+
+    queries, qrels = load_judgments()
+    ids = list(queries)
+    texts = [queries[q] for q in ids]
+    out: dict[str, dict] = {}
+    envs = {}
+    for precision in ("fp32", "int8"):
+        env = cold_scifact(None, f"quality-{precision}")
+        env["GSD_RESEARCH_EMBEDDING_PRECISION"] = precision
+        doc, wall, rss = researcher(env, "index", "scifact")
+        out[precision] = {**index_figures(doc, wall), "peak_rss_mib": round(rss / 1024, 1)}
+        envs[precision] = env
+        print(json.dumps({precision: out[precision]}), file=sys.stderr, flush=True)
+    for index, query in (("fp32", "fp32"), ("int8", "int8"), ("fp32", "int8")):
+        os.environ.update(HOME=envs[index]["HOME"], GSD_RESEARCH_HOME=envs[index]["GSD_RESEARCH_HOME"],
+                          GSD_RESEARCH_EMBEDDING_PRECISION=query)
+        from gsd_research.researcher.service_factory import ServiceFactory
+
+        factory = ServiceFactory()
+        service = factory.search_service(factory.repository_service.get_repository("scifact"))
+        vectors = service.embedding.embed_queries(texts)
+        row = {}
+        for label, mode in (("vector", "vector"), ("hybrid", "hybrid")):
+            results = service.search_many(texts, 10, 10, mode, vectors, "rsf")
+            scores = [ndcg_at_10([Path(d.document_path).stem for d in docs], qrels[qid])
+                      for qid, (docs, _) in zip(ids, results, strict=True)]
+            row[f"ndcg@10_{label}"] = round(sum(scores) / len(scores), 4)
+        out[f"index_{index}_queries_{query}"] = row
+        print(json.dumps({f"index_{index}_queries_{query}": row}), file=sys.stderr, flush=True)
+    return out
 
 
 def cold_scifact(limit: int | None, prefix: str) -> dict:
@@ -269,19 +327,23 @@ def chroma_alone_run(pairs: int = 2) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--part", default="all", choices=["fastapi", "mixed", "embed", "memory", "memory-phases", "chroma-memory", "all"])
+    parser.add_argument("--part", default="all", choices=["fastapi", "mixed", "embed", "quality", "memory", "memory-phases",
+                                                     "chroma-memory", "all"])
     parser.add_argument("--pairs", type=int, default=2, help="memory: how many 1,000 / 5,183 pairs to run")
+    parser.add_argument("--rounds", type=int, default=5, help="embed: interleaved rounds per system")
     args = parser.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
     figures = {}
     if args.part in ("embed", "all"):
-        figures["embedding"] = embed_run()
+        figures["embedding"] = embed_run(rounds=args.rounds)
     if args.part in ("fastapi", "all"):
         figures["fastapi-docs"] = corpus_run("fastapi", SHARED / "bench" / "corpora" / "fastapi-docs", True)
     if args.part in ("mixed", "all"):
         figures["mixed-formats"] = corpus_run("mixed", SHARED / "bench" / "corpora" / "mixed-formats", False)
     if args.part in ("memory", "all"):
         figures["memory"] = memory_run(args.pairs)
+    if args.part == "quality":
+        figures["quality"] = quality_run()
     if args.part == "memory-phases":
         figures["memory_phases"] = phases_run()
     if args.part == "chroma-memory":

@@ -13,8 +13,10 @@ from tests.conftest import MODEL_DIR, SHARED, Result, require
 MIXED = SHARED / "bench" / "corpora" / "mixed-formats"
 
 
-def seed_model(home: Path | None = None) -> Path:
-    """Chroma's default model where Chroma looks under this test's HOME (symlinks to the offline copy)."""
+def seed_model(home: Path | None = None, int8: bool = True) -> Path:
+    """Chroma's default model where Chroma looks under this test's HOME (symlinks to the offline copy), and
+    (`int8`) the int8 build the embedder makes on first use, built once per test process and linked into this
+    test's GSD_RESEARCH_HOME, so that every test does not pay the build."""
     dest = Path(home or os.environ["HOME"]) / ".cache" / "chroma" / "onnx_models" / "all-MiniLM-L6-v2" / "onnx"
     dest.mkdir(parents=True, exist_ok=True)
     require(MODEL_DIR / "model.onnx", "Chroma's default embedding model (all-MiniLM-L6-v2 ONNX)")
@@ -22,7 +24,28 @@ def seed_model(home: Path | None = None) -> Path:
         target = dest / f.name
         if not target.exists():
             target.symlink_to(f)
+    if int8:
+        _link_int8(dest / "model.onnx")
     return dest
+
+
+_INT8_BUILDS: dict[str, Path] = {}
+
+
+def _link_int8(source: Path) -> None:
+    import tempfile
+
+    from gsd_research.researcher.gateways import int8_model
+
+    target = int8_model.cached_path(source)
+    if target.exists():
+        return
+    if target.name not in _INT8_BUILDS:
+        built = Path(tempfile.mkdtemp(prefix="gsd-int8-")) / target.name
+        int8_model.build(source, built)
+        _INT8_BUILDS[target.name] = built
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.symlink_to(_INT8_BUILDS[target.name])
 
 
 KbResult = Result  # the same result shape as gsd-research's `cli` fixture

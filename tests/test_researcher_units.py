@@ -99,21 +99,120 @@ def test_fts_query_keeps_identifiers_and_drops_stop_words():
 
 # -- embeddings -------------------------------------------------------------------------------------
 
-def test_fast_embedder_vectors_are_identical_to_chromas_default(home):
+EMBED_TEXTS = ["short", "", "Ünïcödé ✓ 漢字", "a medium sentence about sourdough bread and ovens",
+               " ".join(["long"] * 400)]
+
+
+def test_float_embedder_vectors_are_identical_to_chromas_default(home, monkeypatch):
+    import numpy as np
+    from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
+
+    from gsd_research.researcher.gateways.embedding_gateway import DefaultEmbedder
+
+    seed_model(int8=False)
+    monkeypatch.setenv("GSD_RESEARCH_EMBEDDING_PRECISION", "fp32")
+    embedder = DefaultEmbedder()
+    ours = np.array(embedder.embed(EMBED_TEXTS))
+    theirs = np.array(ONNXMiniLM_L6_V2()(EMBED_TEXTS))
+
+    assert embedder.precision == "fp32"
+    assert ours.shape == theirs.shape == (5, 384)
+    assert np.abs(ours - theirs).max() < 1e-5
+    assert not (home / "models").exists()  # the float path builds nothing
+
+
+def test_int8_embedder_is_the_default_and_stays_close_to_chromas_vectors(home):
     import numpy as np
     from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
 
     from gsd_research.researcher.gateways.embedding_gateway import DefaultEmbedder
 
     seed_model()
-    texts = ["short", "", "Ünïcödé ✓ 漢字", "a medium sentence about sourdough bread and ovens",
-             " ".join(["long"] * 400)]
+    embedder = DefaultEmbedder()
+    ours = np.array(embedder.embed(EMBED_TEXTS))
+    theirs = np.array(ONNXMiniLM_L6_V2()(EMBED_TEXTS))
 
-    ours = np.array(DefaultEmbedder().embed(texts))
-    theirs = np.array(ONNXMiniLM_L6_V2()(texts))
+    assert embedder.precision == "int8"
+    assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+    cosine = (ours * theirs).sum(1)
+    assert cosine.min() > 0.95 and np.delete(cosine, 1).min() > 0.98, cosine  # the empty text moves most
+    assert np.abs(ours - theirs).max() > 1e-4  # really the int8 model, not the float one
 
-    assert ours.shape == theirs.shape == (5, 384)
-    assert np.abs(ours - theirs).max() < 1e-5
+
+def test_int8_model_is_built_once_privately_under_the_home_and_reused(home):
+    from gsd_research.researcher.gateways import int8_model
+    from gsd_research.researcher.gateways.embedding_gateway import DefaultEmbedder
+
+    source = seed_model(int8=False) / "model.onnx"
+    first = DefaultEmbedder()
+    built = int8_model.cached_path(source)
+
+    assert first.precision == "int8" and built.parent == home / "models"
+    assert built.stat().st_mode & 0o777 == 0o600 and built.parent.stat().st_mode & 0o777 == 0o700
+    assert [p.name for p in built.parent.iterdir()] == [built.name]  # no temporary files left
+    stamp = built.stat().st_mtime_ns
+    assert DefaultEmbedder().precision == "int8"
+    assert built.stat().st_mtime_ns == stamp  # reused, not rebuilt
+
+
+def test_simplified_graph_gives_bit_identical_float_vectors(home, tmp_path):
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+
+    from gsd_research.researcher.gateways import int8_model
+    from gsd_research.researcher.gateways.embedding_gateway import DefaultEmbedder
+
+    source = seed_model(int8=False) / "model.onnx"
+    model = onnx.load(str(source))
+    removed = int8_model.simplify(model)
+    onnx.checker.check_model(model)
+    onnx.save(model, str(tmp_path / "simple.onnx"))
+    os.environ["GSD_RESEARCH_EMBEDDING_PRECISION"] = "fp32"
+    try:
+        embedder = DefaultEmbedder()
+    finally:
+        del os.environ["GSD_RESEARCH_EMBEDDING_PRECISION"]
+    texts = EMBED_TEXTS + ["[CLS] [SEP] [PAD]", "x " * 300]
+    original = np.array(embedder.embed(texts))
+    embedder.session = ort.InferenceSession(str(tmp_path / "simple.onnx"), providers=["CPUExecutionProvider"])
+
+    assert removed == 17  # 6 NaN guards (Where + IsNaN) and 5 repeated mask computations
+    assert np.array_equal(np.array(embedder.embed(texts)), original)
+    assert int8_model.simplify(model) == 0  # nothing left to remove
+
+
+def test_a_damaged_int8_model_falls_back_to_the_float_model_and_is_rebuilt(home):
+    from gsd_research.researcher.gateways import int8_model
+    from gsd_research.researcher.gateways.embedding_gateway import DefaultEmbedder
+
+    source = seed_model(int8=False) / "model.onnx"
+    target = int8_model.cached_path(source)
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b"\x08\x07 not an onnx model")
+
+    damaged = DefaultEmbedder()
+
+    assert damaged.precision == "fp32" and len(damaged.embed(["still works"])[0]) == 384
+    assert not target.exists()
+    assert DefaultEmbedder().precision == "int8" and target.stat().st_size > 1_000_000
+
+
+def test_when_the_int8_model_cannot_be_built_the_float_model_is_used_and_logged(home, monkeypatch):
+    from gsd_research.researcher.gateways import int8_model
+    from gsd_research.researcher.gateways.embedding_gateway import DefaultEmbedder
+
+    seed_model(int8=False)
+
+    def no_onnx(source, target):
+        raise ModuleNotFoundError("No module named 'onnx'")
+
+    monkeypatch.setattr(int8_model, "build", no_onnx)
+    embedder = DefaultEmbedder()
+
+    assert embedder.precision == "fp32" and len(embedder.embed(["text"])[0]) == 384
+    log = (home / "logs" / "researcher.log").read_text()
+    assert "embedding.int8_unavailable" in log and "No module named" in log
 
 
 def test_the_offline_seed_script_puts_the_model_where_chroma_looks(home):

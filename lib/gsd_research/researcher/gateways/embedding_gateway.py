@@ -1,4 +1,4 @@
-"""Embeddings: Chroma's default model (same ONNX weights, faster batching), Ollama or OpenAI."""
+"""Embeddings: Chroma's default model (its ONNX weights in int8, faster batching), Ollama or OpenAI."""
 
 from __future__ import annotations
 
@@ -45,10 +45,12 @@ def ensure_chroma_model(folder: Path | None = None) -> Path:
 
 
 class DefaultEmbedder:
-    """all-MiniLM-L6-v2 exactly as Chroma computes it (truncate 256, mean-pool, L2-normalize), but
-    batched by length with dynamic padding instead of padding every text to 256 tokens. Batches of 8
-    keep the attention activations small: peak RSS of embedding alone 386 MiB vs 983 MiB at 32, and faster
-    on this 2-core machine (10.2 s vs 13.8 s for 160 SciFact abstracts at 16)."""
+    """all-MiniLM-L6-v2 as Chroma computes it (truncate 256, mean-pool, L2-normalize), but batched by length
+    with dynamic padding instead of padding every text to 256 tokens, and by default with the model's weight
+    matrices in int8 (`int8_model`: built once from Chroma's local model file; several times faster, the same
+    retrieval quality on SciFact, see BENCHMARKS.md); GSD_RESEARCH_EMBEDDING_PRECISION=fp32 keeps the float
+    model, whose vectors equal Chroma's. Batches of 8 keep the attention activations small: peak RSS of
+    embedding alone 386 MiB vs 983 MiB at 32 (float model), and faster on this 2-core machine."""
 
     def __init__(self, batch_size: int = 8) -> None:
         from tokenizers import Tokenizer
@@ -62,15 +64,28 @@ class DefaultEmbedder:
         self.counter.no_truncation()
         self.counter.no_padding()
         self.model_path = folder / "model.onnx"
+        self.precision = "fp32"
         self.session = self._open_session()
 
     def _open_session(self):
         import onnxruntime as ort
 
+        from gsd_research.researcher.gateways import int8_model
+
         opts = ort.SessionOptions()
         opts.log_severity_level = 3
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        return ort.InferenceSession(str(self.model_path), sess_options=opts, providers=ort.get_available_providers())
+        providers = ort.get_available_providers()
+        quantized = int8_model.ensure(self.model_path) if int8_model.wanted() else None
+        if quantized is not None:
+            try:
+                session = ort.InferenceSession(str(quantized), sess_options=opts, providers=providers)
+                self.precision = "int8"
+                return session
+            except Exception:  # noqa: BLE001 - a damaged cached model: drop it (rebuilt next time), use the float one
+                int8_model.discard(quantized)
+        self.precision = "fp32"
+        return ort.InferenceSession(str(self.model_path), sess_options=opts, providers=providers)
 
     def release(self) -> None:
         """Free the ONNX session (weights and activation arena, ~300 MiB); the next `embed` reopens it.
