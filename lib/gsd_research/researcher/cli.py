@@ -224,7 +224,17 @@ def search(kb, query, repo_name, n_fragments, n_documents, mode, queries_file):
     text = " ".join(query).strip()
     if not text:
         raise UsageError("search needs a QUERY", suggestions=['researcher search "how to configure X" --json'])
-    return search_cmd.run_one(kb, text, repo_name, n_fragments, n_documents, mode)
+    from gsd_research.researcher import resident
+
+    local = kb.chroma_url is None
+    answer = resident.ask({"query": text, "repo": repo_name, "n_fragments": n_fragments,
+                           "n_documents": n_documents, "mode": mode}) if local else None
+    if answer is not None:
+        return answer["ok"]
+    payload = search_cmd.run_one(kb, text, repo_name, n_fragments, n_documents, mode)
+    if local:
+        resident.spawn()  # later searches from this home skip the start-up
+    return payload
 
 
 @kb_command(cli, "status")
