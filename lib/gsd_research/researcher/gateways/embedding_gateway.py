@@ -75,6 +75,9 @@ class DefaultEmbedder:
         opts = ort.SessionOptions()
         opts.log_severity_level = 3
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # Worker threads sleep instead of spinning between operators: on a shared 2-core machine spinning
+        # threads fight the busy ones (int8, 2 threads, load ~13: 28 texts/s without spinning, 14 with it).
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         providers = ort.get_available_providers()
         quantized = int8_model.ensure(self.model_path) if int8_model.wanted() else None
         if quantized is not None:
