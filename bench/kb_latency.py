@@ -64,11 +64,14 @@ def single_queries(env: dict, queries: list[dict], runs: int) -> dict:
             resident.append(timed(search + [queries[i]["text"]], env)[0])
             own.append(timed(search + [queries[i]["text"]], alone)[0])
         assert resident_up(env, 1) == pid, "the resident process changed during the runs"
+        status = Path(f"/proc/{pid}/status").read_text()
+        rss = {k: round(int(v.split()[0]) / 1024, 1) for k, _, v in (line.partition(":") for line in status.splitlines())
+               if k in ("VmRSS", "VmHWM")}
     finally:
         os.kill(pid, 15)
     base = statistics.median(baseline)
     return {"runs": runs, "import_chromadb_s": stats(baseline), "search_resident_s": stats(resident),
-            "search_own_process_s": stats(own),
+            "search_own_process_s": stats(own), "resident_rss_mib": rss["VmRSS"], "resident_peak_rss_mib": rss["VmHWM"],
             "ratio_resident_over_import_chromadb": round(statistics.median(resident) / base, 2),
             "ratio_own_process_over_import_chromadb": round(statistics.median(own) / base, 2)}
 
