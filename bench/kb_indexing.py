@@ -191,7 +191,7 @@ def embed_run(n: int = 128, rounds: int = 5) -> dict:
                                 **_compare(systems, queries, rounds)}}
 
 
-def quality_run() -> dict:
+def quality_run(reuse_float: bool = False) -> dict:
     """SciFact indexed cold through the product twice, with the float model and with the int8 model (fresh
     processes, one after the other): indexing time and peak RSS, then nDCG@10 of the train queries, vector
     alone and the shipped hybrid ranking, for each index with its own query vectors, and for the float
@@ -204,13 +204,17 @@ def quality_run() -> dict:
     out: dict[str, dict] = {}
     envs = {}
     for precision in ("fp32", "int8"):
+        if precision == "fp32" and reuse_float and (WORK / "home-quality-fp32-all" / "repositories" / "scifact"
+                                                    / "checksums.json").exists():
+            envs[precision] = dict(bench_env("quality-fp32-all"), GSD_RESEARCH_EMBEDDING_PRECISION="fp32")
+            continue  # the float index of an earlier run (the float model does not change)
         env = cold_scifact(None, f"quality-{precision}")
         env["GSD_RESEARCH_EMBEDDING_PRECISION"] = precision
         doc, wall, rss = researcher(env, "index", "scifact")
         out[precision] = {**index_figures(doc, wall), "peak_rss_mib": round(rss / 1024, 1)}
         envs[precision] = env
         print(json.dumps({precision: out[precision]}), file=sys.stderr, flush=True)
-    for index, query in (("fp32", "fp32"), ("int8", "int8"), ("fp32", "int8")):
+    for index, query in (("fp32", "fp32"), ("int8", "int8"), ("fp32", "int8"), ("int8", "fp32")):
         os.environ.update(HOME=envs[index]["HOME"], GSD_RESEARCH_HOME=envs[index]["GSD_RESEARCH_HOME"],
                           GSD_RESEARCH_EMBEDDING_PRECISION=query)
         from gsd_research.researcher.service_factory import ServiceFactory
@@ -331,6 +335,7 @@ def main() -> None:
                                                      "chroma-memory", "all"])
     parser.add_argument("--pairs", type=int, default=2, help="memory: how many 1,000 / 5,183 pairs to run")
     parser.add_argument("--rounds", type=int, default=5, help="embed: interleaved rounds per system")
+    parser.add_argument("--reuse-float", action="store_true", help="quality: keep an existing float index")
     args = parser.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
     figures = {}
@@ -343,7 +348,7 @@ def main() -> None:
     if args.part in ("memory", "all"):
         figures["memory"] = memory_run(args.pairs)
     if args.part == "quality":
-        figures["quality"] = quality_run()
+        figures["quality"] = quality_run(args.reuse_float)
     if args.part == "memory-phases":
         figures["memory_phases"] = phases_run()
     if args.part == "chroma-memory":

@@ -154,6 +154,14 @@ def test_int8_model_is_built_once_privately_under_the_home_and_reused(home):
     assert DefaultEmbedder().precision == "int8"
     assert built.stat().st_mtime_ns == stamp  # reused, not rebuilt
 
+    import onnx
+
+    kept = int8_model._sensitive(onnx.load(str(source)))  # the feed-forward output projections stay float
+    assert len(kept) == 6 and all("/output/dense/" in name and "attention" not in name for name in kept)
+    ops = {n.name: n.op_type for n in onnx.load(str(built)).graph.node}
+    assert all(ops.get(name) == "MatMul" for name in kept)
+    assert sum(op == "MatMulInteger" for op in ops.values()) == 30  # Q, K, V, attention out, FFN in: 5 x 6 layers
+
 
 def test_simplified_graph_gives_bit_identical_float_vectors(home, tmp_path):
     import numpy as np
