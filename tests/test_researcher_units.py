@@ -121,6 +121,21 @@ def test_float_embedder_vectors_are_identical_to_chromas_default(home, monkeypat
     assert not (home / "models").exists()  # the float path builds nothing
 
 
+def test_queries_are_embedded_with_the_float_model_and_load_no_int8_model(home):
+    import numpy as np
+    from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
+
+    from gsd_research.researcher.gateways.embedding_gateway import EmbeddingGateway
+
+    seed_model(int8=False)
+    gateway = EmbeddingGateway()
+    ours = np.array(gateway.embed_queries(EMBED_TEXTS))
+    theirs = np.array(ONNXMiniLM_L6_V2()(EMBED_TEXTS))
+
+    assert np.abs(ours - theirs).max() < 1e-5
+    assert gateway.backend.session is None and not (home / "models").exists()  # a search builds nothing
+
+
 def test_int8_embedder_is_the_default_and_stays_close_to_chromas_vectors(home):
     import numpy as np
     from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
@@ -145,13 +160,16 @@ def test_int8_model_is_built_once_privately_under_the_home_and_reused(home):
 
     source = seed_model(int8=False) / "model.onnx"
     first = DefaultEmbedder()
+    first.embed(["text"])
     built = int8_model.cached_path(source)
 
     assert first.precision == "int8" and built.parent == home / "models"
     assert built.stat().st_mode & 0o777 == 0o600 and built.parent.stat().st_mode & 0o777 == 0o700
     assert [p.name for p in built.parent.iterdir()] == [built.name]  # no temporary files left
     stamp = built.stat().st_mtime_ns
-    assert DefaultEmbedder().precision == "int8"
+    second = DefaultEmbedder()
+    second.embed(["text"])
+    assert second.precision == "int8"
     assert built.stat().st_mtime_ns == stamp  # reused, not rebuilt
 
     import onnx
@@ -176,17 +194,13 @@ def test_simplified_graph_gives_bit_identical_float_vectors(home, tmp_path):
     removed = int8_model.simplify(model)
     onnx.checker.check_model(model)
     onnx.save(model, str(tmp_path / "simple.onnx"))
-    os.environ["GSD_RESEARCH_EMBEDDING_PRECISION"] = "fp32"
-    try:
-        embedder = DefaultEmbedder()
-    finally:
-        del os.environ["GSD_RESEARCH_EMBEDDING_PRECISION"]
+    embedder = DefaultEmbedder()
     texts = EMBED_TEXTS + ["[CLS] [SEP] [PAD]", "x " * 300]
-    original = np.array(embedder.embed(texts))
-    embedder.session = ort.InferenceSession(str(tmp_path / "simple.onnx"), providers=["CPUExecutionProvider"])
+    original = np.array(embedder.embed_queries(texts))  # the float model as shipped
+    embedder.query_session = ort.InferenceSession(str(tmp_path / "simple.onnx"), providers=["CPUExecutionProvider"])
 
     assert removed == 17  # 6 NaN guards (Where + IsNaN) and 5 repeated mask computations
-    assert np.array_equal(np.array(embedder.embed(texts)), original)
+    assert np.array_equal(np.array(embedder.embed_queries(texts)), original)
     assert int8_model.simplify(model) == 0  # nothing left to remove
 
 
@@ -201,9 +215,11 @@ def test_a_damaged_int8_model_falls_back_to_the_float_model_and_is_rebuilt(home)
 
     damaged = DefaultEmbedder()
 
-    assert damaged.precision == "fp32" and len(damaged.embed(["still works"])[0]) == 384
+    assert len(damaged.embed(["still works"])[0]) == 384 and damaged.precision == "fp32"
     assert not target.exists()
-    assert DefaultEmbedder().precision == "int8" and target.stat().st_size > 1_000_000
+    rebuilt = DefaultEmbedder()
+    rebuilt.embed(["text"])
+    assert rebuilt.precision == "int8" and target.stat().st_size > 1_000_000
 
 
 def test_when_the_int8_model_cannot_be_built_the_float_model_is_used_and_logged(home, monkeypatch):
@@ -218,7 +234,7 @@ def test_when_the_int8_model_cannot_be_built_the_float_model_is_used_and_logged(
     monkeypatch.setattr(int8_model, "build", no_onnx)
     embedder = DefaultEmbedder()
 
-    assert embedder.precision == "fp32" and len(embedder.embed(["text"])[0]) == 384
+    assert len(embedder.embed(["text"])[0]) == 384 and embedder.precision == "fp32"
     log = (home / "logs" / "researcher.log").read_text()
     assert "embedding.int8_unavailable" in log and "No module named" in log
 

@@ -47,10 +47,13 @@ def ensure_chroma_model(folder: Path | None = None) -> Path:
 class DefaultEmbedder:
     """all-MiniLM-L6-v2 as Chroma computes it (truncate 256, mean-pool, L2-normalize), but batched by length
     with dynamic padding instead of padding every text to 256 tokens, and by default with the model's weight
-    matrices in int8 (`int8_model`: built once from Chroma's local model file; several times faster, the same
-    retrieval quality on SciFact, see BENCHMARKS.md); GSD_RESEARCH_EMBEDDING_PRECISION=fp32 keeps the float
-    model, whose vectors equal Chroma's. Batches of 8 keep the attention activations small: peak RSS of
-    embedding alone 386 MiB vs 983 MiB at 32 (float model), and faster on this 2-core machine."""
+    matrices in int8 for the documents being indexed (`int8_model`: built once from Chroma's local model file;
+    several times faster). Queries, one short text at a time, are embedded with the float model: with the
+    error on one side only, SciFact's nDCG@10 stays within 0.005 of the float index's (BENCHMARKS.md).
+    GSD_RESEARCH_EMBEDDING_PRECISION=fp32 keeps the float model for documents too (vectors equal to Chroma's).
+    Sessions open on first use, so a search never loads the int8 model nor an index run the float one.
+    Batches of 8 keep the attention activations small: peak RSS of embedding alone 386 MiB vs 983 MiB at 32
+    (float model), and faster on this 2-core machine."""
 
     def __init__(self, batch_size: int = 8) -> None:
         from tokenizers import Tokenizer
@@ -64,13 +67,13 @@ class DefaultEmbedder:
         self.counter.no_truncation()
         self.counter.no_padding()
         self.model_path = folder / "model.onnx"
-        self.precision = "fp32"
-        self.session = self._open_session()
+        self.precision: str | None = None  # of the documents' session, once open: "int8" or "fp32"
+        self.session = None  # documents
+        self.query_session = None
 
-    def _open_session(self):
+    @staticmethod
+    def _options():
         import onnxruntime as ort
-
-        from gsd_research.researcher.gateways import int8_model
 
         opts = ort.SessionOptions()
         opts.log_severity_level = 3
@@ -78,28 +81,52 @@ class DefaultEmbedder:
         # Worker threads sleep instead of spinning between operators: on a shared 2-core machine spinning
         # threads fight the busy ones (int8, 2 threads, load ~13: 28 texts/s without spinning, 14 with it).
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        providers = ort.get_available_providers()
+        return opts
+
+    def _float_session(self):
+        import onnxruntime as ort
+
+        return ort.InferenceSession(str(self.model_path), sess_options=self._options(),
+                                    providers=ort.get_available_providers())
+
+    def _open_session(self):
+        """The documents' session: the int8 model unless turned off or unavailable, else the float one."""
+        import onnxruntime as ort
+
+        from gsd_research.researcher.gateways import int8_model
+
         quantized = int8_model.ensure(self.model_path) if int8_model.wanted() else None
         if quantized is not None:
             try:
-                session = ort.InferenceSession(str(quantized), sess_options=opts, providers=providers)
+                session = ort.InferenceSession(str(quantized), sess_options=self._options(),
+                                               providers=ort.get_available_providers())
                 self.precision = "int8"
                 return session
             except Exception:  # noqa: BLE001 - a damaged cached model: drop it (rebuilt next time), use the float one
                 int8_model.discard(quantized)
         self.precision = "fp32"
-        return ort.InferenceSession(str(self.model_path), sess_options=opts, providers=providers)
+        return self.query_session or self._float_session()
 
     def release(self) -> None:
-        """Free the ONNX session (weights and activation arena, ~300 MiB); the next `embed` reopens it.
+        """Free the ONNX sessions (weights and activation arena, ~300 MiB); the next `embed` reopens them.
         The tokenizers stay, so fragment sizes can still be counted."""
-        self.session = None
+        self.session = self.query_session = None
 
     def embed(self, texts: list[str]) -> list[list[float]]:
-        import numpy as np
-
+        """Vectors of documents being indexed."""
         if self.session is None:
             self.session = self._open_session()
+        return self._run(self.session, texts)
+
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        """Vectors of search queries, from the float model."""
+        if self.query_session is None:
+            self.query_session = self.session if self.precision == "fp32" else self._float_session()
+        return self._run(self.query_session, texts)
+
+    def _run(self, session, texts: list[str]) -> list[list[float]]:
+        import numpy as np
+
         encoded = self.tokenizer.encode_batch(list(texts))
         order = sorted(range(len(texts)), key=lambda i: len(encoded[i].ids))
         out = np.zeros((len(texts), 384), dtype=np.float32)
@@ -112,7 +139,7 @@ class DefaultEmbedder:
                 n = len(encoded[i].ids)
                 ids[row, :n] = encoded[i].ids
                 mask[row, :n] = 1
-            hidden = self.session.run(None, {"input_ids": ids, "attention_mask": mask,
+            hidden = session.run(None, {"input_ids": ids, "attention_mask": mask,
                                              "token_type_ids": np.zeros_like(ids)})[0]
             m = mask[:, :, None].astype(hidden.dtype)
             pooled = (hidden * m).sum(1) / np.clip(m.sum(1), 1e-9, None)
@@ -224,7 +251,7 @@ class EmbeddingGateway:
             return []
         if isinstance(self.backend, HttpEmbedder):
             return self.backend.embed(queries, cache=True)
-        return self.backend.embed(queries)
+        return self.backend.embed_queries(queries)
 
     def release(self) -> None:
         """Let go of the local model's memory between the embedding and the store phase of an index run."""
