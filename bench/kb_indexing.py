@@ -194,12 +194,12 @@ def embed_run(n: int = 128, rounds: int = 5) -> dict:
                                 **_compare(systems, queries, rounds)}}
 
 
-def quality_run(reuse: bool = False) -> dict:
+def quality_run(reuse_float: bool = False) -> dict:
     """SciFact indexed cold through the product twice, with the float model and with the int8 model (the
     default; fresh processes, one after the other): indexing time and peak RSS, then nDCG@10 of the train
     queries (embedded with the float model, as the product does), vector alone and the shipped hybrid
-    ranking, on all queries and on each half (odd/even position) to show the spread. `reuse` keeps indexes
-    an earlier run left (the caller vouches that the int8 recipe has not changed since)."""
+    ranking, on all queries and on each half (odd/even position) to show the spread. `reuse_float` keeps the
+    float index an earlier run left (the float model does not change)."""
     from kb_retrieval import load_judgments, ndcg_at_10
 
     queries, qrels = load_judgments()
@@ -209,7 +209,7 @@ def quality_run(reuse: bool = False) -> dict:
     for precision in ("fp32", "int8"):
         name = f"quality-{precision}"
         env = dict(bench_env(f"{name}-all"), GSD_RESEARCH_EMBEDDING_PRECISION=precision)
-        if not (reuse and (Path(env["GSD_RESEARCH_HOME"]) / "repositories" / "scifact" / "checksums.json").exists()):
+        if not (reuse_float and precision == "fp32" and (Path(env["GSD_RESEARCH_HOME"]) / "repositories" / "scifact" / "checksums.json").exists()):
             env = dict(cold_scifact(None, name), GSD_RESEARCH_EMBEDDING_PRECISION=precision)
             doc, wall, rss = researcher(env, "index", "scifact")
             out[f"index_{precision}"] = {**index_figures(doc, wall), "peak_rss_mib": round(rss / 1024, 1)}
@@ -335,7 +335,7 @@ def main() -> None:
                                                      "chroma-memory", "all"])
     parser.add_argument("--pairs", type=int, default=2, help="memory: how many 1,000 / 5,183 pairs to run")
     parser.add_argument("--rounds", type=int, default=5, help="embed: interleaved rounds per system")
-    parser.add_argument("--reuse", action="store_true", help="quality: keep the indexes an earlier run left")
+    parser.add_argument("--reuse-float", action="store_true", help="quality: keep the float index of a run before")
     args = parser.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
     figures = {}
@@ -348,7 +348,7 @@ def main() -> None:
     if args.part in ("memory", "all"):
         figures["memory"] = memory_run(args.pairs)
     if args.part == "quality":
-        figures["quality"] = quality_run(args.reuse)
+        figures["quality"] = quality_run(args.reuse_float)
     if args.part == "memory-phases":
         figures["memory_phases"] = phases_run()
     if args.part == "chroma-memory":
