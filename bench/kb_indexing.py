@@ -140,13 +140,16 @@ def _compare(systems: dict, texts: list[str], rounds: int) -> dict:
     for fn in systems.values():
         fn(texts[:4])
     seconds: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
     vectors = {}
     for r in range(rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             vectors[name] = np.array(systems[name](texts), dtype=np.float64)
             seconds[name].append(time.perf_counter() - t0)
+            cpu[name].append(time.process_time() - c0)
     base = statistics.median(seconds["chroma"])
+    base_cpu = statistics.median(cpu["chroma"])
     out = {"texts": len(texts), "rounds": rounds}
     for name in names:
         med = statistics.median(seconds[name])
@@ -155,6 +158,10 @@ def _compare(systems: dict, texts: list[str], rounds: int) -> dict:
                      "texts_per_s_range": [round(len(texts) / max(seconds[name]), 2),
                                            round(len(texts) / min(seconds[name]), 2)],
                      "speedup_vs_chroma": round(base / med, 2),
+                     "speedup_vs_chroma_range": [round(min(seconds["chroma"]) / max(seconds[name]), 2),
+                                                 round(max(seconds["chroma"]) / min(seconds[name]), 2)],
+                     "cpu_ms_per_text": round(1000 * statistics.median(cpu[name]) / len(texts), 1),
+                     "cpu_speedup_vs_chroma": round(base_cpu / statistics.median(cpu[name]), 2),
                      "cosine_to_chroma_min": round(float(cos.min()), 4),
                      "cosine_to_chroma_mean": round(float(cos.mean()), 4)}
     return out
