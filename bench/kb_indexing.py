@@ -129,76 +129,96 @@ def incremental_run(env: dict, name: str, folder: Path) -> dict:
             "exactly_those": changed == rel}
 
 
-def _compare(systems: dict, texts: list[str], rounds: int) -> dict:
-    """Interleaved rounds (each system in turn, the order rotating) on the same texts: median and range of
-    texts/s per system, speedup of each over Chroma's own function, cosine of each vector to Chroma's."""
+EMBED_WORKER = """
+import json, sys, time
+import numpy as np
+system, texts_file, out_file = sys.argv[1:4]
+texts = json.load(open(texts_file))
+if system == "chroma":
+    from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
+    fn = ONNXMiniLM_L6_V2()
+else:
+    from gsd_research.researcher.gateways.embedding_gateway import DefaultEmbedder
+    embedder = DefaultEmbedder()
+    fn = embedder.embed
+fn(texts[:4])
+t0, c0 = time.perf_counter(), time.process_time()
+vectors = np.array(fn(texts), dtype=np.float64)
+wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+np.save(out_file, vectors)
+print(json.dumps({"wall": wall, "cpu": cpu, "precision": getattr(fn, "__self__", None) and embedder.precision}))
+"""
+
+
+def _compare(env: dict, texts: list[str], rounds: int) -> dict:
+    """Each system in its own fresh process (no thread pools of one system beside another's), model loaded
+    and warmed up before the clock starts; the processes of a round run one after the other, the order
+    rotating, so all see the same machine load. Median and per-round ratios of wall time, CPU time, and the
+    cosine of each system's vectors to Chroma's."""
     import statistics
+    import tempfile
 
     import numpy as np
 
+    systems = {"chroma": {}, "ours_fp32": {"GSD_RESEARCH_EMBEDDING_PRECISION": "fp32"},
+               "ours_int8": {"GSD_RESEARCH_EMBEDDING_PRECISION": "int8"}}
     names = list(systems)
-    for fn in systems.values():
-        fn(texts[:4])
     seconds: dict[str, list[float]] = {name: [] for name in names}
     cpu: dict[str, list[float]] = {name: [] for name in names}
     vectors = {}
-    for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            t0, c0 = time.perf_counter(), time.process_time()
-            vectors[name] = np.array(systems[name](texts), dtype=np.float64)
-            seconds[name].append(time.perf_counter() - t0)
-            cpu[name].append(time.process_time() - c0)
-    base = statistics.median(seconds["chroma"])
-    base_cpu = statistics.median(cpu["chroma"])
-    out = {"texts": len(texts), "rounds": rounds}
+    with tempfile.TemporaryDirectory() as tmp:
+        texts_file = Path(tmp) / "texts.json"
+        texts_file.write_text(json.dumps(texts))
+        for r in range(rounds):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                out = Path(tmp) / f"{name}.npy"
+                proc = subprocess.run([sys.executable, "-c", EMBED_WORKER, name, str(texts_file), str(out)],
+                                      env={**env, **systems[name]}, capture_output=True, text=True, check=True)
+                result = json.loads(proc.stdout.strip().splitlines()[-1])
+                assert name == "chroma" or result["precision"] == name.split("_")[1], result
+                seconds[name].append(result["wall"])
+                cpu[name].append(result["cpu"])
+                vectors[name] = np.load(out)
+    base, base_cpu = statistics.median(seconds["chroma"]), statistics.median(cpu["chroma"])
+    result = {"texts": len(texts), "rounds": rounds}
     for name in names:
         med = statistics.median(seconds[name])
         cos = (vectors[name] * vectors["chroma"]).sum(1)
-        out[name] = {"texts_per_s": round(len(texts) / med, 2),
-                     "texts_per_s_range": [round(len(texts) / max(seconds[name]), 2),
-                                           round(len(texts) / min(seconds[name]), 2)],
-                     "speedup_vs_chroma": round(base / med, 2),
-                     "speedup_per_round": [round(c / o, 2) for c, o in zip(seconds["chroma"], seconds[name],
-                                                                           strict=True)],
-                     "cpu_ms_per_text": round(1000 * statistics.median(cpu[name]) / len(texts), 1),
-                     "cpu_speedup_vs_chroma": round(base_cpu / statistics.median(cpu[name]), 2),
-                     "cosine_to_chroma_min": round(float(cos.min()), 4),
-                     "cosine_to_chroma_mean": round(float(cos.mean()), 4)}
-    return out
+        result[name] = {"texts_per_s": round(len(texts) / med, 2),
+                        "speedup_vs_chroma": round(base / med, 2),
+                        "speedup_per_round": [round(c / o, 2) for c, o in zip(seconds["chroma"], seconds[name],
+                                                                              strict=True)],
+                        "cpu_ms_per_text": round(1000 * statistics.median(cpu[name]) / len(texts), 1),
+                        "cpu_speedup_vs_chroma": round(base_cpu / statistics.median(cpu[name]), 2),
+                        "cosine_to_chroma_min": round(float(cos.min()), 4),
+                        "cosine_to_chroma_mean": round(float(cos.mean()), 4)}
+    return result
 
 
 def embed_run(n: int = 128, rounds: int = 5) -> dict:
     """Chroma's own ONNXMiniLM_L6_V2 (pads every text to 256 tokens, batches of 32) vs our document embedder
     with the same float model (length-sorted batches of 8, dynamic padding) and with its int8 build (the
-    default for documents), on
-    the same texts: fastapi-docs fragments (long, near the 256-token cap) and SciFact queries (short)."""
+    default for documents), on the same texts: fastapi-docs fragments (long, near the 256-token cap) and
+    SciFact queries (short)."""
     env = bench_env("embed")
     os.environ.update(HOME=env["HOME"], GSD_RESEARCH_HOME=env["GSD_RESEARCH_HOME"])
-    from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
-
     from gsd_research.researcher.chunking import chunk_text
     from gsd_research.researcher.gateways.embedding_gateway import DefaultEmbedder
 
-    os.environ["GSD_RESEARCH_EMBEDDING_PRECISION"] = "fp32"
-    fp32 = DefaultEmbedder()
-    fp32.embed(["warm up"])
-    os.environ["GSD_RESEARCH_EMBEDDING_PRECISION"] = "int8"
-    int8 = DefaultEmbedder()
-    int8.embed(["warm up"])
-    assert (fp32.precision, int8.precision) == ("fp32", "int8"), "the int8 model could not be built"
-    systems = {"chroma": ONNXMiniLM_L6_V2(), "ours_fp32": fp32.embed, "ours_int8": int8.embed}
+    counter = DefaultEmbedder()
+    counter.embed(["builds the int8 model before any clock starts"])
     texts: list[str] = []
     for p in sorted((SHARED / "bench" / "corpora" / "fastapi-docs").rglob("*.md")):
-        texts += [f.text for f in chunk_text(p.read_text(encoding="utf-8"), p.name, int8.count_tokens)]
+        texts += [f.text for f in chunk_text(p.read_text(encoding="utf-8"), p.name, counter.count_tokens)]
     fragments = texts[:: max(1, len(texts) // n)][:n]
     queries = [json.loads(line)["text"] for line in
                (SCIFACT / "queries-train.jsonl").read_text(encoding="utf-8").splitlines()][:n]
     import numpy as np
 
-    return {"fastapi_fragments": {"mean_tokens": round(float(np.mean(int8.count_tokens(fragments))), 1),
-                                  **_compare(systems, fragments, rounds)},
-            "scifact_queries": {"mean_tokens": round(float(np.mean(int8.count_tokens(queries))), 1),
-                                **_compare(systems, queries, rounds)}}
+    return {"fastapi_fragments": {"mean_tokens": round(float(np.mean(counter.count_tokens(fragments))), 1),
+                                  **_compare(env, fragments, rounds)},
+            "scifact_queries": {"mean_tokens": round(float(np.mean(counter.count_tokens(queries))), 1),
+                                **_compare(env, queries, rounds)}}
 
 
 def quality_run(reuse_float: bool = False) -> dict:
