@@ -65,9 +65,10 @@ def context_key() -> str:
 
 def index_stamp(repo_dir: Path) -> tuple:
     """What changes when a repository is re-indexed (checked by the resident process before each answer):
-    the checksums written after every change, the journal present while stores are written, and the lexical
-    index. Not Chroma's SQLite file: Chroma writes to it whenever a process opens the store."""
-    names = ("checksums.json", "meta.json", "journal.json", "lexical.sqlite")
+    every write to the stores happens between `journal.json` appearing and `checksums.json` being rewritten.
+    Not the stores' own files: Chroma writes to its SQLite file whenever a process opens the store, and
+    SQLite's write-ahead log is folded into the lexical index whenever its last connection closes."""
+    names = ("checksums.json", "meta.json", "journal.json")
     return tuple(_stat(repo_dir / name) for name in names)
 
 
