@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from gsd_research.read.extract import extract, trim_chrome
+
+FIXTURES = Path(__file__).parent / "fixtures" / "extraction"
 
 PARAGRAPHS = [
     "The council approved the new budget on Tuesday after a long debate about school funding and roads.",
@@ -43,14 +49,11 @@ def test_runs_of_link_lines_at_either_end_are_dropped():
     assert teasers[1] in trim_chrome(closing, None, anchors)
 
 
-def test_a_link_in_the_middle_stays_unless_it_is_an_emphasised_teaser():
+def test_a_link_inside_the_article_stays_even_emphasised():
     text = "\n\n".join([PARAGRAPHS[0], "- Budget figures for every district", PARAGRAPHS[1],
                        "**Related: Bridge closures extended until the summer**", PARAGRAPHS[2]])
     anchors = {"budget figures for every district", "bridge closures extended until the summer"}
-    out = trim_chrome(text, None, anchors)
-    assert "- Budget figures for every district" in out  # a plain link line inside the article is content
-    assert "Bridge closures" not in out
-    assert PARAGRAPHS[2] in out
+    assert trim_chrome(text, None, anchors) == text
 
 
 def test_lines_that_merely_contain_a_link_or_are_bare_urls_stay():
@@ -69,3 +72,52 @@ def test_a_text_made_only_of_links_is_not_emptied():
 def test_trimming_never_touches_a_title_match_past_the_first_line():
     text = "\n\n".join([PARAGRAPHS[0], "## Council passes budget", PARAGRAPHS[1]])
     assert trim_chrome(text, "Council passes budget", set()) == text
+
+
+def fixture(name: str):
+    return extract((FIXTURES / f"{name}.html").read_text())
+
+
+def lines(markdown: str) -> list[str]:
+    return [line.strip() for line in markdown.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("name, wanted", [
+    # a page whose content is a list of links under its own heading: the list is the content
+    ("index-page", ["Installing on Linux systems", "Upgrading from version one"]),
+    # a procedure whose steps are links, announced by an intro line
+    ("steps-are-links", ["Steps to enable the feature in production clusters:",
+                         "Enable the feature flag in settings", "Verify the health dashboard turns green"]),
+    # a bold link paragraph inside the article
+    ("bold-link-mid-article", ["**Read the migration guide before upgrading**"]),
+    # a first section heading whose words are all in the title, but which is not the title
+    ("section-heading-in-title", ["## Installation", "## Setup"]),
+    ("heading-not-the-title", ["# Getting Started with the Widget API", "## Getting started"]),
+])
+def test_link_runs_and_headings_that_are_content_stay(name, wanted):
+    found = lines(fixture(name).markdown)
+    for line in wanted:
+        assert line in found, (line, found)
+
+
+def test_a_related_links_section_goes_with_its_heading_never_a_bare_heading():
+    found = lines(fixture("next-steps-links").markdown)
+    assert found[-1].startswith("Run certctl issue")
+    assert not any("Next steps" in line or "cron job" in line for line in found)
+
+
+def test_no_heading_is_left_with_nothing_under_it():
+    for path in sorted(FIXTURES.glob("*.html")):
+        found = lines(extract(path.read_text()).markdown)
+        assert found and not found[-1].startswith("#"), (path.name, found)
+        for line, after in zip(found, found[1:], strict=False):
+            if line.startswith("#") and after.startswith("#"):
+                assert after.count("#") > line.split()[0].count("#"), (path.name, line, after)
+
+
+def test_a_leading_heading_is_dropped_only_when_it_is_the_title():
+    text = "\n\n".join(["## Installation", PARAGRAPHS[0]])
+    assert trim_chrome(text, "Python packaging tutorial: installation and setup", set()) == text
+    assert trim_chrome(text, "Installation", set()) == PARAGRAPHS[0]
+    assert trim_chrome(text, "Installation | Python packaging", set()) == PARAGRAPHS[0]
+    assert trim_chrome(text, "Installation and setup", set()) == text

@@ -23,6 +23,7 @@ _HEADING = re.compile(r"^#{1,6}\s+")
 _LINE_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)]|#{1,6})\s+")
 _LABEL = re.compile(r"^\s*(?:[-*+]|\d+[.)]|#{1,6})?\s*[*_]*\s*[\w ]{1,25}:\s*[*_]*\s*")  # "**Related: "
 _URL_LINE = re.compile(r"^\W*(?:https?://|www\.)\S+\W*$", re.I)
+_TITLE_SEPARATOR = re.compile(r"\s+[|\u2013\u2014\u00b7-]+\s+|\s*::\s*")  # "Story | Site", "Site - Story"
 
 
 @dataclass
@@ -102,29 +103,65 @@ def _is_link_line(line: str, anchors: set[str]) -> bool:
     return rest.count(" ") >= 2 and rest in anchors
 
 
-def _emphasised(line: str) -> bool:
-    s = line.strip().strip("()")
-    return len(s) > 2 and s[0] == s[-1] == "*"
+def _is_title(line: str, title: str) -> bool:
+    """The heading says what the page's title says: the whole title, or its part before or after a site-name
+    separator ("Story | Site", "Site - Story"), once both are normalised."""
+    heading = _norm(_HEADING.sub("", line))
+    parts = [title, *_TITLE_SEPARATOR.split(title)]
+    return bool(heading) and any(heading == _norm(part) for part in parts)
+
+
+def _end_run(lines: list[str], order: list[int], links: set[int]) -> list[int]:
+    """The link-only lines at one end of the text (`order` walks it from that end)."""
+    run = []
+    for i in order:
+        if i not in links:
+            break
+        run.append(i)
+    return run
+
+
+def _mostly_links(lines: list[str], body: list[int], links: set[int]) -> bool:
+    """The link lines hold most of the text: an index, a link list, steps that are links: the content itself."""
+    total = sum(len(lines[i].strip()) for i in body)
+    return 2 * sum(len(lines[i].strip()) for i in body if i in links) >= total
+
+
+def _trailing(lines: list[str], body: list[int], links: set[int]) -> list[int]:
+    """The trailing run of link lines to drop, with the section heading that announces it ("Related
+    stories"); none when the run is what an intro line announces ("Steps to enable it:") or sits under the
+    page's own first heading."""
+    run = _end_run(lines, body[::-1], links)
+    if not run or len(run) == len(body):
+        return []
+    before = body[len(body) - len(run) - 1]
+    text = lines[before].strip()
+    if text.endswith(":") and not _HEADING.match(text):
+        return []
+    if _HEADING.match(text):
+        if before == body[0]:
+            return []  # the page's own heading over a list of links: the content
+        run.append(before)
+    return run
 
 
 def trim_chrome(text: str, title: str | None, anchors: set[str]) -> str:
     """Drop what surrounds an article rather than belonging to it: a leading heading that repeats the page
-    title (returned apart), runs of link-only lines at either end (related stories) and emphasised
-    link-only lines anywhere ("**Related: ...**", "*Read also ...*")."""
+    title (returned apart), a run of link-only lines at the top of the text, and a trailing run of them
+    (related stories) with the heading that announces it. Nothing inside the body is dropped, nor a link run
+    that holds most of the text or that the page's heading or an intro line announces; no heading is left
+    with nothing under it."""
     lines = text.split("\n")
     filled = [i for i, line in enumerate(lines) if line.strip()]
     drop: set[int] = set()
-    if filled and title and _HEADING.match(lines[filled[0]]):
-        heading, known = set(_WORDS.findall(lines[filled[0]].lower())), set(_WORDS.findall(title.lower()))
-        if heading and len(heading & known) >= 0.8 * len(heading):
-            drop.add(filled[0])
-    links = {i for i in filled if _is_link_line(lines[i], anchors)}
-    for run in (filled, filled[::-1]):
-        for i in run:
-            if i not in links and i not in drop:
-                break
-            drop.add(i)
-    drop.update(i for i in links if _emphasised(lines[i]))
+    if filled and title and _HEADING.match(lines[filled[0]]) and _is_title(lines[filled[0]], title):
+        drop.add(filled[0])
+    body = [i for i in filled if i not in drop]
+    links = {i for i in body if _is_link_line(lines[i], anchors)}
+    if body and not _mostly_links(lines, body, links):
+        if not drop:  # links right under the page's own heading introduce it: kept
+            drop.update(_end_run(lines, body, links))
+        drop.update(_trailing(lines, [i for i in body if i not in drop], links))
     if len(drop) == len(filled):
         return text
     return _BLANK_RUNS.sub("\n\n", "\n".join(line for i, line in enumerate(lines) if i not in drop)).strip()
