@@ -46,6 +46,7 @@ def _link_int8(source: Path) -> None:
         _INT8_BUILDS[target.name] = built
     target.parent.mkdir(parents=True, exist_ok=True)
     target.symlink_to(_INT8_BUILDS[target.name])
+    int8_model.sidecar(target).symlink_to(int8_model.sidecar(_INT8_BUILDS[target.name]))
 
 
 KbResult = Result  # the same result shape as gsd-research's `cli` fixture

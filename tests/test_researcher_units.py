@@ -165,7 +165,8 @@ def test_int8_model_is_built_once_privately_under_the_home_and_reused(home):
 
     assert first.precision == "int8" and built.parent == home / "models"
     assert built.stat().st_mode & 0o777 == 0o600 and built.parent.stat().st_mode & 0o777 == 0o700
-    assert [p.name for p in built.parent.iterdir()] == [built.name]  # no temporary files left
+    assert sorted(p.name for p in built.parent.iterdir()) == sorted([built.name, int8_model.sidecar(built).name])
+    assert int8_model.sidecar(built).stat().st_mode & 0o777 == 0o600  # no temporary files left, hash private
     stamp = built.stat().st_mtime_ns
     second = DefaultEmbedder()
     second.embed(["text"])
@@ -212,14 +213,24 @@ def test_a_damaged_int8_model_falls_back_to_the_float_model_and_is_rebuilt(home)
     target = int8_model.cached_path(source)
     target.parent.mkdir(parents=True)
     target.write_bytes(b"\x08\x07 not an onnx model")
+    # its recorded hash matches (truncated after being verified, or a runtime that cannot read it): the
+    # load fails, the float model is used, the file is dropped and that is logged
+    int8_model.sidecar(target).write_text(int8_model.digest(target) + "\n")
 
     damaged = DefaultEmbedder()
 
     assert len(damaged.embed(["still works"])[0]) == 384 and damaged.precision == "fp32"
-    assert not target.exists()
+    assert not target.exists() and not int8_model.sidecar(target).exists()
+    log = (home / "logs" / "researcher.log").read_text()
+    assert "embedding.int8_discarded" in log and "could not load" in log
     rebuilt = DefaultEmbedder()
     rebuilt.embed(["text"])
     assert rebuilt.precision == "int8" and target.stat().st_size > 1_000_000
+
+    target.write_bytes(target.read_bytes()[:1000])  # truncated, its hash no longer matches: rebuilt at once
+    again = DefaultEmbedder()
+    again.embed(["text"])
+    assert again.precision == "int8" and target.stat().st_size > 1_000_000
 
 
 def test_when_the_int8_model_cannot_be_built_the_float_model_is_used_and_logged(home, monkeypatch):
@@ -488,3 +499,44 @@ def test_mcp_server_speaks_stdio(tmp_path, home):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_changed_int8_model_that_still_loads_is_discarded_and_rebuilt(home):
+    import shutil
+
+    import numpy as np
+
+    from gsd_research.researcher.gateways import int8_model
+    from gsd_research.researcher.gateways.embedding_gateway import DefaultEmbedder
+
+    source = seed_model(int8=False) / "model.onnx"
+    first = DefaultEmbedder()
+    good = np.array(first.embed(EMBED_TEXTS))
+    target = int8_model.cached_path(source)
+    # replaced by another valid model (the float one): it loads, and would silently change every vector
+    target.unlink()
+    shutil.copyfile(source, target)
+
+    again = DefaultEmbedder()
+    vectors = np.array(again.embed(EMBED_TEXTS))
+
+    assert again.precision == "int8" and np.allclose(vectors, good, atol=1e-6)  # rebuilt, not trusted
+    assert int8_model.verified(target)
+    log = (home / "logs" / "researcher.log").read_text()
+    assert "embedding.int8_discarded" in log and "does not match the hash" in log
+    int8_model.sidecar(target).unlink()  # a build without its recorded hash is not trusted either
+    assert not int8_model.verified(target)
+
+
+def test_status_shows_the_precision_the_index_was_embedded_with(home, tmp_path, monkeypatch):
+    from tests.researcher_fixtures import kb, make_repo
+
+    seed_model()
+    root = make_repo(tmp_path / "repo")
+    assert kb("repo", "add", "d", str(root), "--json").code == 0
+    assert kb("index", "d", "--json").code == 0
+    assert kb("status", "d", "--json").json["repositories"][0]["embedding_precision"] == "int8"
+    monkeypatch.setenv("GSD_RESEARCH_EMBEDDING_PRECISION", "fp32")
+    (root / "extra.md").write_text("# Extra\n\nA new document embedded with the float model.\n")
+    assert kb("index", "d", "--json").code == 0
+    assert kb("status", "d", "--json").json["repositories"][0]["embedding_precision"] == "fp32+int8"

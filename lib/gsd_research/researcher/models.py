@@ -97,3 +97,4 @@ class IndexStats(BaseModel):
     path: str = ""
     store: str = "embedded"
     embedding_provider: str = "chromadb"
+    embedding_precision: str | None = None  # the local model's: "int8", "fp32", "fp32+int8"; None: unknown

@@ -102,8 +102,8 @@ class DefaultEmbedder:
                                                providers=ort.get_available_providers())
                 self.precision = "int8"
                 return session
-            except Exception:  # noqa: BLE001 - a damaged cached model: drop it (rebuilt next time), use the float one
-                int8_model.discard(quantized)
+            except Exception as exc:  # noqa: BLE001 - a damaged cached model: drop it (rebuilt next time), use the float one
+                int8_model.discard(quantized, f"onnxruntime could not load it: {exc.__class__.__name__}: {exc}")
         self.precision = "fp32"
         return self.query_session or self._float_session()
 
@@ -240,6 +240,11 @@ class EmbeddingGateway:
             else:
                 self._backend = HttpEmbedder(self.provider, self.model, self._config)
         return self._backend
+
+    @property
+    def precision(self) -> str | None:
+        """The precision of the local model that embedded documents in this process (None: none did)."""
+        return getattr(self._backend, "precision", None)
 
     def embed_texts(self, texts: list[str]) -> list[list[float]]:
         """Vectors of texts being indexed."""

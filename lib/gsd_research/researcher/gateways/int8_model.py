@@ -37,12 +37,39 @@ def cached_path(source: Path) -> Path:
     return cache_dir() / f"all-MiniLM-L6-v2.int8.{key}.onnx"
 
 
+def sidecar(target: Path) -> Path:
+    """Where the SHA-256 of the built model is recorded (0600, written with it)."""
+    return target.with_suffix(".sha256")
+
+
+def digest(path: Path) -> str:
+    """SHA-256 of a file (~90 ms for the 28 MB model on a loaded 2-core machine; only an index run pays it)."""
+    sha = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            sha.update(block)
+    return sha.hexdigest()
+
+
+def verified(target: Path) -> bool:
+    """The cached model is the one this code built: its content hash matches the recorded one. A model
+    changed after the build (corrupted, tampered with) would still load and silently skew every vector."""
+    try:
+        recorded = sidecar(target).read_text(encoding="ascii").strip()
+        return len(recorded) == 64 and digest(target) == recorded
+    except (OSError, ValueError):
+        return False
+
+
 def ensure(source: Path) -> Path | None:
-    """The int8 model for `source`, built on first use (a few seconds, no download); None when it cannot be
-    built (the onnx package missing, an unwritable home): the caller then uses the float model."""
+    """The int8 model for `source`, built on first use (a few seconds, no download) and verified against its
+    recorded hash on every later use (a mismatch: discarded, logged, rebuilt); None when it cannot be built
+    (the onnx package missing, an unwritable home): the caller then uses the float model."""
     target = cached_path(source)
     if target.is_file() and target.stat().st_size > 0:
-        return target
+        if verified(target):
+            return target
+        discard(target, "its content does not match the hash recorded when it was built")
     try:
         build(source, target)
     except Exception as exc:  # noqa: BLE001 - any failure here only costs speed, never the command
@@ -147,20 +174,29 @@ def build(source: Path, target: Path) -> None:
                          op_types_to_quantize=["MatMul", "Gather"], nodes_to_exclude=keep_float,
                          extra_options={"MatMulConstBOnly": True})
         os.chmod(temps[1], 0o600)
+        fd = os.open(temps[0], os.O_WRONLY | os.O_TRUNC)  # the float copy's private file, reused
+        with os.fdopen(fd, "w", encoding="ascii") as fh:
+            fh.write(digest(Path(temps[1])) + "\n")
+        os.replace(temps[0], sidecar(target))
         os.replace(temps[1], target)
     finally:
         logging.getLogger().setLevel(level)
         for tmp in temps:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-    for old in target.parent.glob("all-MiniLM-L6-v2.int8.*.onnx"):
-        if old != target:
+    for old in target.parent.glob("all-MiniLM-L6-v2.int8.*"):
+        if old not in (target, sidecar(target)):
             old.unlink(missing_ok=True)
 
 
-def discard(path: Path) -> None:
-    """Remove a cached model that onnxruntime could not load (truncated, corrupted): the next use rebuilds it."""
-    try:
-        path.unlink()
-    except OSError:
-        pass
+def discard(path: Path, reason: str) -> None:
+    """Remove a cached model (and its recorded hash) that cannot be trusted or loaded (truncated, corrupted,
+    changed), logged: the next use rebuilds it."""
+    from gsd_research.researcher import log
+
+    log.event("embedding.int8_discarded", path=str(path), reason=reason[:300])
+    for stale in (path, sidecar(path)):
+        try:
+            stale.unlink()
+        except OSError:
+            pass

@@ -220,9 +220,17 @@ class IndexService:
         if batch:
             self.spool.append(self._embed(batch))
         self.spool.sync()
+        self._record_precision(self.embedding.precision)
         self.embedding.release()
         release_freed_memory()
         return expected, stale
+
+    def _record_precision(self, precision: str | None) -> None:
+        """Remember which model precision embedded documents of this index (`status` shows it)."""
+        meta = self.state.load_meta()
+        known = set(meta.get("precisions") or [])
+        if precision and precision not in known:
+            self.state.save_meta({**meta, "precisions": sorted(known | {precision})})
 
     def _store_phase(self, expected: int, deleted: list[str], stale: list[str], result: IndexingResult) -> None:
         """Remove deleted and no-longer-converting documents, then stream the spool into both stores."""
@@ -356,4 +364,5 @@ class IndexService:
         return IndexStats(repository_name=self.name, total_documents=len(checksums),
                           total_fragments=sum(m.fragment_count for m in checksums.values()),
                           last_indexed=last, path=str(self.fs.base_path), store=self.store_label,
-                          embedding_provider=self.embedding.signature)
+                          embedding_provider=self.embedding.signature,
+                          embedding_precision="+".join(self.state.load_meta().get("precisions") or []) or None)
