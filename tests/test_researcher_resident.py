@@ -17,9 +17,9 @@ def _wait_for_resident(timeout: float = 180.0) -> int:
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        pid = resident.pid()
-        if pid and resident.socket_path().exists():
-            return pid
+        holder = resident._holder()  # the measured search time is written once it listens
+        if holder and holder[1] is not None and resident.socket_path().exists():
+            return holder[0]
         time.sleep(0.2)
     pytest.fail("the resident search process did not start")
 
@@ -42,6 +42,18 @@ def _stop(pid: int | None) -> None:
             os.kill(pid, 15)
         except ProcessLookupError:
             pass
+
+
+def _hold_lock(content: str | None = None) -> int:
+    """Hold this home's resident lock as a resident process would (this process's id in it)."""
+    import fcntl
+
+    from gsd_research.researcher import resident
+
+    fd = os.open(resident.run_dir() / "search.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.write(fd, (content or str(os.getpid())).encode())
+    return fd
 
 
 def _without_timing(doc: dict) -> dict:
@@ -153,6 +165,7 @@ def test_a_garbled_answer_on_the_socket_is_no_answer(tmp_path, monkeypatch):
     monkeypatch.setenv("GSD_RESEARCH_RESIDENT_IDLE", "60")
     path = resident.socket_path()
     path.parent.mkdir(parents=True)
+    holding = _hold_lock()
     replies = [b"garbage", b'{"ok": "not a payload"}', b'{"fallback": "x"}', b'{"ok": {"query": "q"}}']
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
         server.bind(str(path))
@@ -169,5 +182,159 @@ def test_a_garbled_answer_on_the_socket_is_no_answer(tmp_path, monkeypatch):
         thread.start()
         answers = [resident.ask({"query": "q"}, timeout=10) for _ in replies]
         thread.join(10)
+    os.close(holding)
 
     assert answers == [None, None, None, {"ok": {"query": "q"}}]
+
+
+def _is_socket(path) -> bool:
+    import stat
+
+    try:
+        return stat.S_ISSOCK(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _search_request() -> dict:
+    return {"query": "frobnication", "repo": None, "n_fragments": 5, "n_documents": 5, "mode": "hybrid"}
+
+
+def test_a_stopped_resident_process_costs_seconds_and_is_replaced(indexed, home):
+    import signal
+
+    from gsd_research.researcher import resident
+
+    assert kb("search", "frobnication level", "--json").code == 0
+    pid = _wait_for_resident()
+    fresh = None
+    try:
+        os.kill(pid, signal.SIGSTOP)  # hung: the kernel still accepts its connections
+        start = time.monotonic()
+        answer = kb("search", "frobnication level", "--json")
+        took = time.monotonic() - start
+        assert answer.code == 0 and answer.json["documents"]
+        assert took < resident.REPLY_MAX + 30, took  # the bounded wait, then a search of its own
+        assert _gone(pid, timeout=10)  # it held this home's lock and was ours: stopped
+        events = [json.loads(line) for line in (home / "logs" / "researcher.log").read_text().splitlines()]
+        assert any(e.get("event") == "resident.unanswered" and e.get("pid") == pid and e.get("stopped")
+                   for e in events)
+        fresh = _wait_for_resident()  # that search started a fresh one
+        assert fresh != pid
+        assert resident.ask(_search_request()) is not None
+    finally:
+        _stop(pid)
+        _stop(fresh)
+
+
+def test_an_idle_connection_and_hostile_requests_delay_nobody(indexed):
+    from gsd_research.researcher import resident
+
+    assert kb("search", "bread", "--json").code == 0
+    pid = _wait_for_resident()
+    idle = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        idle.connect(str(resident.socket_path()))  # connected, sends nothing
+        start = time.monotonic()
+        assert resident.ask(_search_request()) is not None
+        assert time.monotonic() - start < 3.0
+        for hostile in (b"[" * 100_000, b"[" * 60_000, b'{"a":' * 30_000):
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(30)
+                sock.connect(str(resident.socket_path()))
+                sock.sendall(hostile)
+                sock.shutdown(socket.SHUT_WR)
+                reply = json.loads(sock.recv(1 << 16))
+            assert "fallback" in reply and "ok" not in reply
+        assert resident.pid() == pid  # still serving
+        assert resident.ask(_search_request()) is not None
+    finally:
+        idle.close()
+        _stop(pid)
+
+
+def test_a_resident_process_is_not_refused_for_another_spelling_of_the_same_home(tmp_path, monkeypatch):
+    from gsd_research.researcher import resident
+
+    real = tmp_path / "h"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    keys = set()
+    for spelling in (str(real), f"{real}/", str(tmp_path / "link"), f"{tmp_path}/./h"):
+        monkeypatch.setenv("GSD_RESEARCH_HOME", spelling)
+        keys.add(resident.context_key())
+    assert len(keys) == 1
+    monkeypatch.setenv("GSD_RESEARCH_HOME", str(tmp_path))
+    assert resident.context_key() not in keys
+
+
+def test_run_folder_tricks_are_refused_not_followed(tmp_path, monkeypatch, home):
+    from gsd_research.researcher import resident_server
+
+    monkeypatch.setenv("GSD_RESEARCH_RESIDENT_IDLE", "60")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    run = home / "run"
+    run.mkdir(parents=True)
+    (run / "search.lock").symlink_to(victim)
+    resident_server.main([])  # nothing indexed: it exits after taking the lock
+    assert victim.read_text() == "precious"
+    assert not (run / "search.lock").is_symlink()
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o755)
+    os.chmod(elsewhere, 0o755)
+    (run / "search.lock").unlink()
+    run.rmdir()
+    run.symlink_to(elsewhere)
+    resident_server.main([])
+    assert elsewhere.stat().st_mode & 0o777 == 0o755 and not any(elsewhere.iterdir())
+    assert "resident.refused" in (home / "logs" / "researcher.log").read_text()
+
+
+def test_something_else_at_the_socket_path_is_moved_aside(indexed, home):
+    from gsd_research.researcher import resident
+
+    path = resident.socket_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.mkdir()
+    (path / "keep.txt").write_text("mine")
+    assert kb("search", "bread", "--json").code == 0
+    pid = _wait_for_resident()
+    try:
+        deadline = time.monotonic() + 60
+        while not _is_socket(path) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _is_socket(path)
+        aside = [p for p in path.parent.iterdir() if p.name.startswith("search.sock.aside-")]
+        assert len(aside) == 1 and (aside[0] / "keep.txt").read_text() == "mine"
+        assert resident.ask(_search_request()) is not None
+    finally:
+        _stop(pid)
+
+
+def test_the_resident_process_watches_every_module_it_loaded_and_the_heavy_packages(tmp_path):
+    import sys
+
+    import chromadb  # noqa: F401 - loaded in the resident process
+
+    import gsd_research.core.provider_env  # noqa: F401
+    import gsd_research.researcher.cli  # noqa: F401
+    from gsd_research.researcher import resident_server
+    from gsd_research.researcher.resident_server import Server
+
+    stamps = resident_server.code_stamps()
+    for module in ("gsd_research.core.config", "gsd_research.core.provider_env", "gsd_research.researcher.cli"):
+        assert sys.modules[module].__file__ in stamps
+    assert any(path.endswith(".dist-info") and "chromadb" in path for path in stamps)
+
+    watched = tmp_path / "module.py"
+    watched.write_text("x = 1\n")
+    server = Server.__new__(Server)
+    server.key = resident_server.resident.context_key()
+    server.code = {str(watched): resident_server._file_stamp(watched)}
+    assert not server.code_changed()
+    watched.write_text("x = 22\n")
+    assert server.code_changed()
+    server.code = {str(tmp_path / "gone.dist-info"): (1, 2, 3)}  # an upgrade removed it
+    assert server.code_changed()

@@ -6,7 +6,9 @@ process per GSD_RESEARCH_HOME (`resident_server`) that keeps all of that loaded 
 over a Unix socket in GSD_RESEARCH_HOME/run (0700, owner only); it exits after GSD_RESEARCH_RESIDENT_IDLE
 seconds without a request (default 300; 0 turns the resident process off), when the code, the configuration
 or an index it has read changes, and never answers for another environment. Anything unexpected on either
-side makes the call search in its own process, as it always could.
+side makes the call search in its own process, as it always could; so does a resident process that does not
+answer within a few seconds (stopped, hung), which that call then stops (after checking that the process
+holds this home's lock) so that the next search starts a fresh one.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ IDLE_ENV = "GSD_RESEARCH_RESIDENT_IDLE"
 DEFAULT_IDLE = 300.0
 MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes
 PROTOCOL = 1
+CONNECT_TIMEOUT = 1.0  # seconds; a listening process accepts at once (the kernel does, even a stopped one)
+REPLY_MIN, REPLY_MAX, REPLY_DEFAULT = 2.0, 8.0, 5.0  # bounds of the wait for an answer (seconds)
+REPLY_MARGIN = 20  # times the resident process's own measured search time
 # What changes the answer besides the request: these variables, the interpreter and the code below.
 CONTEXT_ENV = ("HOME", "GSD_RESEARCH_HOME", "GSD_RESEARCH_EMBEDDING_PRECISION")
 CODE = ("resident.py", "resident_server.py", "search_cmd.py", "service_factory.py", "config.py", "models.py",
@@ -56,9 +61,13 @@ def _stat(path: Path) -> tuple[int, int] | None:
 
 
 def context_key() -> str:
-    """Identifies what the answer depends on outside the request: interpreter, environment and code."""
+    """Identifies what the answer depends on outside the request: interpreter, environment and code. The
+    homes are compared by their real paths (a trailing slash or a symlink is the same home)."""
+    from gsd_research.core.config import home
+
     here = Path(__file__).resolve().parent
-    parts = [sys.executable, str(PROTOCOL)] + [f"{k}={os.environ.get(k, '')}" for k in CONTEXT_ENV]
+    real = {"HOME": os.path.realpath(Path.home()), "GSD_RESEARCH_HOME": os.path.realpath(home())}
+    parts = [sys.executable, str(PROTOCOL)] + [f"{k}={real.get(k, os.environ.get(k, ''))}" for k in CONTEXT_ENV]
     parts += [f"{name}:{_stat(here / name)}" for name in CODE]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
@@ -78,12 +87,12 @@ def config_stamp() -> tuple:
     return _stat(home() / "researcher.yaml"), _stat(home() / "config.yaml")
 
 
-def pid() -> int | None:
-    """The process id of this home's resident search process, if one is running."""
+def _holder() -> tuple[int, float | None] | None:
+    """(process id, its measured search time in seconds) of the process holding this home's lock, if any."""
     import fcntl
 
     try:
-        fd = os.open(run_dir() / "search.lock", os.O_RDONLY)
+        fd = os.open(run_dir() / "search.lock", os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
         return None
     try:
@@ -91,37 +100,111 @@ def pid() -> int | None:
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None  # nobody holds the lock
     except OSError:
-        text = os.read(fd, 32).decode("ascii", "replace").strip()
-        return int(text) if text.isdigit() else None
+        fields = os.read(fd, 64).decode("ascii", "replace").split()
     finally:
         os.close(fd)
+    if not fields or not fields[0].isdigit():
+        return None
+    try:
+        took = float(fields[1]) if len(fields) > 1 else None
+    except ValueError:
+        took = None
+    return int(fields[0]), took
 
 
-def ask(request: dict, timeout: float = 120.0) -> dict | None:
+def pid() -> int | None:
+    """The process id of this home's resident search process, if one is running."""
+    holder = _holder()
+    return holder[0] if holder else None
+
+
+def reply_timeout(request: dict, measured: float | None) -> float:
+    """How long to wait for the answer: the resident process's own search time (measured when it started)
+    times a margin, more for more results, within [REPLY_MIN, REPLY_MAX]."""
+    if measured is None:
+        return REPLY_DEFAULT
+    try:
+        size = 1 + (int(request.get("n_fragments") or 0) + int(request.get("n_documents") or 0)) / 50
+    except (TypeError, ValueError):
+        size = 1
+    return min(REPLY_MAX, max(REPLY_MIN, measured * REPLY_MARGIN * size))
+
+
+def ask(request: dict, timeout: float | None = None) -> dict | None:
     """The resident process's answer to a search request ({"ok": payload}), or None when there is no
-    resident process, it declines (another environment, a changed index) or anything goes wrong."""
+    resident process, it declines (another environment, a changed index) or anything goes wrong. A
+    resident process that does not answer in time is stopped (`retire`): it is hung or stopped."""
     import json
     import socket
 
     path = socket_path()
     if path is None or idle_seconds() == 0:
         return None
+    holder = _holder()
+    if holder is None:
+        return None  # nobody serves this home (a socket file alone is a leftover)
+    wait = timeout if timeout is not None else reply_timeout(request, holder[1])
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(timeout)
+            sock.settimeout(min(CONNECT_TIMEOUT, wait))
             sock.connect(str(path))
+            sock.settimeout(wait)
             sock.sendall(json.dumps({**request, "v": PROTOCOL, "key": context_key()}).encode() + b"\n")
             sock.shutdown(socket.SHUT_WR)
             data = b""
             while chunk := sock.recv(1 << 16):
                 data += chunk
+    except TimeoutError:
+        retire(holder[0])
+        return None
     except OSError:
         return None
     try:
         answer = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return answer if isinstance(answer, dict) and isinstance(answer.get("ok"), dict) else None
+
+
+def holds_lock(process: int) -> bool:
+    """Whether `process` is ours (same user) and has this home's lock file open (Linux: /proc)."""
+    try:
+        lock = os.stat(run_dir() / "search.lock", follow_symlinks=False)
+        if os.stat(f"/proc/{process}").st_uid != os.getuid():
+            return False
+        fds = os.listdir(f"/proc/{process}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            st = os.stat(f"/proc/{process}/fd/{fd}")
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (lock.st_dev, lock.st_ino):
+            return True
+    return False
+
+
+_RETIRED: list[int] = []  # the process this call stopped: the fresh one waits for its lock
+
+
+def retire(process: int) -> bool:
+    """Stop a resident process that did not answer in time (SIGKILL: a stopped process ignores the rest),
+    only if it is still this home's lock holder and ours; logged."""
+    import signal
+
+    from gsd_research.researcher import log
+
+    if process == os.getpid() or pid() != process or not holds_lock(process):
+        log.event("resident.unanswered", pid=process, stopped=False)
+        return False
+    try:
+        os.kill(process, signal.SIGKILL)
+    except OSError:
+        return False
+    _RETIRED.append(process)
+    log.event("resident.unanswered", pid=process, stopped=True)
+    return True
 
 
 def spawn() -> None:
@@ -131,7 +214,8 @@ def spawn() -> None:
     if socket_path() is None or idle_seconds() == 0:
         return
     try:
-        subprocess.Popen([sys.executable, "-m", "gsd_research.researcher.resident_server"],
+        after = [f"--after={_RETIRED[-1]}"] if _RETIRED else []
+        subprocess.Popen([sys.executable, "-m", "gsd_research.researcher.resident_server", *after],
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          start_new_session=True, close_fds=True)
     except OSError:

@@ -1,19 +1,64 @@
-"""The resident search process (see `resident`): the model and the stores loaded once, searches over a socket."""
+"""The resident search process (see `resident`): the model and the stores loaded once, searches over a socket.
+
+Connections are read concurrently (each within READ_TIMEOUT: an idle client delays nobody) and answered one
+at a time. Before each answer the process checks that nothing it depends on changed: the configuration,
+the indexes it has read, the source of every gsd_research module it has loaded, and the installed heavy
+packages (their dist-info folders: an upgrade replaces them); on a change it declines and exits.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import socket
+import stat
 import struct
+import threading
+import time
 
 from gsd_research.researcher import resident
 
-MAX_REQUEST = 1 << 20
+MAX_REQUEST = 1 << 16  # a search request is a few hundred bytes
+READ_TIMEOUT = 2.0  # seconds for a client to send its whole request
+POLL = 0.5  # seconds between idle checks of the accept loop
+PACKAGES = ("chromadb", "onnxruntime", "tokenizers", "numpy")
 
 
 def _fallback(reason: str) -> dict:
     return {"fallback": reason}
+
+
+def _file_stamp(path) -> tuple | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def code_stamps() -> dict[str, tuple | None]:
+    """The files this process's answers depend on: every loaded gsd_research module and the dist-info
+    folders of the heavy packages it imported."""
+    import sys
+    from importlib import metadata
+
+    files = [getattr(module, "__file__", None) for name, module in list(sys.modules.items())
+             if name == "gsd_research" or name.startswith("gsd_research.")]
+    for package in PACKAGES:
+        try:
+            files.append(getattr(metadata.distribution(package), "_path", None))
+        except metadata.PackageNotFoundError:
+            continue
+    return {str(path): _file_stamp(path) for path in files if path}
+
+
+def parse(data: bytes) -> dict | None:
+    """The request, or None: not JSON, not an object, nested too deep for the parser."""
+    try:
+        request = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    return request if isinstance(request, dict) else None
 
 
 class Server:
@@ -26,6 +71,14 @@ class Server:
         self.config = resident.config_stamp()
         self.kb = KbContext(json=True, command="search")
         self.stamps: dict[str, tuple] = {}
+        self.code: dict[str, tuple | None] = {}
+        self.searching = threading.Lock()
+        self.stop = threading.Event()
+        self.counting = threading.Lock()  # guards `active` and `last`
+        self.active = 0
+        self.last = time.monotonic()
+        self.lock: int | None = None  # this home's lock (held), released before the last answer
+        self.path, self.inode = None, 0
 
     def servable(self) -> bool:
         """Only the embedded store with the local model: what is worth keeping loaded."""
@@ -34,18 +87,23 @@ class Server:
         return factory.chroma_url is None and all(config.provider_of(r)[0] == "chromadb"
                                                  for r in config.repositories)
 
-    def warm(self) -> bool:
-        """Load the model and open every indexed repository's stores with one throw-away search."""
+    def warm(self) -> float | None:
+        """Load the model and open every indexed repository's stores with a throw-away search; returns the
+        time of a second one (what a search costs here), None when there is nothing to serve."""
         from gsd_research.researcher import search_cmd
 
         try:
             if not self.servable():
-                return False
+                return None
             self.stale()
             search_cmd.run_one(self.kb, "warm up", None, 1, 1, "hybrid")
+            start = time.perf_counter()
+            search_cmd.run_one(self.kb, "warm up the search", None, 10, 5, "hybrid")
+            took = time.perf_counter() - start
         except Exception:  # noqa: BLE001 - nothing to serve (no index, broken config): callers search alone
-            return False
-        return not self.stale()
+            return None
+        self.code = code_stamps()
+        return None if self.stale() else took
 
     def stale(self) -> bool:
         """Whether the configuration or a repository's index changed since this process first read it."""
@@ -58,11 +116,15 @@ class Server:
                 return True
         return False
 
+    def code_changed(self) -> bool:
+        return resident.context_key() != self.key or any(_file_stamp(path) != stamp
+                                                          for path, stamp in self.code.items())
+
     def answer(self, request: dict) -> tuple[dict, bool]:
         """(reply, whether to exit afterwards)."""
         from gsd_research.researcher import search_cmd
 
-        if resident.context_key() != self.key:
+        if self.code_changed():
             return _fallback("the code changed"), True
         if request.get("v") != resident.PROTOCOL or request.get("key") != self.key:
             return _fallback("another environment"), False
@@ -78,24 +140,63 @@ class Server:
             return _fallback("an index changed"), True
         return {"ok": payload}, False
 
+    def read(self, conn: socket.socket) -> bytes | None:
+        """The request, read within READ_TIMEOUT in all; None when it is too slow or too big."""
+        deadline = time.monotonic() + READ_TIMEOUT
+        data = b""
+        while len(data) <= MAX_REQUEST:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            conn.settimeout(left)
+            chunk = conn.recv(1 << 16)
+            if not chunk:
+                return data
+            data += chunk
+        return None
+
     def handle(self, conn: socket.socket) -> bool:
         """One connection: the owner's request in, one answer out; True when the process should exit."""
         creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
         if struct.unpack("3i", creds)[1] != os.getuid():
             return False
-        conn.settimeout(10)
-        data = b""
-        while len(data) <= MAX_REQUEST and (chunk := conn.recv(1 << 16)):
-            data += chunk
-        try:
-            request = json.loads(data)
-        except ValueError:
-            request = None
-        reply, stop = self.answer(request) if isinstance(request, dict) else (_fallback("bad request"), False)
+        data = self.read(conn)
+        request = parse(data) if data is not None else None
+        if request is None:
+            reply, stop = _fallback("bad request"), False
+        else:
+            with self.searching:
+                reply, stop = self.answer(request)
+                if stop:
+                    self.step_aside()
+        conn.settimeout(READ_TIMEOUT)
         conn.sendall(json.dumps(reply, ensure_ascii=False).encode())
         return stop
 
-    def serve(self, path, idle: float) -> None:
+    def step_aside(self) -> None:
+        """Before the answer that ends this process: no new connections, the lock let go, so that the search
+        the caller now makes on its own can start a fresh process at once."""
+        self.stop.set()
+        if self.path is not None:
+            _unlink_own(self.path, self.inode)
+        if self.lock is not None:
+            os.close(self.lock)
+            self.lock = None
+
+    def connection(self, conn: socket.socket) -> None:
+        try:
+            with conn:
+                if self.handle(conn):
+                    self.stop.set()
+        except Exception:  # noqa: BLE001 - a client that went away, a bad request: the next one is served
+            pass
+        finally:
+            with self.counting:
+                self.active -= 1
+                self.last = time.monotonic()
+
+    def serve(self, path, idle: float, ready=None) -> None:
+        """Listen on `path` (then call `ready`) until idle or asked to stop."""
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             try:
                 os.unlink(path)
@@ -103,54 +204,127 @@ class Server:
                 pass
             sock.bind(str(path))
             os.chmod(path, 0o600)
-            inode = os.stat(path).st_ino
+            self.path, self.inode = path, os.stat(path).st_ino
             sock.listen(16)
-            sock.settimeout(idle)
+            if ready:
+                ready()  # the measured search time joins the pid in the lock file: serving from now on
+            sock.settimeout(min(POLL, idle))
+            self.last = time.monotonic()
             try:
-                self._loop(sock)
+                self._loop(sock, idle)
             finally:
-                try:
-                    if os.stat(path).st_ino == inode:
-                        os.unlink(path)
-                except OSError:
-                    pass
+                _unlink_own(path, self.inode)
 
-    def _loop(self, sock: socket.socket) -> None:
-        while True:
+    def _loop(self, sock: socket.socket, idle: float) -> None:
+        while not self.stop.is_set():
             try:
                 conn, _ = sock.accept()
             except TimeoutError:
-                return  # idle
-            try:
-                with conn:
-                    if self.handle(conn):
-                        return
+                with self.counting:
+                    if not self.active and time.monotonic() - self.last >= idle:
+                        return  # idle
+                continue
             except OSError:
-                continue  # a client that went away
+                continue
+            with self.counting:
+                self.active += 1
+            threading.Thread(target=self.connection, args=(conn,), daemon=True).start()
 
 
-def main() -> None:
+def _unlink_own(path, inode: int) -> None:
+    """Remove the socket file if it is still this process's (a fresh process may have bound its own)."""
+    try:
+        if os.stat(path).st_ino == inode:
+            os.unlink(path)
+    except OSError:
+        pass
+
+
+def _refused(reason: str, **fields) -> None:
+    from gsd_research.researcher import log
+
+    log.event("resident.refused", reason=reason, **fields)
+
+
+def private_run_dir():
+    """GSD_RESEARCH_HOME/run, created 0700; None (logged) when it is a symlink, not a folder or not ours."""
+    run = resident.run_dir()
+    try:
+        run.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = os.lstat(run)
+    except OSError as exc:
+        _refused("the run folder cannot be created", error=str(exc)[:200])
+        return None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        _refused("the run folder is a symlink, not a folder, or not ours", path=str(run))
+        return None
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        os.chmod(run, 0o700)
+    return run
+
+
+def clear_socket_path(path) -> bool:
+    """Make room for the socket: a leftover socket is removed; anything else there (a folder, a file, a
+    symlink) is renamed aside, logged; False when that fails."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    if stat.S_ISSOCK(info.st_mode):
+        return True  # `serve` replaces it
+    aside = f"{path}.aside-{time.time_ns()}"
+    try:
+        os.rename(path, aside)
+    except OSError as exc:
+        _refused("something that is not a socket is at the socket's path", path=str(path), error=str(exc)[:200])
+        return False
+    _refused("something that is not a socket was at the socket's path: renamed aside", path=aside)
+    return True
+
+
+def _lock(run, after: int | None) -> int | None:
+    """This home's lock, held (waiting a few seconds for a stopped predecessor `after` to let go)."""
     import fcntl
+
+    from gsd_research.core.private import open_private
+
+    lock = open_private(run / "search.lock", os.O_RDWR | os.O_CREAT)  # never through a planted symlink
+    deadline = time.monotonic() + (5.0 if after else 0.0)
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return lock
+        except OSError:
+            if time.monotonic() >= deadline:
+                os.close(lock)
+                return None  # another resident process serves this home
+            time.sleep(0.1)
+
+
+def main(argv: list[str] | None = None) -> None:
     import signal
     import sys
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # leave through `serve`'s clean-up
+    args = sys.argv[1:] if argv is None else argv
+    after = next((int(a.split("=", 1)[1]) for a in args if a.startswith("--after=") and a[8:].isdigit()), None)
     idle, path = resident.idle_seconds(), resident.socket_path()
     if idle == 0 or path is None:
         return
-    run = resident.run_dir()
-    run.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(run, 0o700)
-    lock = os.open(run / "search.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return  # another resident process serves this home
+    run = private_run_dir()
+    lock = _lock(run, after) if run is not None else None
+    if lock is None:
+        return
     os.ftruncate(lock, 0)
     os.write(lock, str(os.getpid()).encode())  # who holds it (`resident.pid()`)
     server = Server()
-    if server.warm():
-        server.serve(path, idle)
+    took = server.warm()
+    if took is None or not clear_socket_path(path):
+        return
+    server.lock = lock
+    server.serve(path, idle, ready=lambda: os.pwrite(lock, f"{os.getpid()} {took:.4f}".encode(), 0))
 
 
 if __name__ == "__main__":
