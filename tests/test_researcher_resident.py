@@ -277,9 +277,9 @@ def test_run_folder_tricks_are_refused_not_followed(tmp_path, monkeypatch, home)
     run = home / "run"
     run.mkdir(parents=True)
     (run / "search.lock").symlink_to(victim)
-    resident_server.main([])  # nothing indexed: it exits after taking the lock
+    resident_server.main([])  # refused, logged: the link is neither followed nor written through
     assert victim.read_text() == "precious"
-    assert not (run / "search.lock").is_symlink()
+    assert "Refusing the lock file" in (home / "logs" / "researcher.log").read_text()
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir(mode=0o755)

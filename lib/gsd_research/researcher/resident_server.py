@@ -288,9 +288,14 @@ def _lock(run, after: int | None) -> int | None:
     """This home's lock, held (waiting a few seconds for a stopped predecessor `after` to let go)."""
     import fcntl
 
-    from gsd_research.core.private import open_private
+    from gsd_research.core.errors import GsdError
+    from gsd_research.core.private import open_lock
 
-    lock = open_private(run / "search.lock", os.O_RDWR | os.O_CREAT)  # never through a planted symlink
+    try:
+        lock = open_lock(run / "search.lock")  # never through a planted symlink, only a file of ours
+    except (GsdError, OSError) as exc:
+        _refused("the lock file cannot be used", error=str(exc)[:300])
+        return None
     deadline = time.monotonic() + (5.0 if after else 0.0)
     while True:
         try:
