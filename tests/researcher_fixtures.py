@@ -45,6 +45,7 @@ def _link_int8(source: Path) -> None:
         int8_model.build(source, built)
         _INT8_BUILDS[target.name] = built
     target.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(target.parent, 0o700)  # as the product makes it, whatever the test's umask
     target.symlink_to(_INT8_BUILDS[target.name])
     int8_model.sidecar(target).symlink_to(int8_model.sidecar(_INT8_BUILDS[target.name]))
 
