@@ -87,15 +87,17 @@ def _fit(doc: dict, results: list[dict], warnings: list[dict], max_tokens: int) 
 def project_pin(spec: str, match, library_id: str) -> tuple[str, dict]:
     """The library id at the version the project's lockfiles pin, when Context7 lists that version; the
     metadata saying which version was served and whether it is the project's."""
-    from gsd_research.docs.lockfiles import project_version, served
+    from gsd_research.docs.lockfiles import lookup, served
 
     parts = [p for p in match.id.split("/") if p]
-    pinned = project_version([spec, match.title, *parts[-1:], "/".join(parts[-2:])])
+    found = lookup([spec, match.title, *parts[-1:], "/".join(parts[-2:])])
+    pinned = found.pinned
+    notes = {"lockfile_notes": found.notes} if found.notes else {}
     if pinned is None:
-        return library_id, {}
+        return library_id, notes
     version = served(pinned, match.versions)
     meta = {"project_version": pinned.version, "version_source": pinned.lockfile, "served_version": version,
-            "version_match": version is not None}
+            "version_match": version is not None, **notes}
     if version is None:
         meta["note_version"] = (f"Context7 has no documentation for {pinned.name} {pinned.version}; the default "
                                 "(usually latest) version was served")

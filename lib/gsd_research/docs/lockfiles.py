@@ -3,7 +3,11 @@
 npm (package-lock.json), pnpm (pnpm-lock.yaml), Yarn classic and Berry (yarn.lock), uv (uv.lock), Poetry
 (poetry.lock), pip (requirements*.txt, `==` pins), Cargo (Cargo.lock) and Go modules (go.mod). The TOML
 lockfiles are read line by line (their `[[package]]` blocks are machine-written), so Python 3.10 needs no
-TOML library. A lockfile that cannot be read is skipped: the documentation is served without a version.
+TOML library. A lockfile that cannot be read is skipped with a note: the documentation is served without a
+version. Names match exactly per ecosystem (npm names with their scope, and a scoped package only when the
+library asked for is scoped; PEP 503 names; crate names; Go module paths by their last elements), and a
+version or name that is not shaped like one (a planted path or instruction) is dropped with a note, never
+repeated.
 """
 
 from __future__ import annotations
@@ -16,6 +20,11 @@ from pathlib import Path
 MAX_BYTES = 20_000_000
 ORDER = ("package-lock.json", "pnpm-lock.yaml", "yarn.lock", "uv.lock", "poetry.lock", "requirements*.txt",
          "Cargo.lock", "go.mod")
+NPM = ("package-lock.json", "pnpm-lock.yaml", "yarn.lock")
+MAX_VERSION = 64
+VERSION_RE = re.compile(r"^[vV]?\d+(?:\.\d+)*[0-9A-Za-z.+!_~-]*$")
+NAME_RE = re.compile(r"^@?[A-Za-z0-9][A-Za-z0-9._~/-]{0,213}$")
+REQUIREMENTS_RE = re.compile(r"^requirements[A-Za-z0-9._-]{0,60}\.txt$")
 
 
 @dataclass
@@ -31,10 +40,16 @@ def norm(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
+def version_shaped(version: str) -> bool:
+    """A version a lockfile may pin (1.2.3, v1.2.3-rc.1, 0.0.0-2023..., 2.0.0.post1), bounded in length."""
+    return 0 < len(version) <= MAX_VERSION and bool(VERSION_RE.match(version))
+
+
 def name_keys(name: str) -> set[str]:
-    """The spellings a library name may take in a lockfile: next.js ~ nextjs ~ next, @scope/pkg ~ pkg."""
+    """The spellings a library name may take in a lockfile: next.js ~ nextjs ~ next, vercel/next.js ~ next.
+    A scoped npm name (@scope/pkg) is only itself: @types/react is not react."""
     base = name.strip().lower()
-    keys = {norm(base), norm(base.rsplit("/", 1)[-1])}
+    keys = {norm(base)} if base.startswith("@") else {norm(base), norm(base.rsplit("/", 1)[-1])}
     keys |= {k[:-2] for k in list(keys) if k.endswith("js") and len(k) > 4}
     return {k for k in keys if k}
 
@@ -134,35 +149,84 @@ PARSERS = {"package-lock.json": _npm_lock, "pnpm-lock.yaml": _pnpm_lock, "yarn.l
 def _files(folder: Path) -> list[Path]:
     found: list[Path] = []
     for pattern in ORDER:
-        found += sorted(p for p in folder.glob(pattern) if p.is_file())
+        paths = sorted(p for p in folder.glob(pattern) if p.is_file())
+        if pattern == "requirements*.txt":  # the main file first, then the others in name order
+            paths = sorted((p for p in paths if REQUIREMENTS_RE.match(p.name)), key=lambda p: p.name != "requirements.txt")
+        found += paths
     return found
 
 
-def _keys_of(package: str) -> set[str]:
-    """A lockfile entry's spellings: a Go module path also by its last one and two elements."""
-    keys = {norm(package), norm(package.rsplit("/", 1)[-1])}
-    parts = package.split("/")
-    if len(parts) >= 3:  # github.com/gin-gonic/gin ~ /gin-gonic/gin
+def _keys_of(package: str, lockfile: str) -> set[str]:
+    """A lockfile entry's spellings in its ecosystem: npm, Python and crate names whole (an npm scope kept);
+    a Go module path also by its last one and two elements, a major-version suffix (/v5) aside."""
+    if lockfile != "go.mod":
+        return {norm(package)}
+    parts = [p for p in package.split("/") if p]
+    if len(parts) > 1 and re.fullmatch(r"v\d+", parts[-1]):
+        parts = parts[:-1]
+    keys = {norm(package), norm("/".join(parts)), norm(parts[-1])} if parts else set()
+    if len(parts) >= 3:  # github.com/gin-gonic/gin ~ gin-gonic/gin
         keys.add(norm("/".join(parts[-2:])))
     return keys
 
 
-def project_version(names: list[str], folder: Path | None = None) -> Pinned | None:
-    """The version the project's first lockfile listing one of `names` pins, or None."""
-    wanted: set[str] = set()
-    for name in names:
-        if name:
-            wanted |= name_keys(name)
+def _wanted(names: list[str], scoped: bool) -> list[set[str]]:
+    """Each name's keys, in order of preference; for scoped npm entries only the scoped names count."""
+    return [name_keys(n) if n.strip().startswith("@") or not scoped else set() for n in names if n]
+
+
+def _best(packages: dict[str, str], names: list[str], lockfile: str) -> tuple[int, str, str] | None:
+    """The entry matching the most preferred of `names` (the library asked for first), or None."""
+    plain, scoped = _wanted(names, False), _wanted(names, True)
+    best = None
+    for package, version in packages.items():
+        wanted = scoped if lockfile in NPM and package.startswith("@") else plain
+        keys = _keys_of(package, lockfile)
+        rank = next((i for i, k in enumerate(wanted) if k & keys), None)
+        if rank is not None and (best is None or rank < best[0]):
+            best = (rank, package, version)
+    return best
+
+
+@dataclass
+class Lookup:
+    """The pinned version found (or None) and notes on lockfiles that could not be used."""
+
+    pinned: Pinned | None
+    notes: list[str]
+
+
+def lookup(names: list[str], folder: Path | None = None) -> Lookup:
+    """The version the project's first lockfile listing one of `names` pins (requirements files: the main
+    one, a disagreement said), with notes on unreadable lockfiles and values that are not versions."""
+    notes: list[str] = []
+    found: list[Pinned] = []
     for path in _files(folder or Path.cwd()):
+        if found and not (found[0].lockfile.startswith("requirements") and path.name.startswith("requirements")):
+            break
         parse = PARSERS.get(path.name, _requirements)
         try:
             packages = parse(path.read_text(encoding="utf-8", errors="replace")[:MAX_BYTES])
-        except Exception:  # noqa: BLE001 - a broken lockfile is skipped, never a failed docs call
+        except Exception:  # noqa: BLE001 - a broken lockfile is skipped with a note, never a failed docs call
+            notes.append(f"{path.name} could not be read (not valid for its format); it was skipped")
             continue
-        for package, version in packages.items():
-            if version and _keys_of(package) & wanted:
-                return Pinned(package, version, path.name)
-    return None
+        best = _best(packages, names, path.name)
+        if best is None:
+            continue
+        _, package, version = best
+        if not (NAME_RE.match(package) and version_shaped(version)):
+            notes.append(f"{path.name} pins the library at a value that is not a version; it was ignored")
+            continue
+        found.append(Pinned(package, version, path.name))
+    if len(found) > 1 and len({p.version for p in found}) > 1:
+        notes.append(f"{found[0].lockfile} and {', '.join(p.lockfile for p in found[1:])} pin different "
+                     f"versions; {found[0].lockfile} was used")
+    return Lookup(found[0] if found else None, notes)
+
+
+def project_version(names: list[str], folder: Path | None = None) -> Pinned | None:
+    """The version the project's first lockfile listing one of `names` pins, or None."""
+    return lookup(names, folder).pinned
 
 
 def _bare(version: str) -> str:
