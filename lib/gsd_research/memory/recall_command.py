@@ -17,6 +17,7 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|d|day|days|w|wk
 _UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400, "days": 86400,
           "w": 604800, "wk": 604800, "week": 604800, "weeks": 604800}
 MAX_WARNINGS = 10
+_IDENTIFIER = re.compile(r"\d|\w[-_.]\w|[a-z][A-Z]")
 # Kept text in an answer, all fenced (core.untrusted): a page's or a report's passage, its title, and the
 # query that an earlier search or deep run was asked (kept text too, whoever wrote it).
 TEXT_FIELDS = ("content", "title", "query")
@@ -82,6 +83,27 @@ def _item(entry: dict, passage: dict, latest: dict[str, str]) -> dict:
     return item
 
 
+def identifiers(query: str) -> list[str]:
+    """The query's identifier-like words (a digit, an inner - _ . or a camelCase hump: QK-7731-ZETA, ab_cd.ef9,
+    fooBar2), which a passage must hold exactly to be the one asked about."""
+    words = (w.strip("\"'`()[]{}<>,;:!?") for w in query.split())
+    return list(dict.fromkeys(w for w in words if w and _IDENTIFIER.search(w)))
+
+
+def _exact_hits(text: str, idents: list[str]) -> int:
+    return sum(1 for i in idents if re.search(rf"(?<![\w-]){re.escape(i)}(?![\w-])", text, re.I))
+
+
+def exact_first(passages: list[dict], lexical: list[dict], idents: list[str]) -> list[dict]:
+    """The passages holding more of the query's identifiers exactly first (the fused ranking inside each
+    group): a fused score normalizes a lone lexical hit to nothing, so meaning alone would bury it. Lexical
+    candidates the fusion left out are added."""
+    seen = {(p["document_path"], p.get("fragment_index")) for p in passages}
+    merged = passages + [p for p in lexical if (p["document_path"], p.get("fragment_index")) not in seen]
+    order = sorted(enumerate(merged), key=lambda ip: (-_exact_hits(ip[1].get("text") or "", idents), ip[0]))
+    return [p for _, p in order]
+
+
 def rank(store, query: str, paths: list[str] | None) -> tuple[list[dict], dict]:
     """Recall results best first (at most PER_SOURCE per source) and the search's mode and note."""
     import gsd_research.researcher.api as kb
@@ -89,6 +111,11 @@ def rank(store, query: str, paths: list[str] | None) -> tuple[list[dict], dict]:
 
     kb.ensure_repository(REPOSITORY, store.documents)  # registered again if someone removed it
     hits = kb.search(REPOSITORY, query, paths=paths, n_fragments=CANDIDATES, mode="auto")
+    idents = identifiers(query)
+    if idents:
+        lexical = hits["passages"] if hits.get("mode") == "lexical" else kb.search(
+            REPOSITORY, query, paths=paths, n_fragments=CANDIDATES, mode="lexical")["passages"]
+        hits["passages"] = exact_first(hits["passages"], lexical, idents)
     entries = store.by_paths(list(dict.fromkeys(p["document_path"] for p in hits["passages"])))
     latest = store.latest_urls([e["url"] for e in entries.values() if e["kind"] == "page" and e["url"]])
     results, per_source = [], {}
