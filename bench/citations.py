@@ -212,7 +212,7 @@ def quote_figures(claims: list[dict]) -> dict:
 
 
 def supported_at(result: dict, threshold: float) -> bool:
-    if result["verdict"] not in ("supported", "not_found"):
+    if result["verdict"] not in ("supported", "related", "not_found"):
         return False
     other = [r for r in result.get("reasons", []) if not r.startswith("only ")]
     return result.get("coverage", 0) >= threshold and not other

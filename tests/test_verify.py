@@ -54,15 +54,16 @@ def test_every_claim_gets_a_verdict_and_the_counts_add_up(cli, research, pages):
     assert claims[4]["verdict"] == "not_found"
     assert {k: unfence(v) for k, v in claims[4]["differences"].items()} == {"quote_only": "8", "source_only": "9"}
     assert all(is_fenced(v) for v in claims[4]["differences"].values())
-    assert claims[5]["verdict"] == "supported" and claims[5]["method"] == "ranking"
+    assert claims[5]["verdict"] == "related" and claims[5]["method"] == "ranking"
+    assert "not a support judgement" in claims[5]["caveat"]
     assert "compiler" in claims[5]["passage"]
     assert claims[6]["verdict"] == "not_found" and claims[6]["method"] == "ranking"
     assert claims[7]["verdict"] == "no_source" and "npm registry" in unfence(claims[7]["unresolved"])
     assert is_fenced(claims[7]["unresolved"]) and "npm registry" not in claims[7]["note"]
     assert claims[8]["verdict"] == "unreachable" and claims[8]["error"]["code"] == "BLOCKED_URL"
     assert claims[9]["verdict"] == "unreachable" and claims[9]["error"]["code"] == "NOT_FOUND"
-    assert doc["metadata"]["counts"] == {"quote_found": 1, "supported": 1, "not_found": 2, "unreachable": 2,
-                                         "no_source": 1}
+    assert doc["metadata"]["counts"] == {"quote_found": 1, "supported": 0, "related": 1, "not_found": 2,
+                                         "too_short": 0, "unreachable": 2, "no_source": 1}
     assert [c["verdict"] for c in doc["claims"]][:2] == ["not_found", "not_found"]  # problems first
     assert doc["untrusted"] and doc["metadata"]["llm"] is None
 
@@ -156,7 +157,7 @@ def test_a_search_report_is_checked_against_what_the_search_showed(cli, fake, ho
     doc = cli("verify", report).json
 
     verdicts = {c["verdict"] for c in doc["claims"]}
-    assert doc["metadata"]["claims"] >= 1 and verdicts <= {"supported", "quote_found"}
+    assert doc["metadata"]["claims"] >= 1 and verdicts <= {"related", "quote_found"}
     assert all(c["origin"] == "memory-snippet" for c in doc["claims"])
 
 
@@ -165,7 +166,7 @@ def test_memory_off_still_checks(cli, research, pages):
 
     doc = cli("verify", str(research)).json
 
-    assert by_line(doc)[3]["verdict"] == "quote_found" and by_line(doc)[5]["verdict"] == "supported"
+    assert by_line(doc)[3]["verdict"] == "quote_found" and by_line(doc)[5]["verdict"] == "related"
 
 
 def test_a_configured_model_judges_unquoted_claims_and_is_named(cli, research, pages, monkeypatch):
@@ -175,7 +176,8 @@ def test_a_configured_model_judges_unquoted_claims_and_is_named(cli, research, p
     without = cli("verify", str(research), "--no-llm").json
 
     claims = by_line(doc)
-    assert claims[5]["method"].startswith("llm:openai") and claims[5]["ranking_verdict"] == "supported"
+    assert claims[5]["method"].startswith("llm:openai") and claims[5]["ranking_verdict"] == "related"
+    assert "caveat" not in claims[5]
     assert claims[5]["verdict"] == "supported" and doc["metadata"]["llm"].startswith("openai")
     assert claims[3]["method"] == "exact"  # quotes are located, never judged
     assert by_line(without)[5]["method"] == "ranking" and without["metadata"]["llm"] is None

@@ -68,6 +68,40 @@ def windows(text: str, size: int = 3) -> list[str]:
 
 
 MISSING = "a number or name of the claim is not in the passage"
+UNITS = "a number of the claim is not next to the same word in the passage"
+MIN_WORDS = 3  # content words below which a claim is too short to judge by its words
+CAVEAT = ("word overlap only: the passage shares the claim's words, numbers and names in the same places; this "
+          "is not a support judgement (added or changed facts pass it); configure a model backend for one")
+
+
+def too_short(claim: str) -> bool:
+    return len(terms(claim)[0]) + len(terms(claim)[1]) < MIN_WORDS
+
+
+def _tokens(text: str) -> list[str]:
+    return [t.replace(",", "").rstrip(".") if t[0].isdigit() else stem(t) for t in _WORD.findall(text)]
+
+
+def _number_pairs(tokens: list[str], both: bool) -> set[tuple[str, str]]:
+    """Each number with the word after it (its unit) or, at the end, the word before it; `both`: each with
+    its word after and its word before."""
+    pairs = set()
+    for i, token in enumerate(tokens):
+        if not token[:1].isdigit():
+            continue
+        after = tokens[i + 1] if i + 1 < len(tokens) and not tokens[i + 1][:1].isdigit() else None
+        before = tokens[i - 1] if i > 0 else ""
+        if both:
+            pairs |= {(token, f">{after}"), (token, f"<{before}")}
+        else:
+            pairs.add((token, f">{after}") if after else (token, f"<{before}"))
+    return pairs
+
+
+def _units_differ(claim: str, passage: str) -> bool:
+    """A number of the claim that the passage has only next to other words (1966 megawatts vs 240 megawatts
+    ... in 1966)."""
+    return not _number_pairs(_tokens(claim), False) <= _number_pairs(_tokens(passage), True)
 
 
 def score(claim: str, passage: str) -> dict:
@@ -81,6 +115,8 @@ def score(claim: str, passage: str) -> dict:
         reasons.append(f"only {coverage:.0%} of the claim's words are in the passage")
     if missing:
         reasons.append(MISSING)
+    elif cnums and _units_differ(claim, passage):
+        reasons.append(UNITS)
     if cneg != _core_negation(cwords, passage, pneg):
         reasons.append("negation differs")
     out = {"coverage": round(coverage, 3), "supported": not reasons, "reasons": reasons}

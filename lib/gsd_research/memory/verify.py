@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from gsd_research.core.errors import GsdError
 from gsd_research.memory import quotes, support
 
-SEVERITY = {"not_found": 0, "unreachable": 1, "no_source": 2, "supported": 3, "quote_found": 4}
+SEVERITY = {"not_found": 0, "unreachable": 1, "no_source": 2, "too_short": 3, "related": 4, "supported": 5,
+            "quote_found": 6}
 CONTEXT_CHARS = 160  # around a found quote
 CLAIM_CHARS = 400
 CANDIDATE_FRAGMENTS = 5
@@ -131,6 +132,10 @@ class Verifier:
             return {"verdict": "unreachable", "method": "none", "source_url": first.url, "error": first.error}
         if claim.quotes:
             return self._quotes(claim, reachable)
+        if support.too_short(claim.text):
+            return {"verdict": "too_short", "method": "none", "source_url": reachable[0].url,
+                    "origin": reachable[0].origin, "note": "too few words to judge; quote the source or write "
+                    "the claim as a sentence"}
         return self._support(claim, reachable)
 
     def _quotes(self, claim, reachable: list[SourceText]) -> dict:
@@ -184,9 +189,11 @@ class Verifier:
             return {"verdict": "not_found", "method": "ranking", "source_url": reachable[0].url,
                     "origin": reachable[0].origin, "reasons": ["the source has no text"]}
         src, (passage, score) = best
-        out = {"verdict": "supported" if score["supported"] else "not_found", "method": "ranking",
+        out = {"verdict": "related" if score["supported"] else "not_found", "method": "ranking",
                "source_url": src.url, "origin": src.origin, "passage": _cut(passage, 700),
                "coverage": score["coverage"]}
+        if score["supported"]:
+            out["caveat"] = support.CAVEAT
         if score["reasons"]:
             out["reasons"] = score["reasons"]
         if score.get("missing"):
@@ -203,7 +210,8 @@ class Verifier:
             return out
         word, backend = judged
         self.llm_backend = backend
-        return dict(out, verdict="supported" if word == "SUPPORTED" else "not_found", method=f"llm:{backend}",
+        judged = {k: v for k, v in out.items() if k != "caveat"}
+        return dict(judged, verdict="supported" if word == "SUPPORTED" else "not_found", method=f"llm:{backend}",
                     llm_verdict=word.lower(), ranking_verdict=out["verdict"])
 
     def _candidates(self, src: SourceText, claim_text: str) -> list[str]:

@@ -15,7 +15,7 @@ MAX_FILE_BYTES = 5_000_000
 MAX_WARNINGS = 10
 # Text of the research file or of its sources in an answer: every such field is fenced (core.untrusted).
 TEXT_FIELDS = ("claim", "quote", "passage", "unresolved", "missing", "quote_only", "source_only")
-VERDICTS = ("quote_found", "supported", "not_found", "unreachable", "no_source")
+VERDICTS = ("quote_found", "supported", "related", "not_found", "too_short", "unreachable", "no_source")
 
 
 def read_file(file: str) -> tuple[Path, str]:
