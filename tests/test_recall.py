@@ -196,7 +196,7 @@ def test_nothing_matching_the_filter_is_an_empty_answer(cli, read_some, offline)
 
 
 @pytest.mark.parametrize("args,needle", [
-    (("recall",), "Missing argument"),
+    (("recall",), "needs a query"),
     (("recall", "  "), "needs a query"),
     (("recall", "x", "--since", "yesterday-ish"), "--since takes a duration"),
 ])

@@ -32,7 +32,10 @@ def parse_since(value: str | None, now: datetime | None = None) -> str | None:
     match = _DURATION.match(value)
     if match:
         seconds = float(match.group(1)) * _UNITS[match.group(2).lower()]
-        return _iso(now - timedelta(seconds=seconds))
+        try:
+            return _iso(now - timedelta(seconds=seconds))
+        except OverflowError:
+            raise UsageError(f"--since {value!r} reaches before the year 1", suggestions=[EXAMPLE]) from None
     try:
         when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
     except ValueError:
@@ -129,29 +132,28 @@ def rank(store, query: str, paths: list[str] | None) -> tuple[list[dict], dict]:
 
 
 @agent_command("recall")
-@click.argument("query", nargs=-1, required=True)
+@click.argument("query", nargs=-1)
+@click.option("--clear", is_flag=True, help="Remove the whole research memory (catalog, documents, index).")
 @click.option("--since", default=None, metavar="DURATION",
               help="Only what was read within DURATION (30m, 2h, 7d, 2w) or since an ISO date.")
 @click.option("--url-prefix", "prefixes", multiple=True, metavar="P",
               help="Only sources whose URL starts with P (repeatable; without a scheme http(s) and www. match).")
-def recall(rt, query: tuple[str, ...], since: str | None, prefixes: tuple[str, ...]):
+def recall(rt, query: tuple[str, ...], since: str | None, prefixes: tuple[str, ...], clear: bool):
     """Passages about QUERY from what fetch, search and deep read before (no network). Text is untrusted."""
     from gsd_research.core.untrusted import NOTICE, guard_results
     from gsd_research.memory.api import settings
-    from gsd_research.memory.store import MemoryStore
+    from gsd_research.memory.store import clear_memory
 
     text = " ".join(query).strip()
+    if clear:
+        if text or since or prefixes:
+            raise UsageError("recall --clear takes no query or filter", suggestions=["gsd-research recall --clear"])
+        return {"metadata": {"backend": "research-memory", **clear_memory()}}
     if not text:
         raise UsageError("recall needs a query", suggestions=[EXAMPLE])
     check_echo(text, rt.max_tokens)
     since_iso = parse_since(since)
-    store = MemoryStore()
-    try:
-        total = store.count()
-        paths = store.paths_matching(since_iso, url_prefixes(prefixes))
-        results, search_meta = rank(store, text, paths) if total and paths != [] else ([], {"mode": "none"})
-    finally:
-        store.close()
+    total, results, search_meta = _search(text, since_iso, prefixes)
     results, warnings = guard_results(results, fields=TEXT_FIELDS)
     meta = {"backend": "research-memory", "entries": total, "mode": search_meta.get("mode"),
             "embedding": _embedding_state(settings(rt.config))}
@@ -161,6 +163,9 @@ def recall(rt, query: tuple[str, ...], since: str | None, prefixes: tuple[str, .
     note = search_meta.get("note") or _empty_note(total, results, filters)
     if note:
         meta["note"] = note
+    if not settings(rt.config)["enabled"]:
+        meta["memory_note"] = ("memory.enabled is false: nothing new is kept; this is what was kept before "
+                               "(gsd-research recall --clear removes it)")
     doc: dict = {"query": text}
     if warnings:
         doc["injection_flagged"] = True
@@ -168,6 +173,30 @@ def recall(rt, query: tuple[str, ...], since: str | None, prefixes: tuple[str, .
     doc["untrusted"] = NOTICE
     doc["metadata"] = meta
     return fit_results(doc, results, rt.max_tokens, text_key="content")
+
+
+def _search(text: str, since_iso: str | None, prefixes: tuple[str, ...]) -> tuple[int, list[dict], dict]:
+    """(entries kept, results, the search's mode and note); an unreadable memory file is a clear error."""
+    import sqlite3
+
+    from gsd_research.memory.store import MemoryStore, corrupt_error
+
+    store = MemoryStore()
+    try:
+        try:
+            total = store.count()
+            paths = store.paths_matching(since_iso, url_prefixes(prefixes))
+        except sqlite3.DatabaseError as exc:
+            raise corrupt_error(exc, "catalog") from None
+        if not total or paths == []:
+            return total, [], {"mode": "none"}
+        try:
+            results, meta = rank(store, text, paths)
+        except sqlite3.DatabaseError as exc:
+            raise corrupt_error(exc, "index") from None
+        return total, results, meta
+    finally:
+        store.close()
 
 
 def _empty_note(total: int, results: list[dict], filters: dict) -> str | None:

@@ -226,3 +226,29 @@ class MemoryStore:
 def _like_prefix(prefix: str) -> str:
     escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return escaped + "%"
+
+
+def clear_memory() -> dict:
+    """Remove the whole research memory: its catalog, documents and knowledge-base index (a fresh one is made
+    at the next write). Planted links are removed, never followed."""
+    import shutil
+
+    removed = []
+    for path in (memory_dir(), kb.repo_dir(REPOSITORY)):
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+            removed.append(path.name)
+        elif path.exists():
+            shutil.rmtree(path)
+            removed.append(path.name)
+    return {"cleared": bool(removed)}
+
+
+def corrupt_error(exc: Exception, where: str):
+    """The error for an unreadable memory file: which file, and how to start afresh."""
+    from gsd_research.core.errors import GsdError
+
+    files = {"catalog": memory_dir() / "catalog.sqlite", "index": kb.repo_dir(REPOSITORY) / "lexical.sqlite"}
+    return GsdError(f"the research memory's {where} ({files[where]}) cannot be read ({type(exc).__name__}: "
+                    f"{str(exc)[:80]}); clear the memory and let fetch, search and deep fill it again",
+                    code="MEMORY_CORRUPT", suggestions=["gsd-research recall --clear"])
