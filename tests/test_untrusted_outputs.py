@@ -259,7 +259,7 @@ def test_verify_claims_quotes_and_passages(cli, web, tmp_path, variant):
 
     assert_all_fenced(doc, expect=8)
     verdicts = {c["line"]: c["verdict"] for c in doc["claims"]}
-    assert [verdicts.get(n) for n in (1, 2, 3, 4)] == ["quote_found", "not_found", "supported", "not_found"]
+    assert [verdicts.get(n) for n in (1, 2, 3, 4)] == ["quote_found", "not_found", "related", "not_found"]
     assert len(doc["claims"]) >= 5
     for claim in doc["claims"]:
         for value in [claim.get("source_url"), *claim.get("sources", [])]:
