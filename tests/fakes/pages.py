@@ -88,12 +88,14 @@ def state_page(server: FakeServer, req: Request) -> Reply:
 
 def state_reply(server: FakeServer, req: Request) -> Reply:
     """`/pages/reply/NAME`: any answer a test put in server.state["replies"][NAME] ({status, body,
-    content_type, headers}), for hostile status pages, headers and redirects (404 when none)."""
+    content_type, headers, delay}), for hostile status pages, headers, redirects and slow sites (404 when
+    none)."""
     spec = (server.state.get("replies") or {}).get(req.path.rsplit("/", 1)[1])
     if spec is None:
         return Reply(404, {"error": "no such reply"})
     return Reply(int(spec.get("status", 200)), spec.get("body", ""), headers=dict(spec.get("headers") or {}),
-                 content_type=spec.get("content_type", "text/html; charset=utf-8"))
+                 content_type=spec.get("content_type", "text/html; charset=utf-8"),
+                 delay=float(spec.get("delay", 0)))
 
 
 def install(server: FakeServer) -> None:

@@ -39,6 +39,7 @@ class Claim:
     sources: list[str] = field(default_factory=list)
     quotes: list[str] = field(default_factory=list)
     unresolved: list[str] = field(default_factory=list)  # markers naming no retrievable source
+    short_quotes: list[str] = field(default_factory=list)  # quoted text too short to locate reliably
 
 
 def _url_of(text: str) -> str | None:
@@ -146,13 +147,13 @@ def _sentences(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
     return out
 
 
-def _quotes(sentence: str) -> list[str]:
-    found = []
+def _quotes(sentence: str) -> tuple[list[str], list[str]]:
+    """(quotes of at least MIN_QUOTE_WORDS words, shorter ones)."""
+    found, short = [], []
     for match in _QUOTE.finditer(sentence):
         inner = match.group(1).strip()
-        if len(re.findall(r"\w+", inner)) >= MIN_QUOTE_WORDS:
-            found.append(inner)
-    return found
+        (found if len(re.findall(r"\w+", inner)) >= MIN_QUOTE_WORDS else short).append(inner)
+    return found, short
 
 
 def _sources(sentence: str, refs: dict[str, str]) -> tuple[list[str], list[str], str]:
@@ -202,7 +203,7 @@ def extract_claims(text: str) -> list[Claim]:
                 continue
         for line, sentence in _sentences(lines):
             sources, unresolved, clean = _sources(sentence, refs)
-            quotes = _quotes(clean)
+            quotes, short = _quotes(clean)
             if sources or unresolved or quotes:
-                claims.append(Claim(line, clean, sources, quotes, unresolved))
+                claims.append(Claim(line, clean, sources, quotes, unresolved, short))
     return claims

@@ -15,12 +15,14 @@ from dataclasses import dataclass, field
 
 from gsd_research.core.errors import GsdError
 from gsd_research.memory import quotes, support
+from gsd_research.memory.claims import MIN_QUOTE_WORDS
 
 SEVERITY = {"not_found": 0, "unreachable": 1, "no_source": 2, "too_short": 3, "related": 4, "supported": 5,
             "quote_found": 6}
 CONTEXT_CHARS = 160  # around a found quote
 CLAIM_CHARS = 400
 CANDIDATE_FRAGMENTS = 5
+DEFAULT_TIMEOUT = 120.0  # seconds for the whole check (verify --timeout)
 
 
 @dataclass
@@ -32,32 +34,68 @@ class SourceText:
     error: dict | None = None
     page_text: str | None = None
     flags: list[str] = field(default_factory=list)
+    late: bool = False  # its page text could not be read before the deadline
 
 
 class Verifier:
     """Checks claims; sources are read once per run."""
 
-    def __init__(self, rt, *, use_llm: bool = True) -> None:
+    def __init__(self, rt, *, use_llm: bool = True, timeout: float = DEFAULT_TIMEOUT) -> None:
         from gsd_research.memory.api import settings
 
         self.rt = rt
         self.memory = settings(rt.config)["enabled"]
         self.use_llm = use_llm
+        self.timeout = timeout
+        self.stop_at = time.monotonic() + timeout
         self.sources: dict[str, SourceText] = {}
         self.llm_backend: str | None = None
         self.timings: list[float] = []
+        self.readers: list = []  # their HTTP clients' counts of requests sent upstream
+
+    @property
+    def upstream_requests(self) -> int:
+        """Requests sent to the network (not answered by the HTTP cache) by this check."""
+        own = self.rt.http.upstream_requests if self.rt._http is not None else 0
+        return own + sum(r.upstream_requests for r in self.readers)
 
     # -- sources -----------------------------------------------------------------------------------
 
+    def read_sources(self, claims) -> None:
+        """Every cited source, once: the memory's copy of the page, else the page read (HTTP cache, then the
+        network; a few at once, all within the deadline), else, when it cannot be read, the snippet a search
+        showed of it. What was not read in time is unreachable."""
+        self.read_urls(list(dict.fromkeys(u for c in claims for u in c.sources)))
+
+    def read_urls(self, urls: list[str]) -> None:
+        from gsd_research.memory.reading import Reader
+
+        todo = []
+        for url in urls:
+            src = self._from_memory(url, snippets=False)
+            if src is None:
+                todo.append(url)
+            else:
+                self.sources[url] = src
+        reader = Reader(self.rt, self.stop_at)
+        self.readers.append(reader)
+        for url, outcome in reader.results(todo):
+            self.sources[url] = self._settle(url, outcome)
+        for url in todo:
+            if url not in self.sources:
+                self.sources[url] = SourceText(url, "unreachable", error=self._late())
+            if self.sources[url].origin == "unreachable":
+                self.sources[url] = self._from_memory(url, snippets=True) or self.sources[url]
+
     def source(self, url: str) -> SourceText:
-        """The memory's copy of the page, else the page read (HTTP cache, then the network), else, when it
-        cannot be read, the snippet a search showed of it."""
         if url not in self.sources:
-            src = self._from_memory(url, snippets=False) or self._fetch(url)
-            if src.origin == "unreachable":
-                src = self._from_memory(url, snippets=True) or src
-            self.sources[url] = src
+            self.read_urls([url])
         return self.sources[url]
+
+    def _late(self) -> dict:
+        return {"code": "TIMEOUT", "message": f"Not read in time: verify's --timeout of {self.timeout:g} s was spent",
+                "suggestions": [f"gsd-research verify FILE --timeout {max(2 * self.timeout, 120):g}",
+                                "gsd-research fetch URL first: verify reads what fetch kept"]}
 
     def _from_memory(self, url: str, snippets: bool = True) -> SourceText | None:
         if not self.memory:
@@ -78,14 +116,14 @@ class Verifier:
         entry, text = found
         return SourceText(url, origin, text, entry["path"], flags=json.loads(entry["flags"] or "[]"))
 
-    def _fetch(self, url: str) -> SourceText:
+    def _settle(self, url: str, page) -> SourceText:
+        """A source read (or its error), kept in the memory for the next check."""
         from gsd_research.memory.api import record_fetch
-        from gsd_research.read.api import fetch_source
 
-        try:
-            page = fetch_source(self.rt, url)
-        except GsdError as exc:
-            return SourceText(url, "unreachable", error={"code": exc.code, "message": _shown(exc.message, url)})
+        if isinstance(page, GsdError):
+            if page.code == "TIMEOUT" and time.monotonic() >= self.stop_at - 0.5:
+                return SourceText(url, "unreachable", error=self._late())
+            return SourceText(url, "unreachable", error={"code": page.code, "message": _shown(page.message, url)})
         status = record_fetch(self.rt, url=url, final_url=page.final_url, title=page.title, markdown=page.markdown,
                               warnings=page.warnings, extraction=page.extraction).finish()
         kinds = sorted({k for w in page.warnings for k in w.get("kinds", [])})
@@ -102,9 +140,10 @@ class Verifier:
             from gsd_research.read.api import page_text
 
             try:
-                src.page_text = page_text(self.rt, src.url)
-            except GsdError:
+                src.page_text = page_text(self.rt, src.url, self.stop_at)
+            except GsdError as exc:
                 src.page_text = ""
+                src.late = exc.code == "TIMEOUT"
         return src.page_text
 
     # -- claims ------------------------------------------------------------------------------------
@@ -132,6 +171,11 @@ class Verifier:
             return {"verdict": "unreachable", "method": "none", "source_url": first.url, "error": first.error}
         if claim.quotes:
             return self._quotes(claim, reachable)
+        if claim.short_quotes:  # a quote of a word or two is found almost anywhere: it proves nothing
+            return {"verdict": "too_short", "method": "none", "source_url": reachable[0].url,
+                    "origin": reachable[0].origin, "quote": claim.short_quotes[0],
+                    "note": f"the quote is too short to check (fewer than {MIN_QUOTE_WORDS} words); quote a "
+                    "longer passage of the source or drop the quotation marks"}
         if support.too_short(claim.text):
             return {"verdict": "too_short", "method": "none", "source_url": reachable[0].url,
                     "origin": reachable[0].origin, "note": "too few words to judge; quote the source or write "
@@ -166,6 +210,11 @@ class Verifier:
         return None
 
     def _quote_missing(self, quote: str, reachable: list[SourceText]) -> dict:
+        late = next((src for src in reachable if src.late), None)
+        if late is not None:  # the whole page could not be searched: no verdict on the quote
+            return {"verdict": "unreachable", "method": "none", "source_url": late.url, "origin": late.origin,
+                    "quote": quote, "error": dict(self._late(), message="The quote is not in the main content "
+                                                  "and the page's whole text was not read in time")}
         best, best_src = None, reachable[0]
         for src in reachable:
             near = quotes.closest(quote, src.text)
@@ -204,6 +253,8 @@ class Verifier:
         """The model's verdict replaces the ranking's when a model is configured (both are shown)."""
         if not self.use_llm:
             return out
+        if time.monotonic() >= self.stop_at:
+            return dict(out, note="no model judgement: verify's --timeout was spent")
         judged = support.judge(self.rt, claim.text, passage)
         if judged is None:
             self.use_llm = False  # no model answered: do not ask again for every claim

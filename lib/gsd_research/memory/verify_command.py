@@ -34,7 +34,10 @@ def read_file(file: str) -> tuple[Path, str]:
 @click.argument("file")
 @click.option("--llm/--no-llm", "use_llm", default=True, show_default=True,
               help="Let a configured model judge unquoted claims (labelled; skipped when none is configured).")
-def verify(rt, file: str, use_llm: bool):
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=120.0, show_default=True,
+              help="Seconds for the whole check (keep it under the Bash tool's timeout); sources not read by "
+                   "then are unreachable.")
+def verify(rt, file: str, use_llm: bool, timeout: float):
     """Check FILE's citations: quotes located in their sources, unquoted claims against the best passage."""
     from gsd_research.core.untrusted import NOTICE
     from gsd_research.memory.claims import extract_claims
@@ -43,7 +46,8 @@ def verify(rt, file: str, use_llm: bool):
     started = time.perf_counter()
     path, text = read_file(file)
     claims = extract_claims(text)
-    verifier = Verifier(rt, use_llm=use_llm)
+    verifier = Verifier(rt, use_llm=use_llm, timeout=timeout)
+    verifier.read_sources(claims)
     results = [verifier.check(claim) for claim in claims]
     results.sort(key=lambda r: (SEVERITY[r["verdict"]], r["line"]))  # what needs attention first
     results, warnings = guard_claims(results)
@@ -51,8 +55,8 @@ def verify(rt, file: str, use_llm: bool):
     origins = [s.origin for s in verifier.sources.values()]
     meta = {"claims": len(results), "counts": counts,
             "sources": {o: origins.count(o) for o in ("memory", "cache", "fetched", "unreachable") if o in origins},
-            "llm": verifier.llm_backend, "cache_hit": rt.http.upstream_requests == 0 if rt._http else True,
-            "elapsed_ms": round((time.perf_counter() - started) * 1000, 1)}
+            "llm": verifier.llm_backend, "cache_hit": verifier.upstream_requests == 0,
+            "timeout_s": timeout, "elapsed_ms": round((time.perf_counter() - started) * 1000, 1)}
     if verifier.timings:
         meta["per_claim_ms"] = round(1000 * sum(verifier.timings) / len(verifier.timings), 1)
     if not results:

@@ -24,29 +24,30 @@ class Source:
     warnings: list[dict] = field(default_factory=list)
 
 
-def fetch_source(rt, url: str) -> Source:
-    """Read `url` like `gsd-research fetch --extract` does; raises the same typed errors (BLOCKED_URL, …)."""
+def fetch_source(rt, url: str, stop_at: float | None = None) -> Source:
+    """Read `url` like `gsd-research fetch --extract` does; raises the same typed errors (BLOCKED_URL, …).
+    `stop_at` (a time.monotonic() value) bounds the whole read: past it, TIMEOUT."""
     from gsd_research.llm.tasks import source_warnings
     from gsd_research.read.command import page_markdown
     from gsd_research.read.fetcher import Fetcher
 
-    page = Fetcher(rt).fetch(url)
+    page = Fetcher(rt, stop_at).fetch(url)
     markdown, title, hidden, method = page_markdown(page)
     text = visible_text(page.body, page.encoding) if page.kind == "html" else markdown
     return Source(url, page.final_url, title, markdown, text or markdown, method, page.from_cache,
                   source_warnings(markdown, hidden))
 
 
-def page_text(rt, url: str) -> str:
+def page_text(rt, url: str, stop_at: float | None = None) -> str:
     """Only the page's visible text (no main-content extraction: cheaper), read like `fetch_source`."""
     from gsd_research.read.fetcher import Fetcher
 
-    page = Fetcher(rt).fetch(url)
+    page = Fetcher(rt, stop_at).fetch(url)
     if page.kind == "html":
         return visible_text(page.body, page.encoding)
     if page.kind == "text":
         return page.body.decode(page.encoding or "utf-8", "replace")
-    return fetch_source(rt, url).markdown
+    return fetch_source(rt, url, stop_at).markdown
 
 
 def _hidden(el, tag: str) -> bool:

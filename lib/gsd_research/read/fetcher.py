@@ -215,8 +215,9 @@ def kind_of(content_type: str, url: str) -> str | None:
 class Fetcher:
     """GETs through the shared HTTP layer, one hop at a time so every hop passes the guard."""
 
-    def __init__(self, rt) -> None:
+    def __init__(self, rt, stop_at: float | None = None) -> None:
         self.rt = rt
+        self.stop_at = stop_at  # time.monotonic() by which the whole fetch must be over (None: http.deadline)
         cfg = rt.config
         self.max_redirects = int(cfg.get("fetch.max_redirects", 5))
         self.max_bytes = int(cfg.get("fetch.max_bytes", 10_000_000))
@@ -260,18 +261,34 @@ class Fetcher:
         token = _GUARD.set(self.allow)
         try:
             resp = self.rt.http.request("fetch", "GET", url, cache=False, stream=True, allow_redirects=False,
-                                        expected=(200, *REDIRECTS), headers={"Accept": ACCEPT})
+                                        expected=(200, *REDIRECTS), headers={"Accept": ACCEPT},
+                                        deadline=self._left())
         except GsdError as exc:
             raise page_error(exc, url) from None
         finally:
             _GUARD.reset(token)
         return resp, False
 
+    def _left(self) -> float | None:
+        """Seconds left before `stop_at` (a spent deadline raises TIMEOUT before anything is sent)."""
+        if self.stop_at is None:
+            return None
+        import time
+
+        left = self.stop_at - time.monotonic()
+        if left <= 0:
+            from gsd_research.core.errors import TimeoutError_
+
+            raise TimeoutError_("The page was not read in the time allowed", suggestions=["Retry with more time"])
+        return left
+
     def _read_capped(self, resp) -> tuple[bytes, bool]:
         chunks, size = [], 0
         for chunk in resp.iter_content(65536):
             chunks.append(chunk)
             size += len(chunk)
+            if self.stop_at is not None:
+                self._left()  # a page trickling in must not outlast the deadline
             if size > self.max_bytes:
                 resp.close()
                 return b"".join(chunks)[: self.max_bytes], True
