@@ -218,3 +218,23 @@ def test_a_changed_page_is_checked_against_its_newest_version(cli, pages, tmp_pa
 
     assert claim["verdict"] == "quote_found" and claim["origin"] == "memory"
 
+
+
+def test_each_claim_says_which_copy_of_its_source_it_was_checked_against(cli, research, pages):
+    first = by_line(cli("verify", str(research)).json)[3]
+    again = by_line(cli("verify", str(research)).json)[3]
+
+    assert first["origin"] == "fetched" and first["fetched_at"].endswith("Z")
+    assert again["origin"] == "memory" and again["fetched_at"] == first["fetched_at"]
+    unreachable = by_line(cli("verify", str(research)).json)[8]
+    assert unreachable["origin"] == "unreachable" and "fetched_at" not in unreachable
+
+
+def test_no_cache_reads_the_sources_fresh_not_from_memory(cli, research, pages):
+    cli("verify", str(research))
+    pages.reset_log()
+
+    doc = cli("verify", str(research), "--no-cache").json
+
+    assert by_line(doc)[3]["origin"] == "fetched" and pages.hits("/pages/article")
+    assert "memory" not in doc["metadata"]["sources"] and doc["metadata"]["cache_hit"] is False

@@ -35,6 +35,7 @@ class SourceText:
     page_text: str | None = None
     flags: list[str] = field(default_factory=list)
     late: bool = False  # its page text could not be read before the deadline
+    fetched_at: str | None = None  # when the copy checked against was read (ISO, UTC)
 
 
 class Verifier:
@@ -98,7 +99,7 @@ class Verifier:
                                 "gsd-research fetch URL first: verify reads what fetch kept"]}
 
     def _from_memory(self, url: str, snippets: bool = True) -> SourceText | None:
-        if not self.memory:
+        if not self.memory or self.rt.no_cache:  # --no-cache: every source read fresh
             return None
         from gsd_research.memory.store import MemoryStore
 
@@ -114,7 +115,8 @@ class Verifier:
         if found is None:
             return None
         entry, text = found
-        return SourceText(url, origin, text, entry["path"], flags=json.loads(entry["flags"] or "[]"))
+        return SourceText(url, origin, text, entry["path"], flags=json.loads(entry["flags"] or "[]"),
+                          fetched_at=entry["fetched_at"])
 
     def _settle(self, url: str, page) -> SourceText:
         """A source read (or its error), kept in the memory for the next check."""
@@ -127,12 +129,24 @@ class Verifier:
         status = record_fetch(self.rt, url=url, final_url=page.final_url, title=page.title, markdown=page.markdown,
                               warnings=page.warnings, extraction=page.extraction).finish()
         kinds = sorted({k for w in page.warnings for k in w.get("kinds", [])})
+        from gsd_research.memory.store import now_iso
+
         src = SourceText(url, "cache" if page.from_cache else "fetched", page.markdown, page_text=page.page_text,
-                         flags=kinds)
+                         flags=kinds, fetched_at=page.fetched_at or now_iso())
         if status in ("stored", "known"):
-            remembered = self._from_memory(page.final_url, snippets=False)
+            remembered = self._remembered(page.final_url)
             src.path = remembered.path if remembered else None
+            if remembered and status == "stored" and not page.from_cache:
+                src.fetched_at = remembered.fetched_at  # the same instant the memory will show next time
         return src
+
+    def _remembered(self, url: str) -> SourceText | None:
+        """The memory's entry for a page just kept (also under --no-cache)."""
+        fresh, self.rt.no_cache = self.rt.no_cache, False
+        try:
+            return self._from_memory(url, snippets=False)
+        finally:
+            self.rt.no_cache = fresh
 
     def page_text(self, src: SourceText) -> str:
         """The page's whole visible text (read again through the cache when the source came from memory)."""
@@ -152,6 +166,11 @@ class Verifier:
         started = time.perf_counter()
         result = self._check(claim)
         self.timings.append(time.perf_counter() - started)
+        src = self.sources.get(result.get("source_url") or "")
+        if src is not None:  # which copy of the source the verdict rests on
+            result.setdefault("origin", src.origin)
+            if src.fetched_at and src.origin != "unreachable":
+                result.setdefault("fetched_at", src.fetched_at)
         out = {"line": claim.line, "claim": _cut(claim.text, CLAIM_CHARS), **result}
         if len(claim.sources) > 1:
             out["sources"] = claim.sources

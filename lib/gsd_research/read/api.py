@@ -22,6 +22,7 @@ class Source:
     extraction: str
     from_cache: bool
     warnings: list[dict] = field(default_factory=list)
+    fetched_at: str | None = None  # when the HTTP cache's copy was read (None: read now)
 
 
 def fetch_source(rt, url: str, stop_at: float | None = None) -> Source:
@@ -35,7 +36,7 @@ def fetch_source(rt, url: str, stop_at: float | None = None) -> Source:
     markdown, title, hidden, method = page_markdown(page)
     text = visible_text(page.body, page.encoding) if page.kind == "html" else markdown
     return Source(url, page.final_url, title, markdown, text or markdown, method, page.from_cache,
-                  source_warnings(markdown, hidden))
+                  source_warnings(markdown, hidden), page.fetched_at)
 
 
 def page_text(rt, url: str, stop_at: float | None = None) -> str:

@@ -72,6 +72,7 @@ class Page:
     redirects: int
     from_cache: bool
     capped: bool
+    fetched_at: str | None = None  # when a cached answer was first read (ISO, UTC)
 
 
 def allowed_hosts() -> set[str]:
@@ -197,6 +198,18 @@ def guarded_adapter():
     return GuardedAdapter()
 
 
+def _created(resp) -> str | None:
+    """When the HTTP cache stored an answer, as ISO UTC (None when it does not say)."""
+    from datetime import timezone
+
+    created = getattr(resp, "created_at", None)
+    if created is None or not hasattr(created, "isoformat"):
+        return None
+    if created.tzinfo is None:
+        created = created.replace(tzinfo=timezone.utc)
+    return created.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def kind_of(content_type: str, url: str) -> str | None:
     """html | text | pdf | docx | pptx | xlsx, or None when the type is not readable."""
     ctype = content_type.split(";", 1)[0].strip().lower()
@@ -315,7 +328,8 @@ class Fetcher:
         if not from_cache and not capped:
             self._store(resp, body)
         return Page(url, final, resp.status_code, ctype, kind, body,
-                    resp.encoding if "charset" in header.lower() else None, hops, from_cache, capped)
+                    resp.encoding if "charset" in header.lower() else None, hops, from_cache, capped,
+                    _created(resp) if from_cache else None)
 
     def _store(self, resp, body: bytes) -> None:
         """Keep a complete 200 answer in the shared cache (the streamed request bypassed it)."""
