@@ -238,3 +238,43 @@ def test_no_cache_reads_the_sources_fresh_not_from_memory(cli, research, pages):
 
     assert by_line(doc)[3]["origin"] == "fetched" and pages.hits("/pages/article")
     assert "memory" not in doc["metadata"]["sources"] and doc["metadata"]["cache_hit"] is False
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_file_that_is_not_regular_is_refused_without_reading_it(cli, tmp_path, kind):
+    import os
+
+    if kind == "fifo":
+        path = tmp_path / "pipe.md"
+        os.mkfifo(path)  # opening it for reading would block until a writer comes
+    else:
+        path = "/dev/zero"
+
+    result = cli("verify", str(path))
+
+    assert result.code == 2 and result.json["error"]["code"] == "USAGE_ERROR"
+    assert "not a regular file" in result.json["error"]["message"]
+
+
+def test_cache_hit_is_false_when_no_source_was_read(cli, pages, tmp_path):
+    path = tmp_path / "r.md"
+    path.write_text("A private address [CITED: http://10.0.0.1/secret].\n\nNothing else.\n")
+
+    doc = cli("verify", str(path)).json
+
+    assert doc["claims"][0]["verdict"] == "unreachable" and doc["metadata"]["cache_hit"] is False
+    empty = tmp_path / "empty.md"
+    empty.write_text("No citations here.\n")
+    assert cli("verify", str(empty)).json["metadata"]["cache_hit"] is False
+
+
+def test_an_ipv6_loopback_source_is_checked_under_the_ssrf_rules(cli, pages, tmp_path, monkeypatch):
+    path = tmp_path / "r.md"
+    path.write_text("The loopback page says so [CITED: http://[::1]:9/pages/article].\n")
+
+    claim = cli("verify", str(path)).json["claims"][0]
+    assert claim["verdict"] == "unreachable" and claim["error"]["code"] == "BLOCKED_URL"
+
+    monkeypatch.setenv("GSD_RESEARCH_ALLOW_HOSTS", "127.0.0.1,::1")  # allowed: read (nothing listens there)
+    claim = cli("verify", str(path)).json["claims"][0]
+    assert claim["verdict"] == "unreachable" and claim["error"]["code"] == "NETWORK_ERROR"

@@ -182,3 +182,38 @@ def test_the_pages_visible_text_leaves_out_what_a_reader_does_not_see():
 
     assert text.splitlines() == ["café abold word after", "tail", "one", "two"]
     assert visible_text(b"") == ""
+
+
+def test_a_reference_definition_in_the_body_is_not_a_claim():
+    found = extract_claims("The toolkit needs Python 3.10 or newer [1].\n\n[1]: https://example.com/a\n"
+                           "[docs]: https://example.com/docs \"Docs\"\n")
+
+    assert [(c.line, c.sources) for c in found] == [(1, ["https://example.com/a"])]
+
+
+def test_consecutive_cited_lines_are_one_claim_each():
+    found = extract_claims("The toolkit installs with pip [CITED: https://example.com/1]\n"
+                           "It runs on Python 3.10 or newer [CITED: https://example.com/2]\n"
+                           "A claim wrapped over\ntwo lines [CITED: https://example.com/3]\n")
+
+    assert [(c.line, c.text, c.sources) for c in found] == [
+        (1, "The toolkit installs with pip", ["https://example.com/1"]),
+        (2, "It runs on Python 3.10 or newer", ["https://example.com/2"]),
+        (3, "A claim wrapped over two lines", ["https://example.com/3"])]
+
+
+def test_ipv6_literal_urls_are_sources_like_any_other():
+    found = extract_claims("Loopback [CITED: http://[::1]:8080/pages/article]. A link [x](http://[fe80::1]/y).\n"
+                           "Bare http://[2001:db8::1]:81/z here.\n")
+
+    assert [c.sources for c in found] == [["http://[::1]:8080/pages/article"], ["http://[fe80::1]/y"],
+                                          ["http://[2001:db8::1]:81/z"]]
+    assert not any(c.unresolved for c in found)
+
+
+def test_a_quote_of_two_sentences_is_one_quote():
+    found = extract_claims('He wrote "The toolkit installs with pip. It runs on Python 3.10 and newer" '
+                           "[CITED: https://example.com/x].\n")
+
+    assert len(found) == 1
+    assert found[0].quotes == ["The toolkit installs with pip. It runs on Python 3.10 and newer"]

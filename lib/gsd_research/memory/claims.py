@@ -15,9 +15,12 @@ MIN_QUOTE_WORDS = 4
 REFERENCE_HEADINGS = re.compile(r"^#{1,6}\s*(sources|references|citations|bibliography|works cited|links)\b", re.I)
 _HEADING = re.compile(r"^#{1,6}\s")
 _FENCE = re.compile(r"^\s*(```|~~~)")
-_URL = re.compile(r"https?://[^\s<>()\[\]\"'`]+[^\s<>()\[\]\"'`.,;:!?]")
+_URL_TAIL = r"[^\s<>()\[\]\"'`]"
+_URL_END = r"[^\s<>()\[\]\"'`.,;:!?]"
+# an IPv6 literal host ([::1]) is the one place a URL holds brackets
+_URL = re.compile(rf"https?://(?:\[[0-9A-Fa-f:.]+\](?:{_URL_TAIL}*{_URL_END})?|{_URL_TAIL}+{_URL_END})")
 _LINK = re.compile(r"(?<!!)\[([^\]]*)\]\((https?://[^)\s]+)(?:\s+\"[^\"]*\")?\)")
-_MARKER = re.compile(r"\[(CITED|VERIFIED)\s*:\s*([^\]]*)\]", re.I)
+_MARKER = re.compile(r"\[(CITED|VERIFIED)\s*:\s*((?:[^\[\]]|\[[0-9A-Fa-f:.]*\])*)\]", re.I)
 _ASSUMED = re.compile(r"\[ASSUMED[^\]]*\]", re.I)
 _REF = re.compile(r"\[\^?(\d{1,3}(?:\s*[,–-]\s*\d{1,3})*)\](?![(:])")
 _REF_DEF = re.compile(r"^\s*(?:[-*]\s*)?\[\^?(\d{1,3})\]:?\s*(.*)$")
@@ -26,8 +29,16 @@ _DOMAIN = re.compile(r"^(?:[a-z0-9-]+\.)+[a-z]{2,}(?:/\S*)?$", re.I)
 _QUOTE = re.compile(r"[\"“”]([^\"“”]{3,}?)[\"“”]")
 _SENTENCE = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"”’)\]]))\s+(?=[A-Z\"“(\[])")
 # citations at the start of a piece belong to the sentence before it ("Claim. [CITED: url] Next claim.")
-_LEADING = re.compile(r"^(?:\s*\(?(?:\[(?:CITED|VERIFIED)\s*:[^\]]*\]|\[\^?\d[\d,\s–-]*\](?![(:])|"
+_LEADING = re.compile(r"^(?:\s*\(?(?:\[(?:CITED|VERIFIED)\s*:(?:[^\[\]]|\[[0-9A-Fa-f:.]*\])*\]|\[\^?\d[\d,\s–-]*\](?![(:])|"
                       r"\[[^\]]*\]\(https?://[^)\s]+\))\)?[.,;]?)+")
+
+
+# `[1]: url` / `[label]: url "title"` / `[^1]: text`: a definition for references, never a claim
+_LINK_DEF = re.compile(r"^\s{0,3}\[\^?[^\]\s][^\]]*\]:\s")
+# a line ending with a citation ends its claim, even without a full stop
+_CITED_END = re.compile(r"(?:\[(?:CITED|VERIFIED)\s*:(?:[^\[\]]|\[[0-9A-Fa-f:.]*\])*\]|\[\^?\d[\d,\s–-]*\]|"
+                        r"https?://\S+)[\s.,;:!?)]*$", re.I)
+MAX_QUOTED_SENTENCE = 800  # characters: an unclosed quotation mark does not hold a paragraph together
 
 
 @dataclass
@@ -115,9 +126,10 @@ def _paragraphs(text: str) -> list[tuple[list[tuple[int, str]], bool]]:
         is_quote = stripped.startswith(">")
         body = stripped.lstrip(">").strip()
         new_item = bool(re.match(r"^([-*+]|\d+[.)]|\|)\s", body)) or _HEADING.match(body)
-        if in_refs or not body or new_item or is_quote != quote:
+        definition = bool(_LINK_DEF.match(body))
+        if in_refs or not body or new_item or is_quote != quote or definition:
             flush()
-        if in_refs or not body or _HEADING.match(body):
+        if in_refs or not body or _HEADING.match(body) or definition:
             quote = False
             continue
         if not current:
@@ -127,14 +139,45 @@ def _paragraphs(text: str) -> list[tuple[list[tuple[int, str]], bool]]:
     return out
 
 
+def _groups(lines: list[tuple[int, str]]) -> list[list[tuple[int, str]]]:
+    """A paragraph's lines in runs that end with a line ending with a citation."""
+    out: list[list[tuple[int, str]]] = [[]]
+    for n, body in lines:
+        out[-1].append((n, body))
+        if _CITED_END.search(body):
+            out.append([])
+    return [g for g in out if g]
+
+
+def _split(text: str) -> list[str]:
+    """Sentences, a quotation running over several of them kept whole."""
+    out, start = [], 0
+    for match in _SENTENCE.finditer(text):
+        piece = text[start:match.start()]
+        open_quote = piece.count('"') % 2 == 1 or piece.count("“") > piece.count("”")
+        if open_quote and len(piece) < MAX_QUOTED_SENTENCE:
+            continue
+        out.append(piece)
+        start = match.end()
+    out.append(text[start:])
+    return [p for p in out if p]
+
+
 def _sentences(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
     """(line it starts on, sentence) of a paragraph's sentences."""
+    out: list[tuple[int, str]] = []
+    for group in _groups(lines):
+        _group_sentences(group, out)
+    return out
+
+
+def _group_sentences(lines: list[tuple[int, str]], out: list[tuple[int, str]]) -> None:
     joined, starts = "", []
     for n, body in lines:
         starts.append((len(joined), n))
         joined += body + " "
-    out, pos = [], 0
-    for sentence in _SENTENCE.split(joined.strip()):
+    pos = 0
+    for sentence in _split(joined.strip()):
         at = joined.find(sentence, pos)
         pos = at + len(sentence) if at >= 0 else pos
         line = next((n for offset, n in reversed(starts) if offset <= max(at, 0)), lines[0][0])
@@ -144,7 +187,6 @@ def _sentences(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
             sentence = sentence[lead.end():].strip()
         if sentence:
             out.append((line, sentence))
-    return out
 
 
 def _quotes(sentence: str) -> tuple[list[str], list[str]]:

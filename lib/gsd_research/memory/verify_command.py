@@ -22,6 +22,8 @@ def read_file(file: str) -> tuple[Path, str]:
     path = Path(file).expanduser()
     if path.is_dir():
         raise UsageError(f"{file} is a directory, not a research file", suggestions=["gsd-research verify RESEARCH.md"])
+    if path.exists() and not path.is_file():  # a FIFO or a device: never opened (it may block or never end)
+        raise UsageError(f"{file} is not a regular file", suggestions=["Pass a Markdown research file"])
     if not path.is_file():
         raise NotFound(f"No such file: {file}", suggestions=["Check the path", "ls .planning/research/"])
     data = path.read_bytes()[:MAX_FILE_BYTES]
@@ -55,7 +57,8 @@ def verify(rt, file: str, use_llm: bool, timeout: float):
     origins = [s.origin for s in verifier.sources.values()]
     meta = {"claims": len(results), "counts": counts,
             "sources": {o: origins.count(o) for o in ("memory", "cache", "fetched", "unreachable") if o in origins},
-            "llm": verifier.llm_backend, "cache_hit": verifier.upstream_requests == 0,
+            "llm": verifier.llm_backend, "cache_hit": any(o in ("memory", "cache", "memory-snippet") for o in origins)
+            and verifier.upstream_requests == 0 and "fetched" not in origins,
             "timeout_s": timeout, "elapsed_ms": round((time.perf_counter() - started) * 1000, 1)}
     if verifier.timings:
         meta["per_claim_ms"] = round(1000 * sum(verifier.timings) / len(verifier.timings), 1)
