@@ -93,6 +93,24 @@ def test_extract_mode_is_kept_too(cli, pages, home):
     assert "Python 3.10" in document(home, entries(home)[0])
 
 
+@pytest.mark.parametrize("args", [("--max-tokens", "100"), ("--page", "99")])
+def test_a_fetch_that_fails_keeps_nothing(cli, pages, home, args):
+    result = cli("fetch", "--extract", pages.url + "/pages/article", *args)
+
+    assert result.code == 2 and result.json["error"]["code"] == "USAGE_ERROR"
+    assert entries(home) == []
+    assert not list((home / "research-memory" / "documents").rglob("*.md"))
+    again = cli("fetch", "--extract", pages.url + "/pages/article")  # then answered: kept
+    assert again.json["metadata"]["memory"] == "stored" and len(entries(home)) == 1
+
+
+def test_a_page_already_kept_stays_when_a_later_fetch_fails(cli, pages, home):
+    cli("fetch", "--extract", pages.url + "/pages/article")
+    assert cli("fetch", "--extract", pages.url + "/pages/article", "--page", "99").code == 2
+
+    assert len(entries(home)) == 1
+
+
 def test_memory_off_keeps_nothing(cli, pages, home):
     assert cli("config", "set", "memory.enabled", "false").code == 0
 

@@ -31,13 +31,29 @@ class Recording:
 
     def __init__(self, target=None, status: str | None = None) -> None:
         self.status = status or "pending"
+        self.stored: list[str] = []  # ids of the entries this recording added
         self._thread = None
         if target is not None:
             self._thread = threading.Thread(target=self._run, args=(target,), name="memory-record", daemon=True)
             self._thread.start()
 
     def _run(self, target) -> None:
-        self.status = target()
+        self.status, self.stored = target()
+
+    def discard(self, timeout: float = 10.0) -> None:
+        """The command failed: remove what this recording stored (memory keeps what was answered only)."""
+        if self.finish(timeout) != "stored" or not self.stored:
+            return
+        try:
+            from gsd_research.memory.store import MemoryStore
+
+            store = MemoryStore()
+            try:
+                store.remove(self.stored)
+            finally:
+                store.close()
+        except Exception as exc:  # noqa: BLE001 - memory is never the reason a command fails
+            _log(f"discard: {exc.__class__.__name__}: {exc}")
 
     def finish(self, timeout: float = 10.0) -> str:
         if self._thread is not None:
@@ -59,7 +75,7 @@ def _start(config, build) -> Recording:
     return Recording(lambda: _keep(config, conf, build))
 
 
-def _keep(config, conf: dict, build) -> str:
+def _keep(config, conf: dict, build) -> tuple[str, list[str]]:
     try:
         import gsd_research.researcher.api as kb
         from gsd_research.core.secrets import known_secrets
@@ -74,10 +90,11 @@ def _keep(config, conf: dict, build) -> str:
             store.close()
         if "stored" in statuses and conf["embed"] == "background":
             kb.schedule_embedding(REPOSITORY)
-        return "stored" if "stored" in statuses else "known"
+        stored = [e.id for e, st in zip(entries, statuses, strict=True) if st == "stored"]
+        return ("stored" if stored else "known"), stored
     except Exception as exc:  # noqa: BLE001 - memory is never the reason a command fails
         _log(f"record: {exc.__class__.__name__}: {exc}")
-        return "failed"
+        return "failed", []
 
 
 def _scrubbed(entry, secrets: list[str]):

@@ -158,12 +158,24 @@ class MemoryStore:
                     break
             if not victims:
                 break
-            kb.remove_documents(REPOSITORY, [p for _, p in victims])
-            with self.conn:
-                self.conn.executemany("DELETE FROM entries WHERE id = ?", [(i,) for i, _ in victims])
+            self._drop(victims)
             removed += len(victims)
             over -= freed
         return removed
+
+    def remove(self, ids: list[str]) -> int:
+        """Remove these entries (their documents and rows); how many there were."""
+        marks = ", ".join("?" * len(ids))
+        victims = [(r["id"], r["path"]) for r in
+                   self.conn.execute(f"SELECT id, path FROM entries WHERE id IN ({marks})", ids)] if ids else []
+        if victims:
+            self._drop(victims)
+        return len(victims)
+
+    def _drop(self, victims: list[tuple[str, str]]) -> None:
+        kb.remove_documents(REPOSITORY, [p for _, p in victims])
+        with self.conn:
+            self.conn.executemany("DELETE FROM entries WHERE id = ?", [(i,) for i, _ in victims])
 
     # -- reading ---------------------------------------------------------------------------------
 

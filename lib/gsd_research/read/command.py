@@ -124,6 +124,15 @@ def fetch(rt, url: str, focus: str | None, extract_: bool, page: int):
 
     recording = record_fetch(rt, url=url, final_url=fetched.final_url, title=title, markdown=markdown,
                              warnings=warnings, extraction=method)  # kept while the summary is written
+    try:
+        return _answer(rt, doc, markdown, warnings, recording, focus, extract_, page, final)
+    except BaseException:
+        recording.discard()  # only what was answered is remembered
+        raise
+
+
+def _answer(rt, doc, markdown, warnings, recording, focus, extract_, page, final) -> dict:
+    """fetch's answer: a page of the Markdown (--extract) or the summary."""
     if extract_:
         doc["metadata"]["memory"] = recording.finish()
         return _extract_page(rt, doc, markdown, page, warnings)
