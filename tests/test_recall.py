@@ -238,3 +238,19 @@ def test_recall_survives_the_repository_being_removed(cli, read_some, offline):
     doc = cli("recall", "sourdough rise overnight").json
 
     assert doc["results"][0]["source_url"] == read_some["bread"]
+
+
+def test_warnings_of_results_cut_by_the_budget_are_dropped_with_them(cli, pages):
+    clean = page(pages, "parsers", "JSON parsers compared", " ".join(
+        ["We measured six JSON parsers on documents from one kilobyte to one gigabyte of JSON."] * 6))
+    cli("fetch", clean)
+    cli("fetch", pages.url + "/pages/injection")
+    full = cli("recall", "six JSON parsers measured kilobyte gigabyte", "--max-tokens", "4000").json
+    assert full["injection_flagged"] is True and full["results"][0]["source_url"] == clean  # the flagged one after
+
+    doc = cli("recall", "six JSON parsers measured kilobyte gigabyte", "--max-tokens", "400").json
+
+    assert doc["metadata"]["truncated"] is True
+    assert not any(r.get("injection_flagged") for r in doc["results"])
+    assert "injection_warnings" not in doc and "injection_flagged" not in doc
+    assert doc["metadata"]["tokens_used"] <= 400

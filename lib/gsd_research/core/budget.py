@@ -148,3 +148,21 @@ def fit_text(doc: dict, field_path: tuple[str, ...], max_tokens: int) -> dict:
         parent[last] = cut
         meta["truncated"] = True
     return doc
+
+
+def drop_cut_warnings(doc: dict, results_key: str = "results", index_key: str = "result") -> dict:
+    """After fit_results: `injection_warnings` only for the results the answer still holds (`index_key`:
+    their 1-based index), `injection_flagged` only while one is left, `tokens_used` counted again."""
+    warnings = doc.get("injection_warnings")
+    if warnings is None:
+        return doc
+    kept = [w for w in warnings if not isinstance(w.get(index_key), int) or w[index_key] <= len(doc[results_key])]
+    if kept:
+        doc["injection_warnings"] = kept
+    else:
+        doc.pop("injection_warnings")
+        doc.pop("injection_flagged", None)
+        doc.pop("injection_warnings_more", None)
+    if len(kept) != len(warnings) and isinstance(doc.get("metadata"), dict):
+        doc["metadata"]["tokens_used"] = document_tokens(doc)
+    return doc

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import click
 
-from gsd_research.core.budget import check_echo, fit_results
+from gsd_research.core.budget import check_echo, drop_cut_warnings, fit_results
 from gsd_research.core.errors import UsageError
 from gsd_research.core.runtime import agent_command
 
@@ -172,7 +172,7 @@ def recall(rt, query: tuple[str, ...], since: str | None, prefixes: tuple[str, .
         doc["injection_warnings"] = warnings[:MAX_WARNINGS]
     doc["untrusted"] = NOTICE
     doc["metadata"] = meta
-    return fit_results(doc, results, rt.max_tokens, text_key="content")
+    return drop_cut_warnings(fit_results(doc, results, rt.max_tokens, text_key="content"))
 
 
 def _search(text: str, since_iso: str | None, prefixes: tuple[str, ...]) -> tuple[int, list[dict], dict]:

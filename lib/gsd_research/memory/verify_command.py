@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from gsd_research.core.budget import fit_results
+from gsd_research.core.budget import drop_cut_warnings, fit_results
 from gsd_research.core.errors import NotFound, UsageError
 from gsd_research.core.runtime import agent_command
 
@@ -71,7 +71,8 @@ def verify(rt, file: str, use_llm: bool, timeout: float):
         doc["injection_warnings"] = warnings[:MAX_WARNINGS]
     doc["untrusted"] = NOTICE
     doc["metadata"] = meta
-    return fit_results(doc, results, rt.max_tokens, text_key="passage", results_key="claims")
+    doc = fit_results(doc, results, rt.max_tokens, text_key="passage", results_key="claims")
+    return drop_cut_warnings(doc, results_key="claims", index_key="claim")
 
 
 def guard_claims(results: list[dict]) -> tuple[list[dict], list[dict]]:
