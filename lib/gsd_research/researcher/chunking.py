@@ -1,21 +1,31 @@
-"""Structure-aware chunking of Markdown/plain text: heading-scoped, block-packed, token-bounded.
+"""Structure-aware chunking whose fragments are the document's own text.
 
-Equivalent in spirit to docling's HybridChunker (sections by heading, blocks never split unless
-they alone exceed the budget, each fragment prefixed with its heading path) without its hub
-tokenizer download: token counts come from the local tokenizer of the embedding model.
+A document (Markdown, plain text, or the Markdown docling exports from PDF/DOCX/PPTX/XLSX/HTML, which keeps
+docling's structure: heading levels, tables, lists, code) is read into blocks: headings, code fences,
+tables, paragraphs. Consecutive blocks are packed into fragments of at most `max_tokens` tokens of the
+embedding model, and every fragment is one contiguous slice of the text: nothing is re-joined, no break is
+invented. A block too large for one fragment is cut on line boundaries, then (prose only) after sentences,
+then between words, then between characters. The heading path where a fragment starts is kept apart as its
+`breadcrumb` (shown as such, embedded in front of the text, never mixed into it).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from gsd_research.researcher.models import Fragment
 
 Counter = Callable[[list[str]], list[int]]
-_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
-_FENCE = re.compile(r"^\s*(```|~~~)")
-_SENTENCE = re.compile(r"(?<=[.!?;:])\s+|\n+")
+VERSION = 2  # part of the spool recipe and of meta.json: fragments of another version are rebuilt
+BREADCRUMB_SEPARATOR = " > "
+MIN_BUDGET = 16
+_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_TABLE = re.compile(r"^ {0,3}\|")
+_ATTRIBUTES = re.compile(r"\s*\{[:#.][^{}]*\}\s*$")  # a heading's attribute list: "Setup { #setup }"
+_SENTENCE_END = re.compile(r"[.!?][\"')\]]*\s+")
 _WORDISH = re.compile(r"\w+|[^\w\s]")
 
 
@@ -24,121 +34,201 @@ def approx_counter(texts: list[str]) -> list[int]:
     return [len(_WORDISH.findall(t)) for t in texts]
 
 
-class _SectionParser:
-    """Line-by-line Markdown structure: heading path, code fences, blank-line separated blocks."""
+def normalize_newlines(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def embedding_text(fragment: Fragment) -> str:
+    """What is embedded and indexed for a fragment: its breadcrumb (context) on a line before its text."""
+    return f"{fragment.breadcrumb}\n{fragment.text}" if fragment.breadcrumb else fragment.text
+
+
+@dataclass
+class Block:
+    """A span [start, end) of the text: a heading, code fence, table or paragraph, with the heading path
+    in effect (for a heading, the path above it)."""
+
+    start: int
+    end: int
+    kind: str
+    path: tuple[str, ...]
+
+
+class _Parser:
+    """Line-by-line Markdown structure; plain text has paragraphs only."""
 
     def __init__(self, markdown: bool) -> None:
         self.markdown = markdown
-        self.sections: list[tuple[list[str], list[str]]] = []
+        self.blocks: list[Block] = []
         self.path: list[tuple[int, str]] = []
-        self.blocks: list[str] = []
-        self.current: list[str] = []
-        self.in_fence = False
+        self.open: Block | None = None
+        self.fence: str | None = None
 
-    def flush_block(self) -> None:
-        if self.current and "".join(self.current).strip():
-            self.blocks.append("\n".join(self.current).strip("\n"))
-        self.current = []
+    def _heading_path(self) -> tuple[str, ...]:
+        return tuple(h for _, h in self.path)
 
-    def flush_section(self) -> None:
-        self.flush_block()
-        if self.blocks:
-            self.sections.append(([h for _, h in self.path], self.blocks))
-        self.blocks = []
+    def close(self) -> None:
+        if self.open is not None:
+            self.blocks.append(self.open)
+        self.open = None
 
-    def fence(self, line: str) -> None:
-        if not self.in_fence:
-            self.flush_block()
-        self.current.append(line)
-        self.in_fence = not self.in_fence
-        if not self.in_fence:
-            self.flush_block()
-
-    def feed(self, line: str) -> None:
-        if self.markdown and _FENCE.match(line):
-            self.fence(line)
-            return
-        heading = _HEADING.match(line) if self.markdown and not self.in_fence else None
-        if heading:
-            self.flush_section()
-            level = len(heading.group(1))
-            self.path = [(lv, h) for lv, h in self.path if lv < level] + [(level, heading.group(2).strip())]
-        elif not line.strip() and not self.in_fence:
-            self.flush_block()
+    def _extend(self, kind: str, start: int, end: int) -> None:
+        if self.open is None or self.open.kind != kind:
+            self.close()
+            self.open = Block(start, end, kind, self._heading_path())
         else:
-            self.current.append(line)
+            self.open.end = end
+
+    def feed(self, line: str, start: int) -> None:
+        end = start + len(line)
+        if self.fence is not None:  # inside a code fence: everything up to the closing fence
+            self.open.end = end
+            stripped = line.strip()
+            if stripped and set(stripped) == {self.fence[0]} and len(stripped) >= len(self.fence):
+                self.fence = None
+                self.close()
+            return
+        if not line.strip():
+            self.close()
+            return
+        if self.markdown:
+            fence = _FENCE.match(line)
+            if fence:
+                self.close()
+                self.fence = fence.group(1)
+                self.open = Block(start, end, "code", self._heading_path())
+                return
+            heading = _HEADING.match(line)
+            if heading:
+                self.close()
+                level, title = len(heading.group(1)), _ATTRIBUTES.sub("", heading.group(2) or "").strip()
+                self.blocks.append(Block(start, end, "heading", self._heading_path()))
+                self.path = [(lv, h) for lv, h in self.path if lv < level] + ([(level, title)] if title else [])
+                return
+            if _TABLE.match(line):
+                self._extend("table", start, end)
+                return
+        self._extend("text", start, end)
 
 
-def parse_sections(text: str, markdown: bool = True) -> list[tuple[list[str], list[str]]]:
-    """[(heading path, blocks)] in document order; blocks are paragraphs, lists, tables or code fences."""
-    parser = _SectionParser(markdown)
-    for line in text.splitlines():
-        parser.feed(line)
-    parser.flush_section()
-    if not parser.sections and parser.path:  # headings only
-        parser.sections.append(([h for _, h in parser.path], [parser.path[-1][1]]))
-    return parser.sections
+def parse_blocks(text: str, markdown: bool = True) -> list[Block]:
+    """The document's blocks in order (offsets into `text`)."""
+    parser = _Parser(markdown)
+    pos = 0
+    for line in text.split("\n"):
+        parser.feed(line, pos)
+        pos += len(line) + 1
+    parser.close()
+    return parser.blocks
 
 
-def _split_oversized(block: str, budget: int, count: Counter) -> list[str]:
-    """Pieces of one block that each fit the budget: sentences first, then words."""
-    pieces = [p for p in _SENTENCE.split(block) if p.strip()]
-    out: list[str] = []
-    for piece, n in zip(pieces, count(pieces), strict=False):
+class _Splitter:
+    """Cuts one oversized span into slices that each fit the budget: lines, sentences (prose), words, characters."""
+
+    def __init__(self, text: str, count: Counter) -> None:
+        self.text, self.count = text, count
+
+    def split(self, start: int, end: int, budget: int, prose: bool) -> list[tuple[int, int, int]]:
+        levels = ("lines", "sentences", "words", "chars") if prose else ("lines", "words", "chars")
+        return self._split(start, end, budget, levels)
+
+    def _cuts(self, start: int, end: int, level: str) -> list[int]:
+        span = self.text[start:end]
+        if level == "lines":
+            return [start + m.end() for m in re.finditer(r"\n", span)]
+        if level == "sentences":
+            return [start + m.end() for m in _SENTENCE_END.finditer(span)]
+        return [start + m.end() for m in re.finditer(r"(?<=\S)\s+(?=\S)", span)]
+
+    def _split(self, start: int, end: int, budget: int, levels: tuple[str, ...]) -> list[tuple[int, int, int]]:
+        if levels[0] == "chars":
+            return self._chars(start, end, budget)
+        cuts = [c for c in self._cuts(start, end, levels[0]) if start < c < end]
+        bounds = [start, *cuts, end]
+        segments = [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if self.text[a:b].strip()]
+        if len(segments) <= 1:
+            return self._split(start, end, budget, levels[1:])
+        sizes = self.count([self.text[a:b] for a, b in segments])
+        pieces: list[tuple[int, int, int]] = []
+        for (a, b), n in zip(segments, sizes, strict=True):
+            parts = [(a, b, n)] if n <= budget else self._split(a, b, budget, levels[1:])
+            for pa, pb, pn in parts:
+                if pieces and pieces[-1][2] + pn <= budget:
+                    pieces[-1] = (pieces[-1][0], pb, pieces[-1][2] + pn)
+                else:
+                    pieces.append((pa, pb, pn))
+        return pieces
+
+    def _chars(self, start: int, end: int, budget: int) -> list[tuple[int, int, int]]:
+        pieces = []
+        while start < end:
+            n_total = self.count([self.text[start:end]])[0]
+            if n_total <= budget:
+                pieces.append((start, end, n_total))
+                break
+            width = max(1, int((end - start) * budget / n_total * 0.9))
+            while width > 1 and self.count([self.text[start:start + width]])[0] > budget:
+                width = max(1, width * 3 // 4)
+            pieces.append((start, start + width, self.count([self.text[start:start + width]])[0]))
+            start += width
+        return pieces
+
+
+def _fitting_crumb(path: tuple[str, ...], max_tokens: int, crumb_size: Callable[[str], int]) -> str:
+    """The heading path as a breadcrumb; a runaway one (over half the budget) keeps only its nearest headings."""
+    parts = list(path)
+    while parts and crumb_size(BREADCRUMB_SEPARATOR.join(parts)) > max_tokens // 2:
+        parts.pop(0)
+    return BREADCRUMB_SEPARATOR.join(parts)
+
+
+def _budget(crumb_tokens: int, max_tokens: int) -> int:
+    return max(MIN_BUDGET, max_tokens - crumb_tokens)
+
+
+def _units(text: str, blocks: list[Block], count: Counter, max_tokens: int, crumb_size: Callable[[str], int]):
+    """(start, end, tokens, block) per block; blocks over their budget cut into pieces."""
+    splitter = _Splitter(text, count)
+    sizes = count([text[b.start:b.end] for b in blocks])
+    for block, n in zip(blocks, sizes, strict=True):
+        budget = _budget(crumb_size(_fitting_crumb(block.path, max_tokens, crumb_size)), max_tokens)
         if n <= budget:
-            out.append(piece)
+            yield block.start, block.end, n, block
             continue
-        words = piece.split()
-        per = max(1, int(len(words) * budget / max(n, 1) * 0.9))
-        out.extend(" ".join(words[i:i + per]) for i in range(0, len(words), per))
-    return out
-
-
-def _units(text: str, markdown: bool, max_tokens: int, count: Counter) -> list[tuple[str, int, str, bool]]:
-    """(text, tokens, heading path, is_heading) for every block, oversized blocks split."""
-    units: list[tuple[str, int, str, bool]] = []
-    for headings, blocks in parse_sections(text, markdown):
-        prefix = " > ".join(headings)
-        budget = max(16, max_tokens - (count([prefix])[0] + 1 if prefix else 0))
-        if headings:
-            units.append((headings[-1], count([headings[-1]])[0], prefix, True))
-        for block, n in zip(blocks, count(blocks), strict=False):
-            if n <= budget:
-                units.append((block, n, prefix, False))
-            else:
-                parts = _split_oversized(block, budget, count)
-                units.extend((p, c, prefix, False) for p, c in zip(parts, count(parts), strict=False))
-    return units
+        for a, b, pn in splitter.split(block.start, block.end, budget, prose=block.kind == "text"):
+            yield a, b, pn, Block(a, b, block.kind, block.path)
 
 
 def chunk_text(text: str, document_path: str, count: Counter | None = None, max_tokens: int = 254,
                markdown: bool = True) -> list[Fragment]:
-    """Fragments of a document, each within `max_tokens`: blocks packed in order, small sections merged,
-    every fragment prefixed with the heading path where it starts."""
+    """Fragments of a document, in order: contiguous slices of `text`, each with its breadcrumb within
+    `max_tokens` (counted by `count`, the embedding model's tokenizer)."""
     count = count or approx_counter
-    prefix_size: dict[str, int] = {}
-    texts: list[str] = []
-    body: list[str] = []
-    prefix, used, budget = "", 0, max_tokens
+    text = normalize_newlines(text)
+    crumbs: dict[str, int] = {"": 0}
 
-    def flush():
-        if body and not (len(body) == 1 and body[0] == prefix.rsplit(" > ", 1)[-1] and prefix):
-            texts.append(f"{prefix}\n" + "\n\n".join(body) if prefix else "\n\n".join(body))
-        elif body:
-            texts.append(prefix)
+    def crumb_size(crumb: str) -> int:
+        if crumb not in crumbs:
+            crumbs[crumb] = count([crumb])[0]
+        return crumbs[crumb]
 
-    for unit, size, path, is_heading in _units(text, markdown, max_tokens, count):
-        if body and used + size > budget:
-            flush()
-            body, used = [], 0
-        if not body:
-            prefix = path
-            if prefix not in prefix_size:
-                prefix_size[prefix] = count([prefix])[0] + 1 if prefix else 0
-            budget = max(16, max_tokens - prefix_size[prefix])
-            if is_heading:
-                continue  # the prefix already carries it
-        body.append(f"## {unit}" if is_heading else unit)
-        used += size + (1 if is_heading else 0)
-    flush()
-    return [Fragment(text=t, document_path=document_path, fragment_index=i) for i, t in enumerate(texts)]
+    spans: list[tuple[int, int, str]] = []
+    start = end = used = 0
+    crumb, budget, is_open = "", max_tokens, False
+    for a, b, n, block in _units(text, parse_blocks(text, markdown), count, max_tokens, crumb_size):
+        if is_open and used + n <= budget:
+            end, used = b, used + n
+            continue
+        if is_open:
+            spans.append((start, end, crumb))
+        crumb = _fitting_crumb(block.path, max_tokens, crumb_size)
+        budget = _budget(crumb_size(crumb), max_tokens)
+        start, end, used, is_open = a, b, n, True
+    if is_open:
+        spans.append((start, end, crumb))
+    out = []
+    for a, b, c in spans:
+        piece = text[a:b].lstrip("\n").rstrip()
+        if piece:
+            out.append(Fragment(text=piece, document_path=document_path, fragment_index=len(out), breadcrumb=c))
+    return out

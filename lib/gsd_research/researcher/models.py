@@ -16,14 +16,17 @@ class DocumentMetadata(BaseModel):
     checksum: str
     indexed_at: datetime
     fragment_count: int
+    text_source: str = "text"  # text | ocr (read by tesseract) | none (no text found: see no_text)
 
 
 class Fragment(BaseModel):
-    """A chunk of text from a document, as produced by chunking."""
+    """A chunk of a document: `text` is a contiguous slice of the document's text; `breadcrumb` the heading
+    path where it starts (context, not part of the text)."""
 
     text: str
     document_path: str
     fragment_index: int
+    breadcrumb: str = ""
 
 
 class FragmentForStorage(BaseModel):
@@ -54,6 +57,7 @@ class SearchResult(BaseModel):
     score: float = 0.0
     repository: str = ""
     match: str = "vector"  # vector | lexical | both
+    breadcrumb: str = ""
 
 
 class DocumentSearchResult(BaseModel):
@@ -71,6 +75,7 @@ class ChunkResult(BaseModel):
 
     document_path: str
     fragments: list[Fragment]
+    text_source: str = "text"
 
 
 class IndexingResult(BaseModel):
@@ -83,6 +88,10 @@ class IndexingResult(BaseModel):
     documents_removed: int = 0
     documents_resumed: int = 0  # embedded by an interrupted run, taken from its spool (counted in indexed too)
     fragments_created: int = 0
+    documents_ocr: int = 0  # of the indexed documents, read by OCR (tesseract) this run
+    documents_no_text: int = 0  # documents of the repository with no text to index (see no_text)
+    no_text: list[dict] = Field(default_factory=list)  # [{"document_path", "fix"}]: not indexed, and why
+    skipped_outside: list[str] = Field(default_factory=list)  # symlinks leading out of the folder (not read)
     errors: list[str] = Field(default_factory=list)
     elapsed_seconds: float = 0.0
 
@@ -98,3 +107,7 @@ class IndexStats(BaseModel):
     store: str = "embedded"
     embedding_provider: str = "chromadb"
     embedding_precision: str | None = None  # the local model's: "int8", "fp32", "fp32+int8"; None: unknown
+    documents_ocr: int = 0
+    documents_no_text: int = 0
+    no_text: list[str] = Field(default_factory=list)  # the first NO_TEXT_LISTED of them
+    fix: str | None = None  # what makes the no_text documents readable

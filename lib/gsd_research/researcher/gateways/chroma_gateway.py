@@ -112,7 +112,8 @@ class ChromaGateway:
         out = []
         for ids, docs, metas, dists in zip(res["ids"], res["documents"], res["metadatas"], res["distances"], strict=False):
             out.append([SearchResult(fragment_id=i, text=t or "", document_path=m.get("document_path", ""),
-                                     fragment_index=int(m.get("fragment_index", 0)), distance=float(d))
+                                     fragment_index=int(m.get("fragment_index", 0)), distance=float(d),
+                                     breadcrumb=str(m.get("breadcrumb") or ""))
                         for i, t, m, d in zip(ids, docs, metas, dists, strict=False)])
         return out
 

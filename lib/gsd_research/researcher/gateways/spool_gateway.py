@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from gsd_research.researcher.models import Fragment
 
-VERSION = 1
+VERSION = 2  # 2: fragments carry their breadcrumb, documents their text source
 
 
 class SpooledDocument(NamedTuple):
@@ -21,6 +21,7 @@ class SpooledDocument(NamedTuple):
     checksum: str
     fragments: list[Fragment]
     vectors: list[list[float]]
+    text_source: str = "text"  # text | ocr | none
 
 
 class SpoolGateway:
@@ -45,6 +46,7 @@ class SpoolGateway:
                 fh.write(json.dumps({
                     "v": VERSION, "recipe": self.recipe, "path": doc.path, "checksum": doc.checksum,
                     "indexes": [f.fragment_index for f in doc.fragments], "texts": [f.text for f in doc.fragments],
+                    "breadcrumbs": [f.breadcrumb for f in doc.fragments], "source": doc.text_source,
                     "dim": int(vectors.shape[1]), "vectors": base64.b64encode(vectors.tobytes()).decode("ascii"),
                 }, ensure_ascii=False) + "\n")
 
@@ -61,9 +63,9 @@ class SpoolGateway:
 
             n, path = len(raw["texts"]), str(raw["path"])
             vectors = np.frombuffer(data, dtype=np.float32).reshape(n, -1).tolist() if n else []
-            fragments = [Fragment(text=str(t), document_path=path, fragment_index=int(i))
-                         for i, t in zip(raw["indexes"], raw["texts"], strict=True)]
-            yield SpooledDocument(path, str(raw["checksum"]), fragments, vectors)
+            fragments = [Fragment(text=str(t), document_path=path, fragment_index=int(i), breadcrumb=str(c))
+                         for i, t, c in zip(raw["indexes"], raw["texts"], raw["breadcrumbs"], strict=True)]
+            yield SpooledDocument(path, str(raw["checksum"]), fragments, vectors, str(raw["source"]))
 
     def checksums(self) -> dict[str, str]:
         """path → checksum of the valid records (the last record of a path wins)."""
@@ -90,8 +92,10 @@ class SpoolGateway:
             if not isinstance(raw, dict) or raw.get("v") != VERSION or raw.get("recipe") != self.recipe:
                 return None
             texts, indexes, dim = raw["texts"], raw["indexes"], int(raw["dim"])
+            crumbs = raw["breadcrumbs"]
             data = base64.b64decode(raw["vectors"], validate=True)
             ok = (isinstance(texts, list) and isinstance(indexes, list) and len(indexes) == len(texts)
+                  and isinstance(crumbs, list) and len(crumbs) == len(texts) and isinstance(raw["source"], str)
                   and all(isinstance(i, int) for i in indexes) and isinstance(raw["path"], str)
                   and isinstance(raw["checksum"], str) and (not texts or dim > 0)
                   and len(data) == 4 * dim * len(texts))

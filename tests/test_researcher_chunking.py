@@ -1,0 +1,124 @@
+"""researcher chunking: every fragment is a contiguous slice of the document's text (no invented breaks), code
+blocks and tables stay whole when they fit and are split on line boundaries when they do not, and the heading
+path is a separate, marked breadcrumb."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.conftest import require
+from tests.researcher_fixtures import MIXED
+
+_INLINE_SPACE = re.compile(r"[ \t]+")
+
+
+def _norm(text: str) -> str:
+    """Whitespace inside a line may be normalized; line breaks may not."""
+    return "\n".join(_INLINE_SPACE.sub(" ", line).strip() for line in text.split("\n"))
+
+
+def assert_slices(fragments, source: str) -> None:
+    """Each fragment is a contiguous slice of `source`, in order, and together they tile it."""
+    norm = _norm(source)
+    pos = 0
+    for f in fragments:
+        text = _norm(f.text)
+        assert text.strip(), "empty fragment"
+        at = norm.find(text, pos)
+        assert at >= 0, f"fragment {f.fragment_index} is not a slice of the document: {f.text[:200]!r}"
+        pos = at + len(text)
+    covered = "".join(f.text for f in fragments)
+    assert re.sub(r"\s+", "", covered) == re.sub(r"\s+", "", norm), "the fragments do not tile the document"
+
+
+LONG_PROSE = " ".join(
+    f"Step {i}: the service returns success: true when the job ended; otherwise it answers false` → retry "
+    f"with a delay of {i} seconds!" for i in range(60))
+CODE_LINES = [f"    value_{i} = compute({i}, option='x')  # line {i}" for i in range(120)]
+DOC = ("# Guide\n\nIntro paragraph.\n\n## Setup\n\n" + LONG_PROSE + "\n\n"
+       "```python\nimport fastapi\n\napp = fastapi.FastAPI()\n```\n\n"
+       "| key | value |\n|-----|-------|\n| a | 1 |\n| b | 2 |\n\n"
+       "## Big code\n\n```python\ndef big():\n" + "\n".join(CODE_LINES) + "\n```\n\n### Usage\n\nCall it.\n")
+
+
+def test_fragments_are_contiguous_slices_without_invented_breaks():
+    from gsd_research.researcher.chunking import approx_counter, chunk_text
+
+    frags = chunk_text(DOC, "g.md", approx_counter, max_tokens=120)
+
+    assert_slices(frags, DOC)
+    assert [f.fragment_index for f in frags] == list(range(len(frags)))
+    assert all(approx_counter([f.text])[0] + approx_counter([f.breadcrumb])[0] <= 120 for f in frags)
+    joined = "\n".join(f.text for f in frags)
+    assert "success:\n" not in joined and not any(f.text.startswith("false`") for f in frags)
+    assert "```python\n\nimport" not in joined
+    small_code = "```python\nimport fastapi\n\napp = fastapi.FastAPI()\n```"
+    assert any(small_code in f.text for f in frags)  # a code block that fits is one piece
+    table = "| key | value |\n|-----|-------|\n| a | 1 |\n| b | 2 |"
+    assert any(table in f.text for f in frags)
+    source_lines = set(DOC.split("\n"))
+    big = [f for f in frags if "value_" in f.text]
+    assert len(big) > 1  # the oversized block was split ...
+    for f in big:  # ... on line boundaries: every line of each piece is a whole line of the document
+        assert set(f.text.strip("\n").split("\n")) <= source_lines, f.text[:200]
+
+
+def test_the_heading_path_is_a_marked_breadcrumb_not_part_of_the_text():
+    from gsd_research.researcher.chunking import approx_counter, chunk_text
+
+    frags = chunk_text(DOC, "g.md", approx_counter, max_tokens=120)
+
+    assert frags[0].text.startswith("# Guide") and frags[0].breadcrumb == ""
+    inside_setup = [f for f in frags if "success: true" in f.text and "## Setup" not in f.text]
+    assert inside_setup and all(f.breadcrumb == "Guide > Setup" for f in inside_setup)
+    assert not any(f.text.startswith("Guide > Setup") for f in frags)
+    usage = [f for f in frags if "Call it." in f.text][0]
+    assert usage.breadcrumb in ("Guide > Big code", "Guide > Big code > Usage")
+    from gsd_research.researcher.chunking import embedding_text
+
+    assert embedding_text(inside_setup[0]).startswith("Guide > Setup\n")
+    assert embedding_text(frags[0]) == frags[0].text
+
+
+def test_plain_text_prose_and_edge_cases():
+    from gsd_research.researcher.chunking import approx_counter, chunk_text
+
+    assert chunk_text("", "e.txt") == []
+    assert chunk_text("\n\n   \n", "e.txt") == []
+    plain = "# not a heading\n\nsecond paragraph"
+    frags = chunk_text(plain, "t.txt", markdown=False)
+    assert [f.text for f in frags] == [plain] and frags[0].breadcrumb == ""
+    one_long_line = "word " * 2000
+    frags = chunk_text(one_long_line, "w.txt", approx_counter, max_tokens=100, markdown=False)
+    assert len(frags) >= 20 and all(approx_counter([f.text])[0] <= 100 for f in frags)
+    assert_slices(frags, one_long_line)
+    blob = "x" * 5000  # no whitespace at all: cut between characters, still slices
+    frags = chunk_text(blob, "b.txt", approx_counter, max_tokens=50, markdown=False)
+    assert "".join(f.text for f in frags) == blob
+    unclosed = "# T\n\n```\ncode without an end\nmore code\n"
+    assert_slices(chunk_text(unclosed, "u.md", approx_counter, max_tokens=100), unclosed)
+    crlf = "# Title\r\n\r\nLine one.\r\nLine two.\r\n"
+    assert_slices(chunk_text(crlf, "c.md", approx_counter, max_tokens=100), crlf.replace("\r\n", "\n"))
+
+
+@pytest.mark.parametrize("name", ["word_sample.docx", "unit_test_headers_numbered.docx", "example_01.html",
+                                  "table_with_heading_01.html"])
+def test_docling_documents_are_chunked_by_their_own_structure(name):
+    require(MIXED / name, "docling's sample documents")
+    from gsd_research.researcher.chunking import approx_counter
+    from gsd_research.researcher.gateways.docling_gateway import DoclingGateway
+
+    for max_tokens in (60, 254):
+        gateway = DoclingGateway(counter=approx_counter, max_tokens=max_tokens)
+        doc = gateway.convert(MIXED / name, name)
+        frags = gateway.chunk(doc)
+
+        assert frags
+        assert_slices(frags, doc.text)
+    if name == "word_sample.docx":
+        table = [f for f in frags if "| Leaves" in f.text]
+        assert table and "| Grain" in table[0].text  # the table (fits the budget) is kept whole
+        small = DoclingGateway(counter=approx_counter, max_tokens=60).chunk(doc)
+        assert any(f.breadcrumb.startswith("Swimming in the lake") for f in small)
