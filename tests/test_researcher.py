@@ -58,7 +58,8 @@ def test_index_search_incremental_remove_on_both_stores(tmp_path, store):
     answer = kb("search", "ERR_WIDGET_4711", "--json").json
     assert answer["documents"][0]["document_path"] == "guide/install.md"
     assert answer["fragments"][0]["match"] in ("lexical", "both")
-    assert "ERR_WIDGET_4711" in answer["fragments"][0]["text"]
+    assert answer["fragments"][0]["see"] == "documents[0].top_fragments[0]"  # printed once, under its document
+    assert "ERR_WIDGET_4711" in answer["documents"][0]["top_fragments"][0]["text"]
     assert answer["documents"][0]["absolute_path"] == str(root / "guide" / "install.md")
     assert _top_doc("how do I make a loaf") == "guide/cooking.md"  # no shared word: the vector ranking
     assert _top_doc("configure_frobnicator") == "api/reference.md"

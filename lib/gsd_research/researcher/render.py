@@ -58,28 +58,42 @@ def _index(out: Console, payload: dict) -> None:
                   f"failed, {r['fragments_created']} fragments in {r['elapsed_seconds']:.2f}s")
         for e in r["errors"]:
             out.print(f"  [yellow]skipped[/] {safe(e)}")
+        for path in r.get("skipped_outside", []):
+            out.print(f"  [yellow]skipped[/] {safe(path)}: a symlink leading outside the repository")
+        for item in r.get("no_text", []):
+            out.print(f"  [yellow]no text[/] {safe(item['document_path'])}: {safe(item['fix'])}")
     for f in payload.get("failed_repositories", []):
         out.print(f"[bold red]{safe(f['repository_name'])}[/]: {safe(f['error']['message'])}")
 
 
 def _search(out: Console, payload: dict) -> None:
     docs = Table("#", "score", "repository", "document", title="Documents")
+    texts: dict[str, str] = {}  # a fragment printed under its document points there ("see")
     for i, d in enumerate(payload["documents"], 1):
         docs.add_row(str(i), f"{d['score']:.4f}", safe(d["repository"]), safe(d["document_path"]))
+        texts.update({f"{d['repository']}:{t['fragment_id']}": t["text"] for t in d["top_fragments"] if "text" in t})
     out.print(docs)
     for i, f in enumerate(payload["fragments"], 1):
         out.rule(f"{i}. {safe(f['repository'])}:{safe(f['document_path'])} #{f['fragment_index']} "
                  f"(score {f['score']:.4f}, {safe(f['match'])})")
-        out.print(clean(f["text"], multiline=True), markup=False)
+        if f.get("breadcrumb"):
+            out.print(f"[dim]in: {safe(f['breadcrumb'])}[/]")
+        text = f.get("text") or texts.get(f"{f['repository']}:{f['fragment_id']}", "")
+        out.print(clean(text, multiline=True), markup=False)
+    meta = payload.get("metadata", {})
+    if meta.get("truncated"):
+        out.print(f"[dim]… more within a larger --max-tokens (now {meta.get('max_tokens')})[/]")
 
 
 def _status(out: Console, payload: dict) -> None:
     if payload.get("store") != "server":
-        table = Table("repository", "documents", "fragments", "last indexed", "store", "embedding")
+        table = Table("repository", "documents", "fragments", "no text", "last indexed", "store", "embedding")
         for s in payload["repositories"]:
             table.add_row(safe(s["repository_name"]), str(s["total_documents"]), str(s["total_fragments"]),
-                          safe(s["last_indexed"] or "never"), safe(s["store"]), safe(s["embedding_provider"]))
+                          str(s.get("documents_no_text", 0)), safe(s["last_indexed"] or "never"), safe(s["store"]),
+                          safe(s["embedding_provider"]))
         out.print(table)
+        _no_text(out, payload)
         return
     table = Table("repository", "documents", "fragments", "on server", "last indexed", "embedding",
                   title=f"Chroma server {safe(payload['chroma_url'])}",
@@ -91,6 +105,13 @@ def _status(out: Console, payload: dict) -> None:
                       "none" if held is None else str(held), safe(s["last_indexed"] or "never"),
                       safe(s["embedding_provider"]))
     out.print(table)
+    _no_text(out, payload)
+
+
+def _no_text(out: Console, payload: dict) -> None:
+    for s in payload["repositories"]:
+        if s.get("documents_no_text"):
+            out.print(f"{safe(s['repository_name'])}: no text in {safe(', '.join(s['no_text']))}. {safe(s['fix'])}")
 
 
 def _repo_add(out: Console, payload: dict) -> None:

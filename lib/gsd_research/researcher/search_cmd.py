@@ -1,4 +1,4 @@
-"""`researcher search`: one query or a queries file, across one or all repositories."""
+"""`researcher search`: one query or a queries file, across one or all repositories, within --max-tokens."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import time
 from pathlib import Path
 
 from gsd_research.core.errors import GsdError, UsageError
-
-SNIPPET_CHARS = 240
+from gsd_research.researcher.answer import answer, compact_tokens
 
 
 def _repositories(kb, repo_name: str | None):
@@ -26,58 +25,34 @@ def _repositories(kb, repo_name: str | None):
     return indexed, [r.name for r in repos if r not in indexed]
 
 
-def document_json(doc, roots: dict[str, str]) -> dict:
-    best = doc.top_fragments[0].text if doc.top_fragments else ""
-    return {
-        "document_path": doc.document_path,
-        "repository": doc.repository,
-        "absolute_path": str(Path(roots.get(doc.repository, "")) / doc.document_path),
-        "score": doc.score,
-        "best_distance": None if doc.best_distance is None else round(doc.best_distance, 4),
-        "top_fragments": [{"fragment_id": f.fragment_id, "fragment_index": f.fragment_index, "score": f.score}
-                          for f in doc.top_fragments],
-        "snippet": best[:SNIPPET_CHARS] + ("…" if len(best) > SNIPPET_CHARS else ""),
-    }
-
-
-def fragment_json(frag) -> dict:
-    return {"fragment_id": frag.fragment_id, "document_path": frag.document_path, "repository": frag.repository,
-            "fragment_index": frag.fragment_index, "score": frag.score,
-            "distance": None if frag.distance is None else round(frag.distance, 4), "match": frag.match,
-            "text": frag.text}
-
-
 def search_all(kb, queries: list[str], repos, n_fragments: int, n_documents: int, mode: str):
-    """[(documents, fragments)] per query, merged across repositories."""
-    from gsd_research.researcher.services.search_service import merge
+    """One `Ranking` per query over all the repositories (scores normalized together)."""
+    from gsd_research.researcher.services.search_service import search_repositories
 
-    factory = kb.factory
-    per_query: list[list] = [[] for _ in queries]
-    embeddings: dict[str, list] = {}
-    for repo in repos:
-        service = factory.search_service(repo)
-        vectors = None
-        if mode != "lexical":
-            sig = service.embedding.signature
-            if sig not in embeddings:
-                embeddings[sig] = service.embedding.embed_queries(queries)
-            vectors = embeddings[sig]
-        for i, hit in enumerate(service.search_many(queries, n_fragments, n_documents, mode, vectors)):
-            per_query[i].append(hit)
-    return [merge(hits, n_fragments, n_documents) for hits in per_query]
+    services = [kb.factory.search_service(repo) for repo in repos]
+    return search_repositories(services, queries, n_fragments, n_documents, mode)
 
 
-def run_one(kb, text: str, repo_name, n_fragments: int, n_documents: int, mode: str) -> dict:
+def _document_measure(doc: dict) -> int:
+    from gsd_research.core.output import document_tokens
+
+    return document_tokens(doc)
+
+
+def run_one(kb, text: str, repo_name, n_fragments: int, n_documents: int, mode: str, max_tokens: int) -> dict:
+    from gsd_research.core.output import set_command, set_pretty
+
     started = time.perf_counter()
     repos, not_indexed = _repositories(kb, repo_name)
-    roots = {r.name: r.path for r in repos}
-    docs, frags = search_all(kb, [text], repos, n_fragments, n_documents, mode)[0]
-    meta = {"repositories": [r.name for r in repos], "mode": mode, "returned_documents": len(docs),
-            "returned_fragments": len(frags), "elapsed_ms": round((time.perf_counter() - started) * 1000, 1)}
+    ranking = search_all(kb, [text], repos, n_fragments, n_documents, mode)[0]
+    meta = {"repositories": [r.name for r in repos], "mode": mode,
+            "elapsed_ms": round((time.perf_counter() - started) * 1000, 1)}
     if not_indexed:
         meta["not_indexed"] = not_indexed
-    return {"query": text, "documents": [document_json(d, roots) for d in docs],
-            "fragments": [fragment_json(f) for f in frags], "metadata": meta}
+    set_command(kb.command or "search")
+    set_pretty(getattr(kb, "pretty", False))
+    return answer(ranking, {"query": text, "metadata": meta}, {r.name: r.path for r in repos}, max_tokens,
+                  _document_measure)
 
 
 def _read_queries(path: str) -> list[tuple[object, str | None, dict | None]]:
@@ -101,8 +76,15 @@ def _read_queries(path: str) -> list[tuple[object, str | None, dict | None]]:
     return out
 
 
-def run_batch(kb, path: str, repo_name, n_fragments: int, n_documents: int, mode: str) -> None:
-    """Print one JSON line per input line, in input order."""
+def _line(qid, query: str, ranking, roots: dict[str, str], max_tokens: int) -> dict:
+    try:
+        return answer(ranking, {"id": qid, "query": query, "metadata": {}}, roots, max_tokens, compact_tokens)
+    except UsageError as exc:
+        return {"id": qid, "query": None, "error": exc.to_dict()}
+
+
+def run_batch(kb, path: str, repo_name, n_fragments: int, n_documents: int, mode: str, max_tokens: int) -> None:
+    """Print one JSON line per input line, in input order, each within `max_tokens`."""
     from gsd_research.core.output import dumps
     from gsd_research.core.secrets import scrub
 
@@ -112,11 +94,7 @@ def run_batch(kb, path: str, repo_name, n_fragments: int, n_documents: int, mode
     valid = [q for _, q, err in items if err is None]
     results = iter(search_all(kb, valid, repos, n_fragments, n_documents, mode)) if valid else iter(())
     for qid, query, err in items:
-        if err is not None:
-            line = {"id": qid, "query": None, "error": err}
-        else:
-            docs, frags = next(results)
-            line = {"id": qid, "query": query, "documents": [document_json(d, roots) for d in docs],
-                    "fragments": [fragment_json(f) for f in frags]}
+        line = {"id": qid, "query": None, "error": err} if err is not None else \
+            _line(qid, query, next(results), roots, max_tokens)
         sys.stdout.write(scrub(dumps(line)) + "\n")
     sys.stdout.flush()

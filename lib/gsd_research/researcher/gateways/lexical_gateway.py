@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 from pathlib import Path
@@ -12,9 +13,10 @@ was were what when where which who why will with do does did can not no""".split
 
 SCHEMA = """
 CREATE VIRTUAL TABLE IF NOT EXISTS fragments USING fts5(
-    text, fragment_id UNINDEXED, document_path UNINDEXED, fragment_index UNINDEXED,
+    text, breadcrumb, fragment_id UNINDEXED, document_path UNINDEXED, fragment_index UNINDEXED,
     tokenize = "porter unicode61 tokenchars '_'");
 """
+COLUMNS = ("text", "breadcrumb", "fragment_id", "document_path", "fragment_index")
 
 
 def match_expression(query: str) -> str | None:
@@ -31,6 +33,12 @@ def match_expression(query: str) -> str | None:
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in content)
 
 
+def phrase(term: str) -> str | None:
+    """An FTS5 phrase matching `term` exactly as the index tokenizes it ("fastapi.Depends" -> "fastapi depends")."""
+    tokens = re.findall(r"\w+", term.lower())
+    return '"' + " ".join(tokens) + '"' if tokens else None
+
+
 class LexicalGateway:
     """BM25 over fragments in `lexical.sqlite`; writes are transactions, so a crash never half-writes."""
 
@@ -42,17 +50,27 @@ class LexicalGateway:
     def conn(self) -> sqlite3.Connection:
         if self._conn is None:
             self.db_path.parent.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(self.db_path, os.O_RDWR | os.O_CREAT, 0o600))  # private before SQLite writes to it
             self._conn = sqlite3.connect(str(self.db_path))
             self._conn.execute("PRAGMA journal_mode=WAL")
+            columns = tuple(r[1] for r in self._conn.execute("PRAGMA table_info(fragments)"))
+            if columns and columns != COLUMNS:  # an index written by an older version: rebuilt by the next index run
+                self._conn.execute("DROP TABLE fragments")
             self._conn.executescript(SCHEMA)
         return self._conn
 
-    def replace_documents(self, paths: list[str], rows: list[tuple[str, str, str, int]]) -> None:
-        """Delete the documents' old fragments and insert (fragment_id, text, path, index) in one transaction."""
+    def replace_documents(self, paths: list[str], rows: list[tuple[str, str, str, int, str]]) -> None:
+        """Delete the documents' old fragments and insert (fragment_id, text, path, index, breadcrumb) rows in one
+        transaction."""
         with self.conn:
             self.conn.executemany("DELETE FROM fragments WHERE document_path = ?", [(p,) for p in paths])
             self.conn.executemany(
-                "INSERT INTO fragments (fragment_id, text, document_path, fragment_index) VALUES (?, ?, ?, ?)", rows)
+                "INSERT INTO fragments (fragment_id, text, document_path, fragment_index, breadcrumb) "
+                "VALUES (?, ?, ?, ?, ?)", rows)
+
+    def clear(self) -> None:
+        with self.conn:
+            self.conn.execute("DELETE FROM fragments")
 
     def delete_by_document(self, document_path: str) -> None:
         self.replace_documents([document_path], [])
@@ -63,11 +81,19 @@ class LexicalGateway:
     def get_all_document_paths(self) -> list[str]:
         return [r[0] for r in self.conn.execute("SELECT DISTINCT document_path FROM fragments ORDER BY 1")]
 
-    def search(self, query: str, n_results: int = 10, paths: list[str] | None = None) -> list:
-        """BM25-ranked fragments (SearchResult); `paths` keeps only fragments of these documents. The models
-        (pydantic) are imported here, not at the top: writers such as researcher.api stay light."""
+    def _rows(self, where: str, params: list, n_results: int) -> list:
+        """SearchResults of the fragments matching `where`, best BM25 first. The models (pydantic) are imported
+        here, not at the top: writers such as researcher.api stay light."""
         from gsd_research.researcher.models import SearchResult
 
+        rows = self.conn.execute(
+            "SELECT fragment_id, text, document_path, fragment_index, breadcrumb, bm25(fragments) AS s "
+            f"FROM fragments WHERE {where} ORDER BY s LIMIT ?", (*params, n_results)).fetchall()
+        return [SearchResult(fragment_id=r[0], text=r[1], document_path=r[2], fragment_index=int(r[3]),
+                             breadcrumb=r[4] or "", score=-float(r[5]), match="lexical") for r in rows]
+
+    def search(self, query: str, n_results: int = 10, paths: list[str] | None = None) -> list:
+        """BM25 ranking of the query's terms (any of them); `paths` keeps only fragments of these documents."""
         expr = match_expression(query)
         if not expr or (paths is not None and not paths):
             return []
@@ -75,11 +101,17 @@ class LexicalGateway:
         if paths is not None:
             where += f" AND document_path IN ({','.join('?' * len(paths))})"
             params += list(paths)
-        rows = self.conn.execute(
-            "SELECT fragment_id, text, document_path, fragment_index, bm25(fragments) AS s FROM fragments "
-            f"WHERE {where} ORDER BY s LIMIT ?", (*params, n_results)).fetchall()
-        return [SearchResult(fragment_id=r[0], text=r[1], document_path=r[2], fragment_index=int(r[3]),
-                             score=-float(r[4]), match="lexical") for r in rows]
+        return self._rows(where, params, n_results)
+
+    def phrase_documents(self, expr: str, cap: int = 1000) -> int:
+        """How many documents hold the FTS5 phrase `expr` (counted over at most `cap` fragments)."""
+        return self.conn.execute(
+            "SELECT count(DISTINCT document_path) FROM (SELECT document_path FROM fragments WHERE fragments MATCH ? "
+            "LIMIT ?)", (expr, cap)).fetchone()[0]
+
+    def phrase_hits(self, expr: str, n_results: int) -> list:
+        """The fragments holding the FTS5 phrase `expr`, best BM25 first."""
+        return self._rows("fragments MATCH ?", [expr], n_results)
 
     def close(self) -> None:
         if self._conn is not None:

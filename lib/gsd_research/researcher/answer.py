@@ -1,0 +1,209 @@
+"""A search answer within --max-tokens: ranked documents carrying their best passages, then ranked passages.
+
+What is printed, in order of priority: document 1 with its best passage, passage 1, document 2 with its
+best passage, passage 2, ..., then the documents' further passages. Documents carry their passages' text;
+a fragment whose passage is already printed under its document says where (`"see":
+"documents[0].top_fragments[0]"`) instead of repeating it.
+Whatever does not fit is left out (the last passage that fits in part is cut, `"truncated": true`), and
+`metadata` says how much there was: `total_available`, `returned`, `truncated`, `tokens_used` (cl100k,
+estimated from above, of the answer exactly as printed) and `max_tokens`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gsd_research.core.errors import UsageError
+from gsd_research.researcher.models import SearchResult
+from gsd_research.researcher.ranking import Ranking
+from gsd_research.core.tokens import count_tokens, cut_to_tokens
+
+DEFAULT_MAX_TOKENS = 2000
+MIN_CUT_TOKENS = 40  # a passage cut shorter than this is left out (unless it would be the only one)
+Measure = Callable[[dict], int]
+
+
+@dataclass(frozen=True)
+class _Unit:
+    kind: str  # "doc" (document `index`, its passage `top`) or "frag" (fragment `index`)
+    index: int
+    top: int = 0
+
+
+def compact_tokens(doc: dict) -> int:
+    """Tokens of `doc` printed as one compact JSON line."""
+    return count_tokens(json.dumps(doc, ensure_ascii=False, separators=(",", ":"), default=str) + "\n")
+
+
+def _key(f: SearchResult) -> tuple[str, str]:
+    return f.repository, f.fragment_id
+
+
+def fragment_json(f: SearchResult) -> dict:
+    out = {"fragment_id": f.fragment_id, "document_path": f.document_path, "repository": f.repository,
+           "fragment_index": f.fragment_index, "score": f.score,
+           "distance": None if f.distance is None else round(f.distance, 4), "match": f.match}
+    if f.breadcrumb:
+        out["breadcrumb"] = f.breadcrumb
+    out["text"] = f.text
+    return out
+
+
+def _passage_json(f: SearchResult) -> dict:
+    out = {"fragment_id": f.fragment_id, "fragment_index": f.fragment_index, "score": f.score}
+    if f.breadcrumb:
+        out["breadcrumb"] = f.breadcrumb
+    out["text"] = f.text
+    return out
+
+
+class AnswerBuilder:
+    """Chooses what of a ranking fits the budget and renders it."""
+
+    def __init__(self, ranking: Ranking, roots: dict[str, str], max_tokens: int, measure: Measure) -> None:
+        self.ranking, self.roots, self.max_tokens, self.measure = ranking, roots, max_tokens, measure
+
+    def _units(self) -> list[_Unit]:
+        docs, frags = self.ranking.documents, self.ranking.fragments
+        first: list[_Unit] = []
+        for i in range(max(len(docs), len(frags))):
+            if i < len(docs) and docs[i].top_fragments:
+                first.append(_Unit("doc", i, 0))
+            if i < len(frags):
+                first.append(_Unit("frag", i))
+        extra = [_Unit("doc", i, k) for i, d in enumerate(docs) for k in range(1, len(d.top_fragments))]
+        return first + extra
+
+    def _fragment(self, unit: _Unit) -> SearchResult:
+        if unit.kind == "frag":
+            return self.ranking.fragments[unit.index]
+        return self.ranking.documents[unit.index].top_fragments[unit.top]
+
+    def _document(self, index: int) -> dict:
+        d = self.ranking.documents[index]
+        return {"document_path": d.document_path, "repository": d.repository,
+                "absolute_path": str(Path(self.roots.get(d.repository, "")) / d.document_path), "score": d.score,
+                "best_distance": None if d.best_distance is None else round(d.best_distance, 4),
+                "top_fragments": []}
+
+    def render(self, shell: dict, chosen: list[tuple[_Unit, str | None]]) -> dict:
+        """The answer with the chosen units (a unit's text: its passage, possibly cut). A document carries its
+        passages; a fragment also printed under a document points there instead of repeating it."""
+        documents: list[dict] = []
+        slot: dict[int, dict] = {}
+        where: dict[tuple[str, str], str] = {}
+        for unit, _ in chosen:
+            if unit.kind == "doc":
+                if unit.index not in slot:
+                    slot[unit.index] = self._document(unit.index)
+                    documents.append(slot[unit.index])
+                tops = slot[unit.index]["top_fragments"]
+                position = documents.index(slot[unit.index])
+                where[_key(self._fragment(unit))] = f"documents[{position}].top_fragments[{len(tops)}]"
+                tops.append(None)
+        fragments: list[dict] = []
+        for unit, text in chosen:
+            f = self._fragment(unit)
+            if unit.kind == "doc":
+                entry = _passage_json(f)
+                tops = slot[unit.index]["top_fragments"]
+                tops[tops.index(None)] = entry
+            else:
+                entry = fragment_json(f)
+                fragments.append(entry)
+                if _key(f) in where:
+                    del entry["text"]
+                    entry["see"] = where[_key(f)]
+                    continue
+            if text != f.text:
+                entry["text"], entry["truncated"] = text, True
+        out = dict(shell)
+        out["documents"], out["fragments"] = documents, fragments
+        meta = dict(shell.get("metadata", {}))
+        out.pop("metadata", None)
+        requested = sum(len(d.top_fragments) for d in self.ranking.documents) + len(self.ranking.fragments)
+        meta.update({
+            "total_available": {"documents": self.ranking.total_documents, "fragments": self.ranking.total_fragments},
+            "returned": {"documents": len(documents), "fragments": len(fragments)},
+            "truncated": len(chosen) < requested or any(e.get("truncated") for e in _entries(documents, fragments)),
+            "tokens_used": 0, "max_tokens": self.max_tokens})
+        out["metadata"] = meta
+        meta["tokens_used"] = self.measure(out)
+        return out
+
+    def _cost(self, unit: _Unit, opened: set[int], printed: dict) -> tuple[int, int]:
+        """(cost of the unit, cost of its text) in tokens. A passage printed as a fragment before moves into its
+        document (the fragment then points there), so it costs the difference."""
+        f = self._fragment(unit)
+        text_cost = count_tokens(f.text)
+        pointer = compact_tokens({**{k: v for k, v in fragment_json(f).items() if k != "text"},
+                                  "see": "documents[00].top_fragments[0]"})
+        if unit.kind == "frag":
+            return (pointer if _key(f) in printed else compact_tokens(fragment_json(f))) + 2, text_cost
+        cost = compact_tokens(_passage_json(f)) + 2
+        if unit.index not in opened:
+            cost += compact_tokens(self._document(unit.index))
+        if _key(f) in printed:
+            cost -= printed[_key(f)] - pointer
+        return cost, text_cost
+
+    def build(self, shell: dict) -> dict:
+        empty = self.render(shell, [])
+        if empty["metadata"]["tokens_used"] > self.max_tokens:
+            need = empty["metadata"]["tokens_used"]
+            raise UsageError(f"--max-tokens {self.max_tokens} is too small for this answer (its envelope alone "
+                             f"needs {need})", suggestions=[f"Use --max-tokens {max(need + 300, 500)} or more"])
+        chosen: list[tuple[_Unit, str | None]] = []
+        remaining = self.max_tokens - empty["metadata"]["tokens_used"]
+        printed: dict[tuple[str, str], int] = {}  # passage -> what its fragment entry costs with the text
+        opened: set[int] = set()
+        for unit in self._units():
+            f = self._fragment(unit)
+            cost, text_cost = self._cost(unit, opened, printed)
+            if cost > remaining:
+                cut = self._cut(f.text, remaining - (cost - text_cost))
+                if cut is not None and _key(f) not in printed and (count_tokens(cut) >= MIN_CUT_TOKENS or not chosen):
+                    chosen.append((unit, cut))
+                break
+            chosen.append((unit, f.text))
+            remaining -= cost
+            if unit.kind == "doc":
+                opened.add(unit.index)
+                printed[_key(f)] = 0
+            elif _key(f) not in printed:
+                printed[_key(f)] = compact_tokens(fragment_json(f)) + 2
+        return self._settle(shell, chosen)
+
+    @staticmethod
+    def _cut(text: str, room: int) -> str | None:
+        if room <= 4:
+            return None
+        cut, _ = cut_to_tokens(text, room - 4, measure=lambda s: compact_tokens({"t": s}))
+        return cut or None
+
+    def _settle(self, shell: dict, chosen: list[tuple[_Unit, str | None]]) -> dict:
+        """Render; while the real count is over the budget, cut or drop the last unit."""
+        out = self.render(shell, chosen)
+        while out["metadata"]["tokens_used"] > self.max_tokens and chosen:
+            over = out["metadata"]["tokens_used"] - self.max_tokens
+            unit, text = chosen[-1]
+            target = count_tokens(text or "") - over - 8
+            cut = self._cut(text or "", target) if target >= (MIN_CUT_TOKENS if len(chosen) > 1 else 1) else None
+            chosen[-1:] = [(unit, cut)] if cut else []
+            out = self.render(shell, chosen)
+        return out
+
+
+def _entries(documents: list[dict], fragments: list[dict]):
+    for d in documents:
+        yield from d["top_fragments"]
+    yield from fragments
+
+
+def answer(ranking: Ranking, shell: dict, roots: dict[str, str], max_tokens: int,
+           measure: Measure = compact_tokens) -> dict:
+    """`shell` (query, metadata, ...) with the ranking's documents and fragments, within `max_tokens` by `measure`."""
+    return AnswerBuilder(ranking, roots, max_tokens, measure).build(shell)

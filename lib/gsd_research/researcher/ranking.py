@@ -1,0 +1,219 @@
+"""Ranking: the evidence of every searched repository fused into one ranked list of documents and of fragments.
+
+The one place where ranking is decided; its constants are named below. For one query each repository gives:
+
+- vector: its nearest fragments by cosine similarity;
+- lexical: its BM25 matches of the query's terms (SQLite FTS5);
+- exact: for each of the query's exact terms (identifier-like tokens such as `ERR_X_42`, `fastapi.Depends`,
+  `X-Request-ID`, `4417`; quoted strings; the whole query when it is long enough to be a pasted error
+  message), the fragments holding it as a phrase and how many documents hold it.
+
+All candidates of all repositories are normalized together, never per repository, so an unrelated
+repository's best hit scores by its own evidence instead of by being its repository's best:
+
+- vector: cosine similarity min-max normalized over all vector candidates;
+- lexical: BM25 divided by the best BM25 of all candidates (anchored at zero: a fragment that is the only
+  lexical match keeps its full score instead of dropping to the list's minimum);
+- exact: the share of the query's *rare* exact terms a fragment (or, for a document, any of its fragments)
+  holds; a term is rare when 1..RARE_TERM_MAX_DOCUMENTS documents of all searched repositories hold it.
+
+score = VECTOR_WEIGHT * vector + LEXICAL_WEIGHT * lexical + EXACT_WEIGHT * exact. EXACT_WEIGHT equals the
+other two together, so a document that alone holds the query's rare exact terms ranks above every document
+that holds none of them, however close the latter is by meaning; among documents with the same exact
+evidence, vector and BM25 decide. `fusion="rrf"` (reciprocal rank fusion over the pooled lists) is kept as a
+reference for the benchmark.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from gsd_research.researcher.models import DocumentSearchResult, SearchResult
+
+VECTOR_WEIGHT = 0.5
+LEXICAL_WEIGHT = 0.5
+EXACT_WEIGHT = 1.0
+RARE_TERM_MAX_DOCUMENTS = 3  # an exact term held by more documents than this is ordinary BM25 evidence
+EXACT_HITS = 50  # fragments fetched per rare exact term
+MAX_EXACT_TERMS = 8  # exact terms looked up per query
+VERBATIM_MIN_WORDS = 4  # a query of at least this many words is also looked up as one phrase (a pasted message)
+MIN_CANDIDATES = 50  # candidates per list and repository, at least
+TOP_FRAGMENTS_PER_DOCUMENT = 3
+RRF_K = 60
+MODES = ("hybrid", "vector", "lexical")
+
+_QUOTED = re.compile(r'"([^"]{2,200})"|`([^`]{2,200})`|\u201c([^\u201d]{2,200})\u201d')
+_TOKEN = re.compile(r"[^\s\"'`,;()\[\]<>!?]+")
+_WORD = re.compile(r"\w+")
+
+
+def candidate_depth(n_fragments: int, n_documents: int) -> int:
+    """How many candidates each list of each repository contributes."""
+    return max(MIN_CANDIDATES, 5 * n_fragments, 10 * n_documents)
+
+
+def identifier_like(token: str) -> bool:
+    """A token written like a name or a code rather than a word: snake_case, camelCase, CONSTANTS, dotted
+    names and paths, letter-digit codes, numbers of three digits or more, hyphenated codes with capitals
+    or digits."""
+    token = token.strip(".:-/")
+    if len(token) < 3 or not _WORD.search(token):
+        return False
+    return bool("_" in token
+                or re.search(r"\d", token) and (re.search(r"[A-Za-z]", token) or re.fullmatch(r"\d{3,}", token))
+                or re.search(r"[a-z][A-Z]", token)
+                or re.fullmatch(r"[A-Z][A-Z0-9]{2,}", token)
+                or re.search(r"\S[./]\S", token)
+                or re.search(r"\w-\w", token) and re.search(r"[A-Z0-9]", token))
+
+
+def exact_terms(query: str) -> list[str]:
+    """The query's exact terms, most specific first: quoted strings, identifier-like tokens, the query itself."""
+    terms: list[str] = []
+    for match in _QUOTED.finditer(query):
+        terms.append(next(g for g in match.groups() if g))
+    terms += [t.strip(".:-/") for t in _TOKEN.findall(query) if identifier_like(t)]
+    if len(_WORD.findall(query)) >= VERBATIM_MIN_WORDS:
+        terms.append(query)
+    seen: dict[str, str] = {}
+    for term in terms:
+        key = " ".join(_WORD.findall(term.lower()))
+        if key and key not in seen:
+            seen[key] = term
+    return list(seen.values())[:MAX_EXACT_TERMS]
+
+
+@dataclass
+class Evidence:
+    """One repository's candidates for one query."""
+
+    repository: str
+    vector: list[SearchResult] = field(default_factory=list)
+    lexical: list[SearchResult] = field(default_factory=list)
+    exact: dict[str, list[SearchResult]] = field(default_factory=dict)  # rare-candidate term -> its fragments
+    term_documents: dict[str, int] = field(default_factory=dict)  # exact term -> documents holding it here
+
+
+@dataclass
+class Ranking:
+    documents: list[DocumentSearchResult]
+    fragments: list[SearchResult]
+    total_documents: int = 0
+    total_fragments: int = 0
+
+
+Key = tuple[str, str]  # (repository, fragment id): the same path can exist in two repositories
+
+
+class _Pool:
+    """Every candidate fragment of every repository with its raw evidence."""
+
+    def __init__(self, evidence: list[Evidence], mode: str) -> None:
+        self.fragments: dict[Key, SearchResult] = {}
+        self.similarity: dict[Key, float] = {}
+        self.bm25: dict[Key, float] = {}
+        self.terms: dict[Key, set[str]] = {}
+        totals: dict[str, int] = {}
+        for ev in evidence:
+            for term, n in ev.term_documents.items():
+                totals[term] = totals.get(term, 0) + n
+        self.rare = {t for t, n in totals.items() if 0 < n <= RARE_TERM_MAX_DOCUMENTS}
+        for ev in evidence:
+            if mode != "lexical":
+                self._vector(ev)
+            if mode != "vector":
+                self._lexical(ev)
+            if mode == "hybrid":
+                self._exact(ev)
+
+    def _vector(self, ev: Evidence) -> None:
+        for r in ev.vector:
+            self._add(ev.repository, r, "vector")
+            self.similarity[(ev.repository, r.fragment_id)] = 1.0 - (r.distance or 0.0)
+
+    def _lexical(self, ev: Evidence) -> None:
+        for r in ev.lexical:
+            self._add(ev.repository, r, "lexical")
+            self.bm25[(ev.repository, r.fragment_id)] = max(0.0, r.score)
+
+    def _exact(self, ev: Evidence) -> None:
+        for term, hits in ev.exact.items():
+            if term in self.rare:
+                for r in hits:
+                    self._add(ev.repository, r, "lexical")
+                    self.terms.setdefault((ev.repository, r.fragment_id), set()).add(term)
+
+    def _add(self, repository: str, r: SearchResult, kind: str) -> None:
+        key = (repository, r.fragment_id)
+        known = self.fragments.get(key)
+        if known is None:
+            self.fragments[key] = r.model_copy(update={"repository": repository, "match": kind})
+            return
+        if kind == "vector":
+            known.distance = r.distance
+        if known.match != kind:
+            known.match = "both"
+        if not known.breadcrumb and r.breadcrumb:
+            known.breadcrumb = r.breadcrumb
+
+
+def _minmax(values: dict[Key, float]) -> dict[Key, float]:
+    if not values:
+        return {}
+    lo, hi = min(values.values()), max(values.values())
+    if hi - lo < 1e-12:
+        return {k: 1.0 for k in values}
+    return {k: (v - lo) / (hi - lo) for k, v in values.items()}
+
+
+def _by_max(values: dict[Key, float]) -> dict[Key, float]:
+    hi = max(values.values(), default=0.0)
+    return {k: (v / hi if hi > 0 else 0.0) for k, v in values.items()}
+
+
+def _rrf(values: dict[Key, float]) -> dict[Key, float]:
+    order = sorted(values, key=lambda k: -values[k])
+    return {k: 1.0 / (RRF_K + rank) for rank, k in enumerate(order, start=1)}
+
+
+def _signals(pool: _Pool, fusion: str) -> tuple[dict[Key, float], dict[Key, float]]:
+    if fusion == "rrf":
+        return _rrf(pool.similarity), _rrf(pool.bm25)
+    return _minmax(pool.similarity), _by_max(pool.bm25)
+
+
+def rank(evidence: list[Evidence], n_fragments: int, n_documents: int, mode: str = "hybrid",
+         fusion: str = "score") -> Ranking:
+    """Documents and fragments ranked best first over all repositories' evidence."""
+    pool = _Pool(evidence, mode)
+    vector, lexical = _signals(pool, fusion)
+    n_rare = len(pool.rare)
+    wv, wl, we = {"vector": (1.0, 0.0, 0.0), "lexical": (0.0, 1.0, 0.0)}.get(
+        mode, (VECTOR_WEIGHT, LEXICAL_WEIGHT, EXACT_WEIGHT))
+
+    def exact(terms: set[str]) -> float:
+        return len(terms) / n_rare if n_rare else 0.0
+
+    frag_score: dict[Key, float] = {}
+    doc_parts: dict[tuple[str, str], list] = {}  # (repository, path) -> [best vector, best lexical, terms]
+    for key, frag in pool.fragments.items():
+        v, lx, terms = vector.get(key, 0.0), lexical.get(key, 0.0), pool.terms.get(key, set())
+        frag_score[key] = wv * v + wl * lx + we * exact(terms)
+        parts = doc_parts.setdefault((frag.repository, frag.document_path), [0.0, 0.0, set()])
+        parts[0], parts[1] = max(parts[0], v), max(parts[1], lx)
+        parts[2] |= terms
+    doc_score = {doc: wv * v + wl * lx + we * exact(terms) for doc, (v, lx, terms) in doc_parts.items()}
+    ordered = sorted(pool.fragments, key=lambda k: (-frag_score[k], k))
+    fragments = [pool.fragments[k].model_copy(update={"score": round(frag_score[k], 6)}) for k in ordered]
+    per_doc: dict[tuple[str, str], list[SearchResult]] = {}
+    for f in fragments:
+        per_doc.setdefault((f.repository, f.document_path), []).append(f)
+    documents = []
+    for doc in sorted(doc_score, key=lambda d: (-doc_score[d], d))[:n_documents]:
+        tops = per_doc[doc][:TOP_FRAGMENTS_PER_DOCUMENT]
+        distances = [f.distance for f in per_doc[doc] if f.distance is not None]
+        documents.append(DocumentSearchResult(document_path=doc[1], repository=doc[0], top_fragments=tops,
+                                              score=round(doc_score[doc], 6),
+                                              best_distance=min(distances) if distances else None))
+    return Ranking(documents, fragments[:n_fragments], len(doc_score), len(fragments))

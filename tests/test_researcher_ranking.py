@@ -1,0 +1,175 @@
+"""researcher ranking (`ranking.rank`) and answers within a token budget (`answer.answer`), on synthetic evidence."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+def _frag(fid: str, path: str, distance: float | None = None, bm25: float = 0.0, text: str | None = None):
+    from gsd_research.researcher.models import SearchResult
+
+    return SearchResult(fragment_id=fid, text=text or f"text of {fid}", document_path=path, fragment_index=0,
+                        distance=distance, score=bm25, match="vector" if distance is not None else "lexical")
+
+
+def _vector(prefix: str, sims: list[float]):
+    return [_frag(f"{prefix}{i}", f"{prefix}{i}.md", distance=1 - s) for i, s in enumerate(sims)]
+
+
+def test_a_single_exact_hit_ranks_its_document_first():
+    from gsd_research.researcher.ranking import Evidence, rank
+
+    planted = _frag("p", "planted.md", bm25=3.2)
+    ev = Evidence("r", vector=_vector("v", [0.62, 0.6, 0.58, 0.5, 0.45, 0.4, 0.35, 0.3]),
+                  lexical=[planted], exact={"QZ_STALL_1": [planted]}, term_documents={"QZ_STALL_1": 1})
+
+    ranked = rank([ev], n_fragments=5, n_documents=3)
+
+    assert ranked.documents[0].document_path == "planted.md"
+    assert ranked.documents[0].score > ranked.documents[1].score + 0.5
+    assert ranked.fragments[0].fragment_id == "p"
+    assert ranked.documents[0].top_fragments[0].text == "text of p"
+
+
+def test_a_single_lexical_match_keeps_its_full_lexical_score():
+    from gsd_research.researcher.ranking import LEXICAL_WEIGHT, Evidence, rank
+
+    only = _frag("x", "x.md", bm25=2.0)
+    ev = Evidence("r", vector=_vector("v", [0.7, 0.5, 0.3]), lexical=[only])
+
+    ranked = rank([ev], 5, 5)
+
+    x = next(d for d in ranked.documents if d.document_path == "x.md")
+    assert x.score == pytest.approx(LEXICAL_WEIGHT)  # min-max made this 0 before: a single match lost all credit
+    assert ranked.documents[0].document_path in ("v0.md", "x.md")
+
+
+def test_no_lexical_or_exact_hit_keeps_the_vector_order():
+    from gsd_research.researcher.ranking import VECTOR_WEIGHT, Evidence, rank
+
+    ev = Evidence("r", vector=_vector("v", [0.9, 0.7, 0.5, 0.3]), term_documents={"ERR_NONE_1": 0})
+
+    ranked = rank([ev], 4, 4)
+
+    assert [d.document_path for d in ranked.documents] == ["v0.md", "v1.md", "v2.md", "v3.md"]
+    assert [d.score for d in ranked.documents] == pytest.approx([VECTOR_WEIGHT, VECTOR_WEIGHT * 2 / 3,
+                                                                 VECTOR_WEIGHT / 3, 0.0], abs=1e-6)
+    assert all(f.match == "vector" for f in ranked.fragments)
+    assert rank([Evidence("r")], 4, 4).documents == []
+
+
+def test_many_repositories_are_normalized_together():
+    from gsd_research.researcher.ranking import Evidence, rank
+
+    on_topic = Evidence("docs", vector=_vector("d", [0.71, 0.66, 0.62, 0.6, 0.58, 0.55]),
+                        lexical=[_frag("d0", "d0.md", bm25=9.0), _frag("d3", "d3.md", bm25=7.5)])
+    cooking = Evidence("cooking", vector=_vector("c", [0.21, 0.18, 0.12]), lexical=[_frag("c1", "c1.md", bm25=1.1)])
+    same_path = Evidence("other", vector=[_frag("d0", "d0.md", distance=1 - 0.3)])
+
+    ranked = rank([cooking, on_topic, same_path], n_fragments=20, n_documents=20)
+
+    repos = [d.repository for d in ranked.documents]
+    assert repos[:6] == ["docs"] * 6  # alone, each repository's best would have scored like the others' best
+    assert repos.index("cooking") > 5
+    assert {(d.repository, d.document_path) for d in ranked.documents} >= {("docs", "d0.md"), ("other", "d0.md")}
+    assert ranked.total_documents == len(ranked.documents) == 10
+    cooking_best = max(d.score for d in ranked.documents if d.repository == "cooking")
+    assert cooking_best < 0.3 < ranked.documents[0].score
+
+
+def test_exact_terms_are_rare_over_all_repositories():
+    from gsd_research.researcher.ranking import RARE_TERM_MAX_DOCUMENTS, Evidence, rank
+
+    hits = [_frag(f"h{i}", f"h{i}.md", bm25=2.0) for i in range(RARE_TERM_MAX_DOCUMENTS + 1)]
+    split = [Evidence("a", vector=_vector("v", [0.9, 0.8]), lexical=hits[:2], exact={"X_1": hits[:2]},
+                      term_documents={"X_1": 2}),
+             Evidence("b", lexical=hits[2:], exact={"X_1": hits[2:]}, term_documents={"X_1": 2})]
+
+    ranked = rank(split, 10, 10)
+
+    scores = {d.document_path: d.score for d in ranked.documents}  # 4 documents hold it: BM25 evidence, no boost
+    assert scores["v0.md"] == pytest.approx(0.5) and max(scores.values()) <= 0.5 + 1e-9
+    alone = rank([split[0]], 10, 10)  # searched alone, repository a has 2 documents holding it: rare, boosted
+    assert alone.documents[0].document_path == "h0.md" and alone.documents[0].score == pytest.approx(1.5)
+
+
+@pytest.mark.parametrize("query, terms", [
+    ("QZVX_STALL_8812", ["QZVX_STALL_8812"]),
+    ("what does QZVX_STALL_8812 mean?", ["QZVX_STALL_8812", "what does QZVX_STALL_8812 mean?"]),
+    ("error E-4417 in fastapi.Depends", ["E-4417", "fastapi.Depends", "error E-4417 in fastapi.Depends"]),
+    ('the "connection pool drained" message', ["connection pool drained", 'the "connection pool drained" message']),
+    ("how do I add CORS middleware", ["CORS", "how do I add CORS middleware"]),
+    ("useState or /items/{id}", ["useState", "items/{id}", "useState or /items/{id}"]),
+    ("e.g. the end.", ["e.g", "e.g. the end."]),
+    ("cookies", []),
+    ("well-known dog", []),
+    ("", []),
+])
+def test_exact_terms_of_a_query(query, terms):
+    from gsd_research.researcher.ranking import exact_terms
+
+    assert exact_terms(query) == terms
+
+
+# -- answers within a budget -----------------------------------------------------------------------
+
+def _ranking(n_docs: int = 6, n_frags: int = 12, words: int = 120):
+    from gsd_research.researcher.models import DocumentSearchResult, SearchResult
+    from gsd_research.researcher.ranking import Ranking
+
+    def frag(i: int) -> SearchResult:
+        text = " ".join(f"passage{i} word{k}" for k in range(words))
+        return SearchResult(fragment_id=f"f{i}", text=text, document_path=f"d{i % n_docs}.md", fragment_index=i,
+                            repository="r", score=1 - i / 100, match="both", breadcrumb="Guide > Setup")
+
+    frags = [frag(i) for i in range(n_frags)]
+    docs = [DocumentSearchResult(document_path=f"d{i}.md", repository="r", score=1 - i / 50,
+                                 top_fragments=[f for f in frags if f.document_path == f"d{i}.md"][:3])
+            for i in range(n_docs)]
+    return Ranking(docs, frags, n_docs, n_frags)
+
+
+@pytest.mark.parametrize("budget", [150, 400, 1000, 3000, 20000])
+def test_answers_fit_the_budget_by_cl100k(cl100k, budget):
+    from gsd_research.researcher.answer import answer
+
+    out = answer(_ranking(), {"query": "q", "metadata": {}}, {"r": "/repo"}, budget)
+    printed = json.dumps(out, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+    assert len(cl100k.encode(printed, disallowed_special=())) <= budget
+    assert out["metadata"]["tokens_used"] <= budget
+    assert out["metadata"]["truncated"] is (budget < 20000)
+    assert out["metadata"]["returned"] == {"documents": len(out["documents"]), "fragments": len(out["fragments"])}
+    assert out["metadata"]["total_available"] == {"documents": 6, "fragments": 12}
+    assert out["documents"] and out["documents"][0]["top_fragments"]
+
+
+def test_a_passage_is_printed_once():
+    from gsd_research.researcher.answer import answer
+
+    out = answer(_ranking(), {"query": "q", "metadata": {}}, {"r": "/repo"}, 20000)
+
+    texts = [f["text"] for f in out["fragments"] if "text" in f] + [t["text"] for d in out["documents"]
+                                                                     for t in d["top_fragments"]]
+    assert len(texts) == len(set(texts)) == 12
+    assert all("text" in t for d in out["documents"] for t in d["top_fragments"])
+    first = out["fragments"][0]
+    assert first["see"] == "documents[0].top_fragments[0]" and "text" not in first
+    assert out["documents"][0]["top_fragments"][0]["text"].startswith("passage0 word0")
+    assert out["documents"][0]["top_fragments"][0]["breadcrumb"] == "Guide > Setup"
+    assert out["documents"][0]["absolute_path"] == "/repo/d0.md"
+
+
+def test_documents_alone_carry_their_passages_and_a_tiny_budget_is_refused():
+    from gsd_research.core.errors import UsageError
+    from gsd_research.researcher.answer import answer
+
+    ranking = _ranking()
+    ranking.fragments = []
+    out = answer(ranking, {"query": "q", "metadata": {}}, {"r": "/repo"}, 1500)
+    assert all("text" in t for d in out["documents"] for t in d["top_fragments"])
+    assert out["fragments"] == []
+    with pytest.raises(UsageError, match="--max-tokens 30 is too small"):
+        answer(ranking, {"query": "q " * 40, "metadata": {}}, {"r": "/repo"}, 30)
