@@ -170,7 +170,9 @@ def _targets(kb, name: str | None):
 
 @kb_command(cli, "index")
 @click.argument("name", required=False)
-def index(kb, name):
+@click.option("--wait", type=click.FloatRange(0, 86400), default=None,
+              help="Seconds to wait for another index run of the same repository (default 300).")
+def index(kb, name, wait):
     """Index repository NAME (all repositories when omitted); only new or changed files are processed."""
     from gsd_research.researcher.progress import index_with_progress
 
@@ -178,7 +180,8 @@ def index(kb, name):
     dumped, failed = [], []
     for repo_cfg in targets:
         try:
-            dumped.append(index_with_progress(kb.factory.index_service(repo_cfg), repo_cfg.name).model_dump())
+            service = kb.factory.index_service(repo_cfg)
+            dumped.append(index_with_progress(service, repo_cfg.name, wait).model_dump())
         except GsdError as exc:
             if name or len(targets) == 1:
                 raise
@@ -186,7 +189,8 @@ def index(kb, name):
     if failed and not dumped:
         raise GsdError("No repository could be indexed", code=failed[0]["error"]["code"],
                        details={"failed": failed})
-    keys = ("documents_indexed", "documents_skipped", "documents_failed", "documents_removed", "fragments_created")
+    keys = ("documents_indexed", "documents_skipped", "documents_failed", "documents_removed", "fragments_created",
+            "documents_no_text")
     totals = {k: sum(d[k] for d in dumped) for k in keys}
     out = {"results": dumped, "totals": totals}
     if failed:
@@ -210,17 +214,19 @@ def remove(kb, name, document):
 @click.option("--fragments", "n_fragments", type=click.IntRange(0, 200), default=10, show_default=True)
 @click.option("--documents", "n_documents", type=click.IntRange(0, 100), default=5, show_default=True)
 @click.option("--mode", type=click.Choice(["hybrid", "vector", "lexical"]), default="hybrid", show_default=True,
-              help="hybrid: BM25 and vector scores fused (relative score fusion).")
+              help="hybrid: exact terms, BM25 and vector similarity fused over all repositories.")
 @click.option("--queries-file", type=click.Path(dir_okay=False, allow_dash=True), default=None,
               help='JSON lines {"id": ..., "query": ...}; one JSON line out per query, in input order.')
-def search(kb, query, repo_name, n_fragments, n_documents, mode, queries_file):
+@click.option("--max-tokens", type=click.IntRange(1, 1_000_000), default=2000, show_default=True,
+              help="Bound of one answer (each line with --queries-file), in cl100k tokens.")
+def search(kb, query, repo_name, n_fragments, n_documents, mode, queries_file, max_tokens):
     """Search the indexed repositories for QUERY."""
     from gsd_research.researcher import search_cmd
 
     if queries_file:
         if query:
             raise UsageError("Give either QUERY or --queries-file, not both")
-        return search_cmd.run_batch(kb, queries_file, repo_name, n_fragments, n_documents, mode)
+        return search_cmd.run_batch(kb, queries_file, repo_name, n_fragments, n_documents, mode, max_tokens)
     text = " ".join(query).strip()
     if not text:
         raise UsageError("search needs a QUERY", suggestions=['researcher search "how to configure X" --json'])
@@ -228,10 +234,10 @@ def search(kb, query, repo_name, n_fragments, n_documents, mode, queries_file):
 
     local = kb.chroma_url is None
     answer = resident.ask({"query": text, "repo": repo_name, "n_fragments": n_fragments,
-                           "n_documents": n_documents, "mode": mode}) if local else None
+                           "n_documents": n_documents, "mode": mode, "max_tokens": max_tokens}) if local else None
     if answer is not None:
         return answer["ok"]
-    payload = search_cmd.run_one(kb, text, repo_name, n_fragments, n_documents, mode)
+    payload = search_cmd.run_one(kb, text, repo_name, n_fragments, n_documents, mode, max_tokens)
     if local:
         resident.spawn()  # later searches from this home skip the start-up
     return payload

@@ -12,7 +12,22 @@ from gsd_research.core.errors import UsageError
 CONFIG_NAME = "researcher.yaml"
 DEFAULT_FILE_TYPES = ["md", "txt", "pdf", "docx", "pptx", "xlsx", "html"]
 PROVIDERS = ("chromadb", "ollama", "openai")
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+
+
+NAME_RULE = "letters, digits, '.', '_' or '-', starting with a letter or digit, at most 63 characters"
+
+
+def valid_name(name: object) -> bool:
+    """A repository name that is safe as one folder name under GSD_RESEARCH_HOME/repositories/."""
+    return isinstance(name, str) and bool(NAME_RE.fullmatch(name))
+
+
+def check_name(name: object) -> str:
+    """`name` when it is a valid repository name, else a usage error (it is never used as a path)."""
+    if not valid_name(name):
+        raise UsageError(f"Invalid repository name {str(name)[:80]!r}", suggestions=[f"Use {NAME_RULE}"])
+    return str(name)
 
 
 class RepositoryConfig(BaseModel):
@@ -23,6 +38,13 @@ class RepositoryConfig(BaseModel):
     file_types: list[str] = Field(default_factory=lambda: list(DEFAULT_FILE_TYPES))
     embedding_provider: str | None = None  # None: the config's default
     embedding_model: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, name: str) -> str:
+        if not valid_name(name):
+            raise ValueError(f"invalid repository name {name[:80]!r}: use {NAME_RULE}")
+        return name
 
 
 class ResearcherConfig(BaseModel):
@@ -74,6 +96,14 @@ class ConfigGateway:
 
     def repositories_dir(self) -> Path:
         return self.config_dir / "repositories"
+
+    def repo_dir(self, name: str) -> Path:
+        """The state folder of repository `name`: always one folder directly under repositories/."""
+        base = self.repositories_dir()
+        path = base / check_name(name)
+        if path.parent != base or path.name in (".", ".."):
+            raise UsageError(f"Invalid repository name {name!r}", suggestions=[f"Use {NAME_RULE}"])
+        return path
 
     def load(self) -> ResearcherConfig:
         if not self.path.is_file():

@@ -1,15 +1,33 @@
-"""`researcher serve`: the MCP server (stdio by default, streamable HTTP with --port); `mcp` imported lazily."""
+"""`researcher serve`: the MCP server (stdio by default, streamable HTTP with --port); `mcp` imported lazily.
+
+Every tool answers one compact JSON document; a failure is a tool result marked `isError` whose text is the
+error (`code`, `message`, `suggestions`). Search tools answer within `max_tokens` (cl100k, default 2000).
+"""
 
 from __future__ import annotations
 
-from gsd_research.core.errors import GsdError
+import json
 
-INSTRUCTIONS = ("Search the user's local document repositories (hybrid BM25 + vector ranking). "
-                "search_documents finds which files matter; search_fragments returns the passages themselves.")
+from gsd_research.core.errors import GsdError, UsageError
+from gsd_research.researcher.answer import DEFAULT_MAX_TOKENS
+
+INSTRUCTIONS = ("Search the user's local document repositories (exact terms, BM25 and vector similarity fused). "
+                "search_documents finds which files matter, with their best passages; search_fragments returns "
+                "the passages themselves. Answers fit max_tokens (default 2000).")
+LOCK_WAIT_SECONDS = 30.0  # an MCP call waits this long for an index run of the same repository
+MAX_RESULTS = 100
+
+
+def mcp_tokens(doc: dict) -> int:
+    """Tokens of a tool answer as JSON (default separators: at least what the compact wire text costs)."""
+    from gsd_research.core.tokens import count_tokens
+
+    return count_tokens(json.dumps(doc, ensure_ascii=False, default=str))
 
 
 class KnowledgeBaseTools:
-    """The six MCP tools as plain methods over the service factory (testable without a transport)."""
+    """The six MCP tools as plain methods over the service factory (testable without a transport). Each returns
+    a dict; failures are {"success": false, "error": {...}}."""
 
     def __init__(self, factory) -> None:
         self.factory = factory
@@ -25,23 +43,42 @@ class KnowledgeBaseTools:
             code = "EXTRACTION_FAILED" if isinstance(exc, ConversionError) else "INTERNAL_ERROR"
             return {"success": False, "error": {"code": code, "message": str(exc)[:300]}}
 
-    def _search(self, query: str, repository: str | None, n_fragments: int, n_documents: int):
+    def _search(self, query: str, repository: str | None, n_fragments: int, n_documents: int, max_tokens: int,
+                keep: str) -> dict:
         from types import SimpleNamespace
 
         from gsd_research.researcher import search_cmd
+        from gsd_research.researcher.answer import answer
 
+        if not isinstance(query, str) or not query.strip():
+            raise UsageError("query must be a non-empty string")
+        if not isinstance(max_tokens, int) or max_tokens < 1:
+            raise UsageError("max_tokens must be a positive integer")
         kb = SimpleNamespace(factory=self.factory)
         repos, _ = search_cmd._repositories(kb, repository)
-        roots = {r.name: r.path for r in repos}
-        docs, frags = search_cmd.search_all(kb, [query], repos, n_fragments, n_documents, "hybrid")[0]
-        return docs, frags, roots
+        ranking = search_cmd.search_all(kb, [query], repos, n_fragments, n_documents, "hybrid")[0]
+        if keep == "documents":
+            ranking.fragments = []
+        else:
+            ranking.documents = []
+        out = answer(ranking, {"success": True, "query": query, "metadata": {}}, {r.name: r.path for r in repos},
+                     max_tokens, mcp_tokens)
+        out.pop("fragments" if keep == "documents" else "documents")
+        out["metadata"] = out.pop("metadata")
+        return out
 
     def add_to_index(self, repository: str, file_path: str) -> dict:
         def run():
             repo = self.factory.repository_service.get_repository(repository)
-            chunked = self.factory.index_service(repo).index_file(file_path)
-            return {"success": True, "repository": repository, "document_path": chunked.document_path,
-                    "fragments": len(chunked.fragments)}
+            chunked = self.factory.index_service(repo).index_file(file_path, wait=LOCK_WAIT_SECONDS)
+            out = {"success": True, "repository": repository, "document_path": chunked.document_path,
+                   "fragments": len(chunked.fragments), "text_source": chunked.text_source}
+            if chunked.text_source == "none":
+                from gsd_research.researcher.services.index_service import no_text_fix
+
+                out["no_text"] = True
+                out["fix"] = no_text_fix(chunked.document_path, repository)
+            return out
 
         return self._guard(run)
 
@@ -49,27 +86,19 @@ class KnowledgeBaseTools:
         def run():
             repo = self.factory.repository_service.get_repository(repository)
             return {"success": True, "repository": repository,
-                    "removed": self.factory.index_service(repo).remove_document(document_path)}
+                    "removed": self.factory.index_service(repo).remove_document(document_path, wait=LOCK_WAIT_SECONDS)}
 
         return self._guard(run)
 
-    def search_fragments(self, query: str, repository: str | None = None, n_results: int = 10) -> dict:
-        def run():
-            from gsd_research.researcher.search_cmd import fragment_json
+    def search_fragments(self, query: str, repository: str | None = None, n_results: int = 10,
+                         max_tokens: int = DEFAULT_MAX_TOKENS) -> dict:
+        n = max(0, min(int(n_results), MAX_RESULTS))
+        return self._guard(self._search, query, repository, n, 1, max_tokens, "fragments")
 
-            _, frags, _ = self._search(query, repository, n_results, 1)
-            return {"success": True, "query": query, "fragments": [fragment_json(f) for f in frags]}
-
-        return self._guard(run)
-
-    def search_documents(self, query: str, repository: str | None = None, n_results: int = 5) -> dict:
-        def run():
-            from gsd_research.researcher.search_cmd import document_json
-
-            docs, _, roots = self._search(query, repository, 3, n_results)
-            return {"success": True, "query": query, "documents": [document_json(d, roots) for d in docs]}
-
-        return self._guard(run)
+    def search_documents(self, query: str, repository: str | None = None, n_results: int = 5,
+                         max_tokens: int = DEFAULT_MAX_TOKENS) -> dict:
+        n = max(0, min(int(n_results), MAX_RESULTS))
+        return self._guard(self._search, query, repository, 1, n, max_tokens, "documents")
 
     def list_repositories(self) -> dict:
         return self._guard(lambda: {"success": True, "repositories": [
@@ -86,6 +115,17 @@ class KnowledgeBaseTools:
         return self._guard(run)
 
 
+def tool_result(answer: dict):
+    """The MCP result of a tool answer: its compact JSON as text, `isError` when it is a failure."""
+    from mcp.types import CallToolResult, TextContent
+
+    from gsd_research.core.output import dumps
+    from gsd_research.core.secrets import scrub
+
+    return CallToolResult(content=[TextContent(type="text", text=scrub(dumps(answer)))],
+                          is_error=answer.get("success") is False)
+
+
 def build_server(factory):
     from mcp.server.mcpserver import MCPServer
 
@@ -93,34 +133,36 @@ def build_server(factory):
     server = MCPServer("researcher", instructions=INSTRUCTIONS)
 
     @server.tool()
-    def add_to_index(repository: str, file_path: str) -> dict:
-        """Index (or re-index) one file of a configured repository."""
-        return tools.add_to_index(repository, file_path)
+    def add_to_index(repository: str, file_path: str):
+        """Index (or re-index) one file of a configured repository (a path inside its folder)."""
+        return tool_result(tools.add_to_index(repository, file_path))
 
     @server.tool()
-    def remove_from_index(repository: str, document_path: str) -> dict:
+    def remove_from_index(repository: str, document_path: str):
         """Remove a document from a repository's index."""
-        return tools.remove_from_index(repository, document_path)
+        return tool_result(tools.remove_from_index(repository, document_path))
 
     @server.tool()
-    def search_fragments(query: str, repository: str | None = None, n_results: int = 10) -> dict:
-        """Search for text fragments (passages) across indexed repositories, best first."""
-        return tools.search_fragments(query, repository, n_results)
+    def search_fragments(query: str, repository: str | None = None, n_results: int = 10,
+                         max_tokens: int = DEFAULT_MAX_TOKENS):
+        """Search for text fragments (passages) across indexed repositories, best first, within max_tokens."""
+        return tool_result(tools.search_fragments(query, repository, n_results, max_tokens))
 
     @server.tool()
-    def search_documents(query: str, repository: str | None = None, n_results: int = 5) -> dict:
-        """Search for documents across indexed repositories, each with its best fragments."""
-        return tools.search_documents(query, repository, n_results)
+    def search_documents(query: str, repository: str | None = None, n_results: int = 5,
+                         max_tokens: int = DEFAULT_MAX_TOKENS):
+        """Search for documents across indexed repositories, each with its best passages, within max_tokens."""
+        return tool_result(tools.search_documents(query, repository, n_results, max_tokens))
 
     @server.tool()
-    def list_repositories() -> dict:
+    def list_repositories():
         """List all configured repositories with their settings."""
-        return tools.list_repositories()
+        return tool_result(tools.list_repositories())
 
     @server.tool()
-    def get_index_status(repository: str | None = None) -> dict:
-        """Indexing statistics for one or all repositories."""
-        return tools.get_index_status(repository)
+    def get_index_status(repository: str | None = None):
+        """Indexing statistics for one or all repositories (documents without text are listed with the fix)."""
+        return tool_result(tools.get_index_status(repository))
 
     return server
 

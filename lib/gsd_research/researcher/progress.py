@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-def index_with_progress(service, name: str):
+def index_with_progress(service, name: str, wait: float | None = None):
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -21,4 +21,5 @@ def index_with_progress(service, name: str):
         def advance(n: int, path: str) -> None:
             bar.update(task, advance=n, description=safe(path[-50:]))  # a file name is not markup
 
-        return service.index_repository(progress=advance, on_plan=on_plan)
+        extra = {} if wait is None else {"wait": wait}
+        return service.index_repository(progress=advance, on_plan=on_plan, **extra)

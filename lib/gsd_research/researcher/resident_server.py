@@ -96,9 +96,9 @@ class Server:
             if not self.servable():
                 return None
             self.stale()
-            search_cmd.run_one(self.kb, "warm up", None, 1, 1, "hybrid")
+            search_cmd.run_one(self.kb, "warm up", None, 1, 1, "hybrid", 2000)
             start = time.perf_counter()
-            search_cmd.run_one(self.kb, "warm up the search", None, 10, 5, "hybrid")
+            search_cmd.run_one(self.kb, "warm up the search", None, 10, 5, "hybrid", 2000)
             took = time.perf_counter() - start
         except Exception:  # noqa: BLE001 - nothing to serve (no index, broken config): callers search alone
             return None
@@ -133,7 +133,7 @@ class Server:
         try:
             payload = search_cmd.run_one(self.kb, str(request["query"]), request.get("repo"),
                                          int(request["n_fragments"]), int(request["n_documents"]),
-                                         str(request["mode"]))
+                                         str(request["mode"]), int(request["max_tokens"]))
         except Exception:  # noqa: BLE001 - errors are reported by the caller's own search, not from here
             return _fallback("the search failed"), False
         if self.stale():  # re-indexed while searching: the answer may mix old and new

@@ -40,7 +40,12 @@ class ServiceFactory:
         return RepositoryService(self.config_gateway)
 
     def repo_dir(self, repository: RepositoryConfig) -> Path:
-        return self.config_gateway.repositories_dir() / repository.name
+        return self.config_gateway.repo_dir(repository.name)
+
+    def lock(self, repository: RepositoryConfig, label: str):
+        from gsd_research.researcher.gateways.lock_gateway import RepositoryLock
+
+        return RepositoryLock(self.repo_dir(repository), label)
 
     def embedding_gateway(self, repository: RepositoryConfig):
         from gsd_research.researcher.gateways.embedding_gateway import EmbeddingGateway
@@ -66,6 +71,7 @@ class ServiceFactory:
         return LexicalGateway(self.repo_dir(repository) / "lexical.sqlite")
 
     def index_service(self, repository: RepositoryConfig):
+        from gsd_research.researcher.chunking import VERSION as CHUNKING_VERSION
         from gsd_research.researcher.gateways.docling_gateway import DoclingGateway
         from gsd_research.researcher.gateways.filesystem_gateway import FilesystemGateway
         from gsd_research.researcher.gateways.spool_gateway import SpoolGateway
@@ -75,11 +81,12 @@ class ServiceFactory:
         embedding = self.embedding_gateway(repository)
         docling = DoclingGateway(counter=_LazyCounter(embedding))
         spool = SpoolGateway(self.repo_dir(repository) / "spool.jsonl",
-                             recipe=f"{embedding.signature}|max_tokens={docling.max_tokens}")
+                             recipe=f"{embedding.signature}|max_tokens={docling.max_tokens}|chunking={CHUNKING_VERSION}")
         return IndexService(repository.name, FilesystemGateway(Path(repository.path)), docling, embedding,
                             self.chroma_factory(repository), self.lexical_gateway(repository),
                             StateGateway(self.repo_dir(repository)), repository.file_types, spool,
-                            store_label="server" if self.chroma_url else "embedded")
+                            store_label="server" if self.chroma_url else "embedded",
+                            lock=self.lock(repository, f"researcher index {repository.name}"))
 
     def search_service(self, repository: RepositoryConfig):
         from gsd_research.researcher.services.search_service import SearchService
@@ -90,11 +97,19 @@ class ServiceFactory:
     def is_indexed(self, repository: RepositoryConfig) -> bool:
         return (self.repo_dir(repository) / "checksums.json").is_file()
 
-    def delete_index(self, repository: RepositoryConfig) -> None:
-        """Remove a repository's stored index (its collection on a Chroma server too)."""
-        if self.chroma_url:
-            self.chroma_factory(repository)().delete_collection()
-        shutil.rmtree(self.repo_dir(repository), ignore_errors=True)
+    def delete_index(self, repository: RepositoryConfig, wait: float | None = None) -> None:
+        """Remove a repository's stored index (its collection on a Chroma server too), once no indexer writes it."""
+        folder = self.repo_dir(repository)
+        if not folder.exists() and not self.chroma_url:
+            return
+        lock = self.lock(repository, f"researcher repo remove {repository.name}")
+        with lock.hold(*(() if wait is None else (wait,))):
+            if self.chroma_url:
+                self.chroma_factory(repository)().delete_collection()
+            for child in folder.iterdir():
+                if child.name != lock.path.name:
+                    shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 class _LazyCounter:

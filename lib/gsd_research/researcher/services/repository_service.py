@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gsd_research.core.errors import GsdError, NotFound, UsageError
-from gsd_research.researcher.config import NAME_RE, PROVIDERS, ConfigGateway, RepositoryConfig
+from gsd_research.researcher.config import PROVIDERS, ConfigGateway, RepositoryConfig, check_name
 
 SUPPORTED_TYPES = ("md", "markdown", "txt", "text", "rst", "pdf", "docx", "pptx", "xlsx", "html", "htm",
                    "csv", "adoc", "asciidoc", "odt", "xhtml")
@@ -39,9 +39,7 @@ class RepositoryService:
 
     def add_repository(self, name: str, path: str, file_types: list[str] | None = None,
                        embedding_provider: str | None = None, embedding_model: str | None = None) -> RepositoryConfig:
-        if not NAME_RE.match(name or ""):
-            raise UsageError(f"Invalid repository name '{name}'",
-                             suggestions=["Use letters, digits, '.', '_' or '-' (at most 63 characters)"])
+        check_name(name)
         root = Path(path).expanduser()
         if not root.exists():
             raise GsdError(f"Path does not exist: {root}", code="NOT_FOUND",
@@ -76,6 +74,7 @@ class RepositoryService:
 
     def get_repository(self, name: str, config=None) -> RepositoryConfig:
         config = config or self.config_gateway.load()
+        check_name(name)
         for repo in config.repositories:
             if repo.name == name:
                 return repo

@@ -1,0 +1,114 @@
+"""One writer per repository index: an advisory lock (flock) on `index.lock`, and private state files.
+
+The lock is the kernel's: it goes away with the process that held it (kill -9 included), so it is never
+stale. The holder writes who it is into the file; a second writer waits for it (saying so on stderr) and,
+after `wait` seconds, fails naming the holder. While the lock is held, files are created private (umask
+077); on release the repository's state folder is tightened to 0700/0600 whatever a library created.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+from gsd_research.core.errors import GsdError
+
+LOCK_NAME = "index.lock"
+WAIT_SECONDS = 300.0
+POLL_SECONDS = 0.2
+
+
+def private_dir(path: Path) -> Path:
+    """Create `path` (and missing parents) readable by the owner only."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(path, 0o700)
+    return path
+
+
+def tighten(root: Path) -> None:
+    """Folders 0700, files 0600 under `root` (Chroma and SQLite create theirs with the process umask)."""
+    root = Path(root)
+    if not root.is_dir():
+        return
+    os.chmod(root, 0o700)
+    for folder, dirs, files in os.walk(root):
+        for name in dirs:
+            _chmod(Path(folder) / name, 0o700)
+        for name in files:
+            _chmod(Path(folder) / name, 0o600)
+
+
+def _chmod(path: Path, mode: int) -> None:
+    try:
+        if not path.is_symlink():
+            os.chmod(path, mode)
+    except OSError:  # a file removed meanwhile (SQLite's -shm, Chroma's temporary files)
+        pass
+
+
+class RepositoryLock:
+    """The lock of one repository's state folder (`repositories/<name>/`)."""
+
+    def __init__(self, repo_dir: Path, label: str = "researcher") -> None:
+        self.repo_dir, self.label = Path(repo_dir), label
+
+    @property
+    def path(self) -> Path:
+        return self.repo_dir / LOCK_NAME
+
+    def holder(self) -> str:
+        """Who holds the lock, as its holder wrote it (best effort)."""
+        try:
+            info = json.loads(self.path.read_text(encoding="utf-8"))
+            return f"pid {info['pid']} ({info['label']}, since {info['since']})"
+        except (OSError, ValueError, KeyError, TypeError):
+            return "another process"
+
+    @contextmanager
+    def hold(self, wait: float = WAIT_SECONDS) -> Iterator[None]:
+        import fcntl
+
+        private_dir(self.repo_dir.parent)
+        private_dir(self.repo_dir)
+        old_umask = os.umask(0o077)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            self._acquire(fd, wait, fcntl)
+            since = datetime.now(timezone.utc).astimezone().isoformat(timespec="seconds")
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps({"pid": os.getpid(), "label": self.label, "since": since}).encode(), 0)
+            try:
+                yield
+            finally:
+                tighten(self.repo_dir)
+                os.ftruncate(fd, 0)
+        finally:
+            os.close(fd)  # releases the lock
+            os.umask(old_umask)
+
+    def _acquire(self, fd: int, wait: float, fcntl) -> None:
+        deadline = time.monotonic() + max(0.0, wait)
+        announced = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                pass
+            holder = self.holder()
+            if time.monotonic() >= deadline:
+                raise GsdError(f"The index of '{self.repo_dir.name}' is being written by {holder}",
+                               code="LOCKED", suggestions=["Run the command again when it has finished",
+                                                           "Or wait longer: researcher index NAME --wait SECONDS"])
+            if not announced:
+                print(f"researcher: waiting for the index of '{self.repo_dir.name}', held by {holder} "
+                      f"(up to {wait:.0f}s)", file=sys.stderr, flush=True)
+                announced = True
+            time.sleep(POLL_SECONDS)
