@@ -1,12 +1,14 @@
-"""Document conversion (docling for rich formats, a direct path for Markdown/text) and chunking."""
+"""Document conversion (docling for rich formats, a direct path for Markdown/text, tesseract for PDFs without
+a text layer) and chunking."""
 
 from __future__ import annotations
 
 import importlib.util
 import logging
+import re
 from pathlib import Path
 
-from gsd_research.researcher.chunking import Counter, chunk_text
+from gsd_research.researcher.chunking import Counter, chunk_text, normalize_newlines
 from gsd_research.researcher.models import Fragment
 
 TEXT_TYPES = {".md": True, ".markdown": True, ".txt": False, ".text": False, ".rst": False}
@@ -16,11 +18,21 @@ class ConversionError(Exception):
     """A file that cannot be read or converted (unreadable, corrupt, unsupported)."""
 
 
-class ConvertedDocument:
-    """The text of a converted document (Markdown when structure is known)."""
+_PLACEHOLDER = re.compile(r"<!--.*?-->", re.DOTALL)  # docling's "<!-- image -->" and the like
 
-    def __init__(self, path: str, text: str, markdown: bool) -> None:
-        self.path, self.text, self.markdown = path, text, markdown
+
+def has_text(text: str) -> bool:
+    """Whether a converted document holds any text besides image placeholders and whitespace."""
+    return bool(_PLACEHOLDER.sub("", text).strip())
+
+
+class ConvertedDocument:
+    """The text of a converted document (Markdown when structure is known) and where it came from:
+    `text` (the file's own text), `ocr` (read by tesseract) or `none` (no text found)."""
+
+    def __init__(self, path: str, text: str, markdown: bool, source: str = "text") -> None:
+        self.path, self.text, self.markdown = path, normalize_newlines(text), markdown
+        self.source = source if has_text(self.text) else "none"
 
 
 def layout_models_available() -> bool:
@@ -71,13 +83,27 @@ class DoclingGateway:
             if self._converter is None:
                 self._converter = self._build_converter()
             result = self._converter.convert(str(file_path), raises_on_error=True)
-            return ConvertedDocument(rel, result.document.export_to_markdown(), True)
+            doc = ConvertedDocument(rel, result.document.export_to_markdown(), True)
+            if doc.source == "none" and suffix == ".pdf":
+                return self._ocr(file_path, rel, doc)
+            return doc
         except ConversionError:
             raise
         except OSError as exc:
             raise ConversionError(f"{rel}: cannot read ({exc.strerror or exc.__class__.__name__})") from None
         except Exception as exc:  # noqa: BLE001 - docling raises many types for corrupt input
             raise ConversionError(f"{rel}: conversion failed ({exc.__class__.__name__}: {str(exc)[:160]})") from None
+
+    def _ocr(self, file_path: Path, rel: str, converted: ConvertedDocument) -> ConvertedDocument:
+        """A PDF without a text layer, read by tesseract when it is installed (else returned as it is: no text)."""
+        from gsd_research.researcher.gateways.ocr_gateway import OcrError, ocr_pdf, tesseract
+
+        if not tesseract():
+            return converted
+        try:
+            return ConvertedDocument(rel, ocr_pdf(file_path), False, source="ocr")
+        except OcrError as exc:
+            raise ConversionError(f"{rel}: no text layer, and OCR failed ({exc})") from None
 
     def chunk(self, document: ConvertedDocument) -> list[Fragment]:
         return chunk_text(document.text, document.path, self.counter, self.max_tokens, document.markdown)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
@@ -10,10 +11,13 @@ from pathlib import Path
 
 from gsd_research.core.errors import NotFound
 from gsd_research.researcher import log
+from gsd_research.researcher.chunking import VERSION as CHUNKING_VERSION
+from gsd_research.researcher.chunking import embedding_text
 from gsd_research.researcher.gateways.docling_gateway import ConversionError, DoclingGateway
 from gsd_research.researcher.gateways.embedding_gateway import EmbeddingGateway
-from gsd_research.researcher.gateways.filesystem_gateway import FilesystemGateway
+from gsd_research.researcher.gateways.filesystem_gateway import FilesystemGateway, OutsideRepository
 from gsd_research.researcher.gateways.lexical_gateway import LexicalGateway
+from gsd_research.researcher.gateways.lock_gateway import WAIT_SECONDS, RepositoryLock
 from gsd_research.researcher.gateways.spool_gateway import SpooledDocument, SpoolGateway
 from gsd_research.researcher.gateways.state_gateway import StateGateway
 from gsd_research.researcher.models import (
@@ -27,7 +31,20 @@ from gsd_research.researcher.models import (
 
 BATCH_FRAGMENTS = 128
 BATCH_DOCUMENTS = 32
+NO_TEXT_LISTED = 20  # no_text documents named in `status` (all are counted)
 Progress = Callable[[int, str], None]
+Converted = tuple[list[Fragment], str]  # fragments and text source (text | ocr | none)
+
+
+def no_text_fix(rel: str, repository: str) -> str:
+    """What would make a document without text readable."""
+    from gsd_research.researcher.gateways.ocr_gateway import INSTALL_FIX, tesseract
+
+    if not rel.lower().endswith(".pdf"):
+        return "The file holds no extractable text (empty, or images only); nothing to do"
+    if tesseract():
+        return "OCR (tesseract) found no legible text on its pages; nothing to do"
+    return INSTALL_FIX.format(name=repository)
 
 
 def limit_malloc_arenas(arenas: int = 2) -> None:
@@ -71,13 +88,15 @@ class IndexService:
     def __init__(self, repository_name: str, filesystem_gateway: FilesystemGateway,
                  docling_gateway: DoclingGateway, embedding_gateway: EmbeddingGateway,
                  chroma_factory: Callable, lexical_gateway: LexicalGateway, state_gateway: StateGateway,
-                 file_types: list[str], spool_gateway: SpoolGateway, store_label: str = "embedded") -> None:
+                 file_types: list[str], spool_gateway: SpoolGateway, store_label: str = "embedded",
+                 lock: RepositoryLock | None = None) -> None:
         self.name = repository_name
         self.fs, self.docling, self.embedding = filesystem_gateway, docling_gateway, embedding_gateway
         self._chroma_factory, self._chroma = chroma_factory, None
         self.lexical, self.state, self.file_types, self.store_label = (lexical_gateway, state_gateway,
                                                                         file_types, store_label)
         self.spool = spool_gateway
+        self.lock = lock or RepositoryLock(state_gateway.repo_dir, f"researcher index {repository_name}")
         self.checksums: dict[str, DocumentMetadata] = {}
 
     @property
@@ -87,8 +106,9 @@ class IndexService:
             self._chroma = self._chroma_factory()
             self._verified = False
             meta = self.state.load_meta()
-            if meta.get("embedding") != self.embedding.signature:
-                self.state.save_meta({**meta, "embedding": self.embedding.signature})
+            recipe = {"embedding": self.embedding.signature, "chunking": CHUNKING_VERSION}
+            if any(meta.get(k) != v for k, v in recipe.items()):
+                self.state.save_meta({**meta, **recipe})
         return self._chroma
 
     def _verify_store(self) -> None:
@@ -105,8 +125,9 @@ class IndexService:
         checksums = self.state.load_checksums()
         meta = self.state.load_meta()
         journal = self.state.load_journal()
-        if checksums is None or (meta.get("embedding") and meta["embedding"] != self.embedding.signature):
-            log.event("index.reset", repository=self.name, reason="corrupt state or embedding change")
+        if checksums is None or (meta.get("embedding") and meta["embedding"] != self.embedding.signature) or \
+                (checksums and meta.get("chunking") != CHUNKING_VERSION):
+            log.event("index.reset", repository=self.name, reason="corrupt state, embedding or chunking change")
             self._reset()
             checksums = {}
         self.checksums = checksums
@@ -123,7 +144,7 @@ class IndexService:
     def _reset(self) -> None:
         self.chroma.delete_collection()
         self._chroma = None
-        self.lexical.replace_documents(self.lexical.get_all_document_paths(), [])
+        self.lexical.clear()
         self.state.save_checksums({})
         self.state.clear_journal()
 
@@ -154,29 +175,43 @@ class IndexService:
     def changes(self, result: IndexingResult, progress: Progress | None = None) -> Iterator[tuple[str, str]]:
         """(path, SHA-256) of every new or changed file, streamed from the folder walk; unchanged files
         are only counted, so nothing per file is held while the folder is read."""
+        retry_no_text = self._ocr_available()
         for rel in self.fs.iter_files(self.file_types):
             digest = self._digest(rel)
             known = self.checksums.get(rel)
-            if known and known.checksum == digest:
+            if known and known.checksum == digest and not (retry_no_text and known.text_source == "none"
+                                                           and rel.lower().endswith(".pdf")):
                 result.documents_skipped += 1
                 if progress:
                     progress(1, rel)
             else:
                 yield rel, digest
 
+    def _ocr_available(self) -> bool:
+        """tesseract is on PATH and some recorded PDF had no text: such PDFs are read again."""
+        if not any(m.text_source == "none" for m in self.checksums.values()):
+            return False
+        from gsd_research.researcher.gateways.ocr_gateway import tesseract
+
+        return tesseract() is not None
+
     def _digest(self, rel: str) -> str:
         try:
             return self.fs.compute_checksum(rel)
-        except OSError:
+        except (OSError, OutsideRepository):
             return "unreadable"
 
-    def index_repository(self, progress: Progress | None = None,
-                         on_plan: Callable[[int], None] | None = None) -> IndexingResult:
-        started = time.perf_counter()
-        limit_malloc_arenas()
+    def index_repository(self, progress: Progress | None = None, on_plan: Callable[[int], None] | None = None,
+                         wait: float = WAIT_SECONDS) -> IndexingResult:
         if not self.fs.base_path.is_dir():
             raise NotFound(f"Repository folder is missing: {self.fs.base_path}",
                            suggestions=[f"researcher repo remove {self.name}", "Restore the folder"])
+        with self.lock.hold(wait):
+            return self._index_repository(progress, on_plan)
+
+    def _index_repository(self, progress: Progress | None, on_plan: Callable[[int], None] | None) -> IndexingResult:
+        started = time.perf_counter()
+        limit_malloc_arenas()
         self._load_state()
         deleted = self.deleted()
         result = IndexingResult(repository_name=self.name)
@@ -186,6 +221,9 @@ class IndexService:
         if progress and expected:
             progress(0, "storing")
         self._store_phase(expected, deleted, stale, result)
+        result.skipped_outside = list(self.fs.outside)
+        result.no_text = [{"document_path": p, "fix": no_text_fix(p, self.name)} for p in self._no_text()]
+        result.documents_no_text = len(result.no_text)
         result.elapsed_seconds = round(time.perf_counter() - started, 3)
         log.event("index.done", repository=self.name, **result.model_dump(exclude={"errors"}))
         return result
@@ -198,20 +236,20 @@ class IndexService:
         recorded documents that no longer convert."""
         spooled = self.spool.checksums()
         expected, stale = 0, []
-        batch: list[tuple[str, str, list[Fragment]]] = []
+        batch: list[tuple[str, str, Converted]] = []
         pending = 0
         for rel, digest in self.changes(result, progress):
             if spooled.get(rel) == digest:
                 expected += 1
                 result.documents_resumed += 1
             else:
-                fragments = self._convert(rel, digest, result)
-                if fragments is None:
+                converted = self._convert(rel, digest, result)
+                if converted is None:
                     stale += [rel] if rel in self.checksums else []
                 else:
                     expected += 1
-                    batch.append((rel, digest, fragments))
-                    pending += len(fragments)
+                    batch.append((rel, digest, converted))
+                    pending += len(converted[0])
             if progress:
                 progress(1, rel)
             if batch and (pending >= BATCH_FRAGMENTS or len(batch) >= BATCH_DOCUMENTS):
@@ -238,19 +276,19 @@ class IndexService:
             self._remove(deleted + stale)
             result.documents_removed = len(deleted)
         group: list[SpooledDocument] = []
-        pending = 0
+        pending = stored = 0
         for doc in self.spool.read():
             if any(d.path == doc.path for d in group) or not self._current(doc):
                 continue
             group.append(doc)
             pending += len(doc.fragments)
             if pending >= BATCH_FRAGMENTS or len(group) >= BATCH_DOCUMENTS:
-                self._write(group, result)
+                stored += self._write(group, result)
                 group, pending = [], 0
         if group:
-            self._write(group, result)
+            stored += self._write(group, result)
         self.spool.clear()
-        missing = expected - result.documents_indexed
+        missing = expected - stored
         if missing > 0:  # changed again while indexing, or the spool lost them (disk full): retried next run
             result.documents_failed += missing
             result.errors.append(f"{missing} document(s) changed during indexing or were lost from the spool; "
@@ -259,27 +297,32 @@ class IndexService:
     def _current(self, doc: SpooledDocument) -> bool:
         """A spooled document not stored yet whose file still has the content it was embedded from."""
         known = self.checksums.get(doc.path)
-        if known and known.checksum == doc.checksum:
+        if known and known.checksum == doc.checksum and known.text_source == doc.text_source:
             return False
         return self.fs.includes(doc.path, self.file_types) and self._digest(doc.path) == doc.checksum
 
-    def _convert(self, rel: str, digest: str, result: IndexingResult) -> list[Fragment] | None:
+    def _convert(self, rel: str, digest: str, result: IndexingResult) -> Converted | None:
         try:
             if digest == "unreadable":
                 raise ConversionError(f"{rel}: cannot read")
             doc = self.docling.convert(self.fs.absolute(rel), rel)
-            return self.docling.chunk(doc)
+            fragments = self.docling.chunk(doc)
+            return fragments, doc.source if fragments else "none"
+        except OutsideRepository:
+            result.skipped_outside.append(rel)
+            return None
         except ConversionError as exc:
             result.documents_failed += 1
             result.errors.append(str(exc))
             log.event("index.failed", repository=self.name, document=rel, error=str(exc))
             return None
 
-    def _embed(self, batch: list[tuple[str, str, list[Fragment]]]) -> list[SpooledDocument]:
-        vectors = iter(self.embedding.embed_texts([f.text for _, _, frags in batch for f in frags]))
-        return [SpooledDocument(rel, digest, frags, [next(vectors) for _ in frags]) for rel, digest, frags in batch]
+    def _embed(self, batch: list[tuple[str, str, Converted]]) -> list[SpooledDocument]:
+        vectors = iter(self.embedding.embed_texts([embedding_text(f) for _, _, (frags, _) in batch for f in frags]))
+        return [SpooledDocument(rel, digest, frags, [next(vectors) for _ in frags], source)
+                for rel, digest, (frags, source) in batch]
 
-    def _write(self, documents: list[SpooledDocument], result: IndexingResult) -> None:
+    def _write(self, documents: list[SpooledDocument], result: IndexingResult) -> int:
         """Both stores, then the checksums; the journal names the documents in flight meanwhile."""
         paths = [doc.path for doc in documents]
         records, rows = [], []
@@ -288,9 +331,9 @@ class IndexService:
             for f, vector in zip(doc.fragments, doc.vectors, strict=True):
                 fid = fragment_id(doc.path, f.fragment_index)
                 meta = {"document_path": doc.path, "fragment_index": f.fragment_index, "file_type": file_type,
-                        "checksum": doc.checksum}
+                        "checksum": doc.checksum, "breadcrumb": f.breadcrumb}
                 records.append(FragmentWithEmbedding(id=fid, text=f.text, metadata=meta, embedding=vector))
-                rows.append((fid, f.text, doc.path, f.fragment_index))
+                rows.append((fid, f.text, doc.path, f.fragment_index, f.breadcrumb))
         self._verify_store()
         self.state.write_journal(paths)
         previously = [p for p in paths if p in self.checksums]
@@ -304,13 +347,15 @@ class IndexService:
         for doc in documents:
             self.checksums[doc.path] = DocumentMetadata(
                 file_path=doc.path, file_name=Path(doc.path).name, file_type=Path(doc.path).suffix.lstrip(".").lower(),
-                checksum=doc.checksum, indexed_at=now, fragment_count=len(doc.fragments))
+                checksum=doc.checksum, indexed_at=now, fragment_count=len(doc.fragments), text_source=doc.text_source)
         self.state.save_checksums(self.checksums)
         self.state.clear_journal()
-        result.documents_indexed += len(documents)
+        result.documents_indexed += sum(1 for doc in documents if doc.text_source != "none")
+        result.documents_ocr += sum(1 for doc in documents if doc.text_source == "ocr")
         result.fragments_created += len(records)
         del records, rows
         release_freed_memory()
+        return len(documents)
 
     def _remove(self, paths: list[str]) -> None:
         self._verify_store()
@@ -323,46 +368,65 @@ class IndexService:
 
     # -- single documents -----------------------------------------------------------------------
 
+    def _no_text(self) -> list[str]:
+        return sorted(p for p, m in self.checksums.items() if m.text_source == "none")
+
     def resolve(self, document_path: str) -> str:
-        """A repository-relative POSIX path from a relative or absolute path."""
+        """A repository-relative POSIX path from a relative or absolute path; never one outside the folder."""
         p = Path(document_path).expanduser()
+        outside = NotFound(f"{document_path} is not inside repository '{self.name}' ({self.fs.base_path})",
+                           code="DOCUMENT_NOT_FOUND", suggestions=[f"researcher status {self.name}"])
         if p.is_absolute():
             try:
-                return p.resolve().relative_to(self.fs.base_path.resolve()).as_posix()
+                return p.resolve().relative_to(self.fs.root).as_posix()
             except ValueError:
-                raise NotFound(f"{document_path} is not inside repository '{self.name}' ({self.fs.base_path})",
-                               code="DOCUMENT_NOT_FOUND") from None
-        return p.as_posix()
+                raise outside from None
+        rel = Path(os.path.normpath(p.as_posix()))
+        if rel.is_absolute() or rel.parts[:1] == ("..",) or rel.as_posix() in (".", ""):
+            raise outside
+        return rel.as_posix()
 
-    def index_file(self, document_path: str) -> ChunkResult:
-        self._load_state()
+    def index_file(self, document_path: str, wait: float = WAIT_SECONDS) -> ChunkResult:
         rel = self.resolve(document_path)
-        if not self.fs.file_exists(rel):
-            raise NotFound(f"No file {rel} in repository '{self.name}'", code="DOCUMENT_NOT_FOUND")
-        result = IndexingResult(repository_name=self.name)
-        digest = self.fs.compute_checksum(rel)
-        fragments = self._convert(rel, digest, result)
-        if fragments is None:
-            if rel in self.checksums:  # stale fragments of a file that no longer converts
-                self._remove([rel])
-            raise ConversionError(result.errors[0])
-        self._write(self._embed([(rel, digest, fragments)]), result)
-        return ChunkResult(document_path=rel, fragments=fragments)
+        with self.lock.hold(wait):
+            self._load_state()
+            try:
+                exists = self.fs.absolute(rel).is_file()
+            except OutsideRepository as exc:
+                raise NotFound(f"{document_path} leads outside repository '{self.name}' (a symlink out)",
+                               code="DOCUMENT_NOT_FOUND") from exc
+            if not exists:
+                raise NotFound(f"No file {rel} in repository '{self.name}'", code="DOCUMENT_NOT_FOUND")
+            result = IndexingResult(repository_name=self.name)
+            digest = self.fs.compute_checksum(rel)
+            converted = self._convert(rel, digest, result)
+            if converted is None:
+                if rel in self.checksums:  # stale fragments of a file that no longer converts
+                    self._remove([rel])
+                raise ConversionError(result.errors[0] if result.errors else f"{rel}: cannot read")
+            self._write(self._embed([(rel, digest, converted)]), result)
+            return ChunkResult(document_path=rel, fragments=converted[0], text_source=converted[1])
 
-    def remove_document(self, document_path: str) -> str:
-        self._load_state()
+    def remove_document(self, document_path: str, wait: float = WAIT_SECONDS) -> str:
         rel = self.resolve(document_path)
-        if rel not in self.checksums:
-            raise NotFound(f"Document '{rel}' is not in the index of '{self.name}'", code="DOCUMENT_NOT_FOUND",
-                           suggestions=[f"researcher status {self.name}"])
-        self._remove([rel])
-        return rel
+        with self.lock.hold(wait):
+            self._load_state()
+            if rel not in self.checksums:
+                raise NotFound(f"Document '{rel}' is not in the index of '{self.name}'", code="DOCUMENT_NOT_FOUND",
+                               suggestions=[f"researcher status {self.name}"])
+            self._remove([rel])
+            return rel
 
     def get_stats(self) -> IndexStats:
         checksums = self.state.load_checksums() or {}
         last = max((m.indexed_at for m in checksums.values()), default=None)
-        return IndexStats(repository_name=self.name, total_documents=len(checksums),
+        no_text = sorted(p for p, m in checksums.items() if m.text_source == "none")
+        return IndexStats(repository_name=self.name, total_documents=len(checksums) - len(no_text),
                           total_fragments=sum(m.fragment_count for m in checksums.values()),
                           last_indexed=last, path=str(self.fs.base_path), store=self.store_label,
                           embedding_provider=self.embedding.signature,
-                          embedding_precision="+".join(self.state.load_meta().get("precisions") or []) or None)
+                          embedding_precision="+".join(self.state.load_meta().get("precisions") or []) or None,
+                          documents_ocr=sum(1 for m in checksums.values() if m.text_source == "ocr"),
+                          documents_no_text=len(no_text), no_text=no_text[:NO_TEXT_LISTED],
+                          fix=no_text_fix(next((p for p in no_text if p.lower().endswith(".pdf")), no_text[0]),
+                                          self.name) if no_text else None)

@@ -1,0 +1,81 @@
+"""researcher and PDFs without a text layer: OCR with the `tesseract` command when it is on PATH, otherwise the
+document is reported as `no_text` with the fix (index answer and status), never counted as indexed."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.researcher_fixtures import kb, make_repo, seed_model
+
+LINES = ("The quokka ledger lists invoice", "number 7731 for the harbour", "warehouse in Fremantle.")
+
+
+def scanned_pdf(path: Path) -> Path:
+    """A one-page PDF that is only an image of text (no text layer), drawn with Pillow."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    page = Image.new("L", (1700, 2200), 255)
+    draw = ImageDraw.Draw(page)
+    font = ImageFont.load_default(size=64)
+    for i, line in enumerate(LINES):
+        draw.text((120, 200 + i * 110), line, fill=0, font=font)
+    page.save(path, "PDF", resolution=200.0)
+    return path
+
+
+@pytest.fixture
+def model(home):
+    return seed_model()
+
+
+@pytest.fixture
+def no_tesseract(tmp_path, monkeypatch):
+    """PATH without the tesseract command (a machine where tesseract-ocr is not installed)."""
+    bare = tmp_path / "bare-bin"
+    bare.mkdir()
+    monkeypatch.setenv("PATH", str(bare))
+    return bare
+
+
+def test_a_pdf_without_text_is_reported_no_text_with_the_fix(tmp_path, model, no_tesseract):
+    root = make_repo(tmp_path / "repo", {"a.md": "# A\n\nThe axolotl regrows limbs.\n"})
+    scanned_pdf(root / "scan.pdf")
+    kb("repo", "add", "s", str(root), "--json")
+
+    out = kb("index", "s", "--json").json["results"][0]
+
+    assert out["documents_indexed"] == 1
+    assert out["documents_no_text"] == 1
+    assert out["no_text"][0]["document_path"] == "scan.pdf"
+    assert "tesseract" in out["no_text"][0]["fix"]
+    status = kb("status", "s", "--json").json["repositories"][0]
+    assert status["documents_no_text"] == 1 and status["no_text"] == ["scan.pdf"]
+    assert "tesseract" in status["fix"]
+    assert status["total_documents"] == 1
+    human = kb("index", "s")
+    assert "scan.pdf" in human.stdout and "tesseract" in human.stdout  # still named, though unchanged
+
+
+def test_a_scanned_pdf_is_read_by_tesseract(tmp_path, model, monkeypatch):
+    if not shutil.which("tesseract"):
+        pytest.skip("the tesseract command is not installed (Debian: apt-get install tesseract-ocr)")
+    root = make_repo(tmp_path / "repo", {"a.md": "# A\n\nThe axolotl regrows limbs.\n"})
+    scanned_pdf(root / "scan.pdf")
+    kb("repo", "add", "s", str(root), "--json")
+    path = __import__("os").environ["PATH"]
+    monkeypatch.setenv("PATH", str(tmp_path))  # first without tesseract: recorded as no_text ...
+    assert kb("index", "s", "--json").json["results"][0]["documents_no_text"] == 1
+    monkeypatch.setenv("PATH", path)
+
+    out = kb("index", "s", "--json").json["results"][0]  # ... then read once tesseract is there
+
+    assert (out["documents_indexed"], out["documents_no_text"], out["documents_ocr"]) == (1, 0, 1)
+    answer = kb("search", "quokka ledger invoice 7731", "--json").json
+    assert answer["documents"][0]["document_path"] == "scan.pdf"
+    text = answer["documents"][0]["top_fragments"][0]["text"]
+    assert "quokka" in text.lower() and "7731" in text
+    status = kb("status", "s", "--json").json["repositories"][0]
+    assert (status["total_documents"], status["documents_no_text"], status["documents_ocr"]) == (2, 0, 1)
