@@ -80,6 +80,9 @@ def test_the_heading_path_is_a_marked_breadcrumb_not_part_of_the_text():
 
     assert embedding_text(inside_setup[0]).startswith("Guide > Setup\n")
     assert embedding_text(frags[0]) == frags[0].text
+    attributed = "# Extra Models { #extra-models }\n\n## Union { .note #union }\n\n" + "Text of it. " * 40
+    crumbs = {f.breadcrumb for f in chunk_text(attributed, "a.md", approx_counter, max_tokens=60)}
+    assert crumbs == {"", "Extra Models > Union"}  # a heading's attribute list is not part of its title
 
 
 def test_plain_text_prose_and_edge_cases():

@@ -24,7 +24,7 @@ MIN_BUDGET = 16
 _HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _TABLE = re.compile(r"^ {0,3}\|")
-_ATTRIBUTES = re.compile(r"\s*\{[:#.][^{}]*\}\s*$")  # a heading's attribute list: "Setup { #setup }"
+_ATTRIBUTES = re.compile(r"\s*\{\s*[:#.][^{}]*\}\s*$")  # a heading's attribute list: "Setup { #setup }"
 _SENTENCE_END = re.compile(r"[.!?][\"')\]]*\s+")
 _WORDISH = re.compile(r"\w+|[^\w\s]")
 
