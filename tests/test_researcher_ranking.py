@@ -104,6 +104,7 @@ def test_exact_terms_are_rare_over_all_repositories():
     ("useState or /items/{id}", ["useState", "items/{id}", "useState or /items/{id}"]),
     ("e.g. the end.", ["e.g", "e.g. the end."]),
     ("cookies", []),
+    ("what does --dry-run do", ["--dry-run", "what does --dry-run do"]),
     ("well-known dog", []),
     ("", []),
 ])

@@ -56,7 +56,9 @@ def candidate_depth(n_fragments: int, n_documents: int) -> int:
 def identifier_like(token: str) -> bool:
     """A token written like a name or a code rather than a word: snake_case, camelCase, CONSTANTS, dotted
     names and paths, letter-digit codes, numbers of three digits or more, hyphenated codes with capitals
-    or digits."""
+    or digits, command-line options (--dry-run)."""
+    if re.fullmatch(r"--?[A-Za-z][\w-]+", token.rstrip(".:")):
+        return True
     token = token.strip(".:-/")
     if len(token) < 3 or not _WORD.search(token):
         return False
@@ -73,7 +75,8 @@ def exact_terms(query: str) -> list[str]:
     terms: list[str] = []
     for match in _QUOTED.finditer(query):
         terms.append(next(g for g in match.groups() if g))
-    terms += [t.strip(".:-/") for t in _TOKEN.findall(query) if identifier_like(t)]
+    terms += [t.rstrip(".:/") if t.startswith("-") else t.strip(".:-/") for t in _TOKEN.findall(query)
+              if identifier_like(t)]
     if len(_WORD.findall(query)) >= VERBATIM_MIN_WORDS:
         terms.append(query)
     seen: dict[str, str] = {}
