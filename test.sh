@@ -33,6 +33,14 @@ if ! command -v redis-server >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v
     || say "could not install redis-server; the Redis test will be skipped"
 fi
 
+# tesseract-ocr (Debian) reads PDFs without a text layer in the knowledge base; without it the OCR test skips
+# and says why (the no_text report is tested either way).
+if ! command -v tesseract >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  say "installing tesseract-ocr"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tesseract-ocr; } >/dev/null 2>&1 \
+    || say "could not install tesseract-ocr; the OCR test will be skipped"
+fi
+
 # Model and tokenizer files the tests use offline: tiktoken's cl100k and Chroma's default model. They come
 # from shared/ beside the checkout; without it they are fetched once into .test-data/ (here, before any test
 # runs: no test touches the network). What is still missing makes the tests that need it skip, saying why.
