@@ -52,6 +52,19 @@ class Block:
     end: int
     kind: str
     path: tuple[str, ...]
+    title: str = ""  # a heading's own title
+
+
+@dataclass
+class _Span:
+    """A fragment being packed: its slice, breadcrumb, the heading path of its first block, and the titles
+    of its headings while it holds nothing else."""
+
+    start: int
+    end: int
+    crumb: str
+    path: tuple[str, ...]
+    headings: list[str] | None
 
 
 class _Parser:
@@ -102,7 +115,7 @@ class _Parser:
             if heading:
                 self.close()
                 level, title = len(heading.group(1)), _ATTRIBUTES.sub("", heading.group(2) or "").strip()
-                self.blocks.append(Block(start, end, "heading", self._heading_path()))
+                self.blocks.append(Block(start, end, "heading", self._heading_path(), title))
                 self.path = [(lv, h) for lv, h in self.path if lv < level] + ([(level, title)] if title else [])
                 return
             if _TABLE.match(line):
@@ -199,6 +212,16 @@ def _units(text: str, blocks: list[Block], count: Counter, max_tokens: int, crum
             yield a, b, pn, Block(a, b, block.kind, block.path)
 
 
+def _carried_by_next(span: _Span, following: _Span | None) -> bool:
+    """A fragment of headings alone whose headings the next fragment's breadcrumb shows in full: left out (the
+    headings are not lost, and a title-only fragment would only be noise in both rankings)."""
+    if span.headings is None or following is None:
+        return False
+    shown = span.path + tuple(span.headings)
+    return (following.path[:len(shown)] == shown
+            and following.crumb == BREADCRUMB_SEPARATOR.join(following.path))
+
+
 def chunk_text(text: str, document_path: str, count: Counter | None = None, max_tokens: int = 254,
                markdown: bool = True) -> list[Fragment]:
     """Fragments of a document, in order: contiguous slices of `text`, each with its breadcrumb within
@@ -212,23 +235,25 @@ def chunk_text(text: str, document_path: str, count: Counter | None = None, max_
             crumbs[crumb] = count([crumb])[0]
         return crumbs[crumb]
 
-    spans: list[tuple[int, int, str]] = []
-    start = end = used = 0
-    crumb, budget, is_open = "", max_tokens, False
+    spans: list[_Span] = []
+    used, budget = 0, max_tokens
     for a, b, n, block in _units(text, parse_blocks(text, markdown), count, max_tokens, crumb_size):
-        if is_open and used + n <= budget:
-            end, used = b, used + n
+        heading = [block.title] if block.kind == "heading" else None
+        if spans and used + n <= budget:
+            span = spans[-1]
+            span.end, used = b, used + n
+            span.headings = span.headings + heading if span.headings is not None and heading else None
             continue
-        if is_open:
-            spans.append((start, end, crumb))
         crumb = _fitting_crumb(block.path, max_tokens, crumb_size)
         budget = _budget(crumb_size(crumb), max_tokens)
-        start, end, used, is_open = a, b, n, True
-    if is_open:
-        spans.append((start, end, crumb))
+        spans.append(_Span(a, b, crumb, block.path, heading))
+        used = n
     out = []
-    for a, b, c in spans:
-        piece = text[a:b].lstrip("\n").rstrip()
+    for i, span in enumerate(spans):
+        if _carried_by_next(span, spans[i + 1] if i + 1 < len(spans) else None):
+            continue
+        piece = text[span.start:span.end].lstrip("\n").rstrip()
         if piece:
-            out.append(Fragment(text=piece, document_path=document_path, fragment_index=len(out), breadcrumb=c))
+            out.append(Fragment(text=piece, document_path=document_path, fragment_index=len(out),
+                                breadcrumb=span.crumb))
     return out
