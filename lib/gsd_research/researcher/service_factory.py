@@ -107,8 +107,12 @@ class ServiceFactory:
             if self.chroma_url:
                 self.chroma_factory(repository)().delete_collection()
             for child in folder.iterdir():
-                if child.name != lock.path.name:
-                    shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+                if child.name == lock.path.name:
+                    continue
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child)
+                else:
+                    child.unlink()
         shutil.rmtree(folder, ignore_errors=True)
 
 

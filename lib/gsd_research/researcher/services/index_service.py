@@ -221,7 +221,7 @@ class IndexService:
         if progress and expected:
             progress(0, "storing")
         self._store_phase(expected, deleted, stale, result)
-        result.skipped_outside = list(self.fs.outside)
+        result.skipped_outside = sorted(set(self.fs.outside) | set(result.skipped_outside))
         result.no_text = [{"document_path": p, "fix": no_text_fix(p, self.name)} for p in self._no_text()]
         result.documents_no_text = len(result.no_text)
         result.elapsed_seconds = round(time.perf_counter() - started, 3)
