@@ -329,10 +329,11 @@ def budgets_kept(env: dict, queries: list[str], rng: random.Random) -> dict:
     singles = rng.sample(queries, min(40, len(queries)))
     for n, query in enumerate(singles):
         budget = (300, 800, 2000, 4000)[n % 4]
-        args = ["search", query, "--json", "--documents", "10", "--fragments", "20"]
+        args = ["search", "--json", "--documents", "10", "--fragments", "20"]
         args += [] if budget == 2000 else ["--max-tokens", str(budget)]
         if n % 5 == 0:
             args.append("--json-pretty")
+        args += ["--", query]  # a query may start with "--" (a command-line option is an identifier too)
         proc = researcher(env, *args)
         checked += 1
         if proc.returncode != 0 or count(proc.stdout) > budget:

@@ -26,6 +26,12 @@ def has_text(text: str) -> bool:
     return bool(_PLACEHOLDER.sub("", text).strip())
 
 
+def export_markdown(document) -> str:
+    """docling's Markdown of a document with its text as written: no backslash before underscores and no HTML
+    entities (an identifier like `retry_after_ms` stays findable and quotable), tables without padding."""
+    return document.export_to_markdown(escape_underscores=False, escape_html=False, compact_tables=True)
+
+
 class ConvertedDocument:
     """The text of a converted document (Markdown when structure is known) and where it came from:
     `text` (the file's own text), `ocr` (read by tesseract) or `none` (no text found)."""
@@ -83,7 +89,7 @@ class DoclingGateway:
             if self._converter is None:
                 self._converter = self._build_converter()
             result = self._converter.convert(str(file_path), raises_on_error=True)
-            doc = ConvertedDocument(rel, result.document.export_to_markdown(), True)
+            doc = ConvertedDocument(rel, export_markdown(result.document), True)
             if doc.source == "none" and suffix == ".pdf":
                 return self._ocr(file_path, rel, doc)
             return doc
