@@ -97,21 +97,50 @@ def test_exact_terms_are_rare_over_all_repositories():
 
 @pytest.mark.parametrize("query, terms", [
     ("QZVX_STALL_8812", ["QZVX_STALL_8812"]),
-    ("what does QZVX_STALL_8812 mean?", ["QZVX_STALL_8812", "what does QZVX_STALL_8812 mean?"]),
-    ("error E-4417 in fastapi.Depends", ["E-4417", "fastapi.Depends", "error E-4417 in fastapi.Depends"]),
-    ('the "connection pool drained" message', ["connection pool drained", 'the "connection pool drained" message']),
-    ("how do I add CORS middleware", ["CORS", "how do I add CORS middleware"]),
-    ("useState or /items/{id}", ["useState", "items/{id}", "useState or /items/{id}"]),
-    ("e.g. the end.", ["e.g", "e.g. the end."]),
-    ("cookies", []),
-    ("what does --dry-run do", ["--dry-run", "what does --dry-run do"]),
-    ("well-known dog", []),
+    ("what does QZVX_STALL_8812 mean?", ["QZVX_STALL_8812", "what does QZVX_STALL_8812 mean?", "mean"]),
+    ("error E-4417 in fastapi.Depends", ["E-4417", "fastapi.Depends", "error E-4417 in fastapi.Depends", "fastapi",
+                                         "Depends", "error", "4417"]),
+    ('the "connection pool drained" message', ["connection pool drained", 'the "connection pool drained" message',
+                                               "connection", "drained", "message", "pool"]),
+    ("how do I add CORS middleware", ["CORS", "how do I add CORS middleware", "middleware", "add"]),
+    ("useState or /items/{id}", ["useState", "items/{id}", "useState or /items/{id}", "items"]),
+    ("e.g. the end.", ["e.g", "e.g. the end.", "end"]),
+    ("what does --dry-run do", ["--dry-run", "what does --dry-run do", "dry", "run"]),
+    ("cookies", ["cookies"]),
+    ("well-known dog", ["known", "well", "dog"]),
+    ("a of to", []),
     ("", []),
 ])
 def test_exact_terms_of_a_query(query, terms):
     from gsd_research.researcher.ranking import exact_terms
 
     assert exact_terms(query) == terms
+
+
+def test_identifiers_and_phrases_are_rare_up_to_three_documents_plain_words_only_alone():
+    from gsd_research.researcher.ranking import RARE_TERM_MAX_DOCUMENTS, RARE_WORD_MAX_DOCUMENTS, is_marked, rare_limit
+
+    assert RARE_WORD_MAX_DOCUMENTS < RARE_TERM_MAX_DOCUMENTS
+    assert [is_marked(t) for t in ("ERR_X_1", "fetchIndex", "pool drained", "--dry-run", "drained", "sibyon")] == \
+        [True, True, True, True, False, False]
+    assert rare_limit("sibyon") == RARE_WORD_MAX_DOCUMENTS and rare_limit("ERR_X_1") == RARE_TERM_MAX_DOCUMENTS
+
+
+def test_a_plain_word_one_document_alone_holds_counts_less_than_an_identifier():
+    from gsd_research.researcher.ranking import EXACT_WEIGHT, RARE_WORD_WEIGHT, Evidence, rank
+
+    planted, wordy = _frag("p", "planted.md", bm25=2.0), _frag("w", "word.md", bm25=2.5)
+    ev = Evidence("r", vector=_vector("v", [0.7, 0.6, 0.5]), lexical=[wordy, planted],
+                  exact={"QZ_1": [planted], "sibyon": [wordy], "common": [wordy]},
+                  term_documents={"QZ_1": 1, "sibyon": 1, "common": 2})
+
+    ranked = rank([ev], 5, 5)
+    scores = {d.document_path: d.score for d in ranked.documents}
+
+    assert [d.document_path for d in ranked.documents[:2]] == ["planted.md", "word.md"]
+    assert scores["planted.md"] == pytest.approx(0.5 * 2.0 / 2.5 + EXACT_WEIGHT)
+    assert scores["word.md"] == pytest.approx(0.5 + RARE_WORD_WEIGHT)  # "common": two documents, not rare
+    assert RARE_WORD_WEIGHT < EXACT_WEIGHT
 
 
 # -- answers within a budget -----------------------------------------------------------------------

@@ -103,8 +103,9 @@ class LexicalGateway:
             params += list(paths)
         return self._rows(where, params, n_results)
 
-    def phrase_documents(self, expr: str, cap: int = 1000) -> int:
-        """How many documents hold the FTS5 phrase `expr` (counted over at most `cap` fragments)."""
+    def phrase_documents(self, expr: str, cap: int = 100) -> int:
+        """How many documents hold the FTS5 phrase `expr`, counted over its first `cap` fragments (enough to tell
+        a rare term from a common one, without reading every fragment of a common word)."""
         return self.conn.execute(
             "SELECT count(DISTINCT document_path) FROM (SELECT document_path FROM fragments WHERE fragments MATCH ? "
             "LIMIT ?)", (expr, cap)).fetchone()[0]

@@ -10,12 +10,12 @@ from gsd_research.researcher.models import DocumentSearchResult, SearchResult
 from gsd_research.researcher.ranking import (
     EXACT_HITS,
     MODES,
-    RARE_TERM_MAX_DOCUMENTS,
     Evidence,
     Ranking,
     candidate_depth,
     exact_terms,
     rank,
+    rare_limit,
 )
 
 __all__ = ["MODES", "SearchService", "search_repositories"]
@@ -60,7 +60,7 @@ class SearchService:
                 continue
             n = self.lexical.phrase_documents(expr)
             ev.term_documents[term] = n
-            if 0 < n <= RARE_TERM_MAX_DOCUMENTS:
+            if 0 < n <= rare_limit(term):
                 ev.exact[term] = self.lexical.phrase_hits(expr, EXACT_HITS)
 
     def search_many(self, queries: list[str], n_fragments: int = 10, n_documents: int = 5, mode: str = "hybrid",
