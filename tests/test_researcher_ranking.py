@@ -118,7 +118,12 @@ def test_exact_terms_of_a_query(query, terms):
 
 
 def test_identifiers_and_phrases_are_rare_up_to_three_documents_plain_words_only_alone():
-    from gsd_research.researcher.ranking import RARE_TERM_MAX_DOCUMENTS, RARE_WORD_MAX_DOCUMENTS, is_marked, rare_limit
+    from gsd_research.researcher.ranking import (
+        RARE_TERM_MAX_DOCUMENTS,
+        RARE_WORD_MAX_DOCUMENTS,
+        is_marked,
+        rare_limit,
+    )
 
     assert RARE_WORD_MAX_DOCUMENTS < RARE_TERM_MAX_DOCUMENTS
     assert [is_marked(t) for t in ("ERR_X_1", "fetchIndex", "pool drained", "--dry-run", "drained", "sibyon")] == \
