@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gsd_research.core.errors import UsageError
+from gsd_research.core.tokens import count_tokens, cut_to_tokens
 from gsd_research.researcher.models import SearchResult
 from gsd_research.researcher.ranking import Ranking
-from gsd_research.core.tokens import count_tokens, cut_to_tokens
 
 DEFAULT_MAX_TOKENS = 2000
 MIN_CUT_TOKENS = 40  # a passage cut shorter than this is left out (unless it would be the only one)
