@@ -7,6 +7,8 @@ import re
 import sqlite3
 from pathlib import Path
 
+from gsd_research.core.private import open_private
+
 _TOKEN = re.compile(r"[\w][\w.\-]*[\w]|\w", re.UNICODE)
 STOPWORDS = frozenset("""a an and are as at be by for from has have how i in is it its of on or that the this to
 was were what when where which who why will with do does did can not no""".split())
@@ -50,7 +52,7 @@ class LexicalGateway:
     def conn(self) -> sqlite3.Connection:
         if self._conn is None:
             self.db_path.parent.mkdir(parents=True, exist_ok=True)
-            os.close(os.open(self.db_path, os.O_RDWR | os.O_CREAT, 0o600))  # private before SQLite writes to it
+            os.close(open_private(self.db_path, os.O_RDWR | os.O_CREAT))  # private, no symlink, before SQLite writes
             self._conn = sqlite3.connect(str(self.db_path))
             self._conn.execute("PRAGMA journal_mode=WAL")
             columns = tuple(r[1] for r in self._conn.execute("PRAGMA table_info(fragments)"))

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from gsd_research.core.errors import GsdError
+from gsd_research.core.private import open_private
 
 LOCK_NAME = "index.lock"
 WAIT_SECONDS = 300.0
@@ -78,7 +79,7 @@ class RepositoryLock:
         private_dir(self.repo_dir.parent)
         private_dir(self.repo_dir)
         old_umask = os.umask(0o077)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = open_private(self.path, os.O_RDWR | os.O_CREAT)  # never through a planted symlink (ftruncate below)
         try:
             self._acquire(fd, wait, fcntl)
             since = datetime.now(timezone.utc).astimezone().isoformat(timespec="seconds")
