@@ -92,6 +92,31 @@ def test_torn_damaged_and_foreign_spool_lines_are_ignored(tmp_path):
     assert [d.path for d in spool.read()] == ["ok.md"]
 
 
+def test_a_record_appended_after_a_torn_line_is_kept(tmp_path):
+    """A kill -9 in the middle of a line leaves no newline: the next run's first record must not be glued to it
+    (it was, and that document was counted as lost from the spool)."""
+    spool = _spool(tmp_path)
+    spool.append([_doc("ok.md", "1", ["fine"])])
+    good = spool.path.read_text(encoding="utf-8").splitlines()[0]
+    with spool.path.open("a", encoding="utf-8") as fh:
+        fh.write(good.replace('"ok.md"', '"torn.md"')[:-20])  # the kill
+
+    spool.append([_doc("next.md", "2", ["after the crash"]), _doc("last.md", "3", ["and one more"])])
+
+    assert spool.checksums() == {"ok.md": "1", "next.md": "2", "last.md": "3"}
+    assert [d.path for d in spool.read()] == ["ok.md", "next.md", "last.md"]
+    assert spool.path.read_bytes().endswith(b"\n")
+
+
+def test_a_spool_torn_inside_its_first_line_is_started_afresh(tmp_path):
+    spool = _spool(tmp_path)
+    spool.path.write_text('{"v": 2, "recipe": "chromadb', encoding="utf-8")
+
+    spool.append([_doc("a.md", "1", ["alpha"])])
+
+    assert [d.path for d in spool.read()] == ["a.md"]
+
+
 # -- the two phases, through the real stack ----------------------------------------------------------
 
 def _notes(n: int, words: int = 6) -> dict[str, str]:
@@ -207,22 +232,24 @@ def test_kill_9_while_embedding_then_reindex_resumes_and_stays_consistent(tmp_pa
     proc = subprocess.Popen([str(BIN / "researcher"), "index", "k", "--json"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=dict(os.environ))
     deadline = time.time() + 120
+    spool = state / "spool.jsonl"
     while time.time() < deadline and proc.poll() is None:
-        spool = state / "spool.jsonl"
-        if spool.exists() and spool.stat().st_size > 0:
+        if spool.exists() and spool.read_bytes().count(b"\n") >= 2:
             break
         time.sleep(0.01)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     if (state / "checksums.json").exists():
         pytest.fail("the kill did not land while embedding: the store phase had begun")
-    spooled = sum(1 for line in (state / "spool.jsonl").read_text().splitlines() if line.endswith("}"))
+    raw = spool.read_bytes()
+    spool.write_bytes(raw[: raw.rindex(b"\n") - 10])  # as if the kill had landed inside a write: a torn last line
+    spooled = sum(1 for line in spool.read_text().splitlines() if line.endswith("}"))
     assert 0 < spooled < len(docs)
 
     out = kb("index", "k", "--json").json["results"][0]
 
-    assert out["documents_indexed"] == len(docs)
-    assert spooled - 1 <= out["documents_resumed"] <= spooled  # the last line may have been torn by the kill
+    assert (out["documents_indexed"], out["documents_failed"], out["errors"]) == (len(docs), 0, [])
+    assert out["documents_resumed"] == spooled  # the torn one is embedded again, and stored
     count, paths = _consistent("k")
     assert (count, paths) == (len(docs), set(docs))
     assert not (state / "spool.jsonl").exists()

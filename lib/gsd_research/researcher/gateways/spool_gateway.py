@@ -36,19 +36,28 @@ class SpoolGateway:
         self.path, self.recipe = Path(path), recipe
 
     def append(self, documents: list[SpooledDocument]) -> None:
+        """One write per record, after cutting a torn last line (a kill in the middle of a write): the first
+        record of the next run would otherwise be glued to it and lost with it."""
         import numpy as np
 
+        from gsd_research.core.private import open_private
+
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as fh:
+        fd = open_private(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+        try:
+            _cut_torn_tail(fd)
             for doc in documents:
                 vectors = np.asarray(doc.vectors, dtype=np.float32).reshape(len(doc.fragments), -1) \
                     if doc.fragments else np.zeros((0, 0), dtype=np.float32)  # a document without text
-                fh.write(json.dumps({
+                line = json.dumps({
                     "v": VERSION, "recipe": self.recipe, "path": doc.path, "checksum": doc.checksum,
                     "indexes": [f.fragment_index for f in doc.fragments], "texts": [f.text for f in doc.fragments],
                     "breadcrumbs": [f.breadcrumb for f in doc.fragments], "source": doc.text_source,
                     "dim": int(vectors.shape[1]), "vectors": base64.b64encode(vectors.tobytes()).decode("ascii"),
-                }, ensure_ascii=False) + "\n")
+                }, ensure_ascii=False) + "\n"
+                _write_all(fd, line.encode("utf-8"))
+        finally:
+            os.close(fd)
 
     def sync(self) -> None:
         """Make what was appended durable (once per run, before the stores are written)."""
@@ -102,3 +111,25 @@ class SpoolGateway:
             return (raw, data) if ok else None
         except (ValueError, TypeError, KeyError):
             return None
+
+
+def _cut_torn_tail(fd: int, step: int = 1 << 16) -> None:
+    """Truncate the file after its last newline (to nothing when it has none)."""
+    end = os.fstat(fd).st_size
+    pos = end
+    while pos > 0:
+        start = max(0, pos - step)
+        at = os.pread(fd, pos - start, start).rfind(b"\n")
+        if at >= 0:
+            if start + at + 1 < end:
+                os.ftruncate(fd, start + at + 1)
+            return
+        pos = start
+    if end:
+        os.ftruncate(fd, 0)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
