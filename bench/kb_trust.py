@@ -1,6 +1,6 @@
 """Can an agent trust what `researcher search` answers? Measured on documents the ranking was not tuned on.
 
-Usage: python bench/kb_trust.py [--plants N] [--seed S]
+Usage: python bench/kb_trust.py [--plants N] [--seed S] [--corpus docs|packages]
 Work files go to $KB_BENCH_DIR/trust (default /tmp/gsd-kb-bench/trust); nothing is written into the repository.
 
 Corpus: the fastapi-docs pages and docling's mixed-formats samples (Markdown, HTML, DOCX, PDF, PPTX, XLSX) in
@@ -143,12 +143,35 @@ def _plant(path: Path, sentence: str, rng: random.Random) -> bool:
     return path.suffix == ".docx" and _plant_docx(path, sentence, rng)
 
 
-def build_corpus(n_plants: int, seed: int) -> list[dict]:
+def package_descriptions() -> dict[str, tuple[str, str]]:
+    """name -> (summary, Markdown long description) of the Python distributions installed beside this script's
+    interpreter: real project READMEs, never seen while the ranking was written (the held-out corpus)."""
+    import email.parser
+    import importlib.metadata
+
+    out = {}
+    for dist in importlib.metadata.distributions():
+        meta = dist.read_text("METADATA") or ""
+        message = email.parser.Parser().parsestr(meta)
+        kind = (message.get("Description-Content-Type") or "").split(";")[0].strip()
+        body = message.get_payload() or message.get("Description") or ""
+        name = re.sub(r"[^A-Za-z0-9._-]+", "-", message.get("Name") or "")
+        if kind == "text/markdown" and len(body) > 1500 and name and message.get("Summary") and name != "gsd-research":
+            out[name.lower()] = (message["Summary"].strip(), body)
+    return dict(sorted(out.items()))
+
+
+def build_corpus(n_plants: int, seed: int, corpus: str = "docs") -> list[dict]:
     """Fresh copies of the corpora under TRUST with the planted strings; returns the plants."""
     shutil.rmtree(TRUST, ignore_errors=True)
     docs = TRUST / "docs"
-    shutil.copytree(FASTAPI, docs / "fastapi")
-    shutil.copytree(MIXED, docs / "mixed")
+    if corpus == "packages":
+        for name, (_, body) in package_descriptions().items():
+            (docs / "packages").mkdir(parents=True, exist_ok=True)
+            (docs / "packages" / f"{name}.md").write_text(body, encoding="utf-8")
+    else:
+        shutil.copytree(FASTAPI, docs / "fastapi")
+        shutil.copytree(MIXED, docs / "mixed")
     for rel, text in COOKING.items():
         (TRUST / "cooking" / rel).parent.mkdir(parents=True, exist_ok=True)
         (TRUST / "cooking" / rel).write_text(text, encoding="utf-8")
@@ -184,7 +207,9 @@ def queries_of(plant: dict) -> list[tuple[str, str]]:
             (EXTRA_FORM, f"Why do I get {v} after an upgrade?")]
 
 
-def on_topic_questions() -> list[str]:
+def on_topic_questions(corpus: str = "docs") -> list[str]:
+    if corpus == "packages":
+        return [summary for summary, _ in package_descriptions().values()]
     out = []
     for path in sorted(FASTAPI.rglob("*.md")):
         m = re.search(r"^#\s+(.+?)\s*(\{[^}]*\})?\s*$", path.read_text(encoding="utf-8"), re.M)
@@ -346,10 +371,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--plants", type=int, default=160)
     parser.add_argument("--seed", type=int, default=20261124)
+    parser.add_argument("--corpus", choices=("docs", "packages"), default="docs",
+                        help="docs: fastapi-docs + mixed-formats; packages: the READMEs of the installed Python "
+                             "distributions (held out: never looked at while the ranking was written)")
     args = parser.parse_args()
     env = bench_env("trust")
     shutil.rmtree(env["GSD_RESEARCH_HOME"], ignore_errors=True)
-    plants = build_corpus(args.plants, args.seed)
+    plants = build_corpus(args.plants, args.seed, args.corpus)
     for name in ("docs", "cooking", "news"):
         researcher(env, "repo", "add", name, str(TRUST / name), "--json")
     started = time.perf_counter()
@@ -358,11 +386,12 @@ def main() -> None:
                                "no_text": [d["document_path"] for r in indexed["results"] for d in r["no_text"]],
                                "failed": sum(r["documents_failed"] for r in indexed["results"])}}
     figures["a_planted_first"] = planted_first(env, plants)
-    questions = on_topic_questions()
+    questions = on_topic_questions(args.corpus)
     figures["b_unrelated_out_of_top5"] = unrelated_out(env, questions)
     figures["c_fragments_faithful"] = fragments_faithful(env)
     all_queries = [q for p in plants for _, q in queries_of(p)] + questions
     figures["d_within_budget"] = budgets_kept(env, all_queries, random.Random(args.seed))
+    figures["corpus"], figures["seed"] = args.corpus, args.seed
     figures["commit"] = subprocess.run(["git", "-C", str(Path(__file__).resolve().parents[1]), "rev-parse", "--short",
                                         "HEAD"], capture_output=True, text=True).stdout.strip()
     print(json.dumps(figures, indent=2, ensure_ascii=False))
