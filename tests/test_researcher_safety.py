@@ -207,3 +207,23 @@ def test_a_held_lock_names_its_holder(tmp_path, home, model):
     assert str(holder.pid) in res.json["error"]["message"] and "test holder" in res.json["error"]["message"]
     assert 1 <= waited < 10
     assert kb("index", "held", "--json").json["results"][0]["documents_indexed"] == 4  # the lock died with it
+
+
+def test_state_files_planted_as_symlinks_are_not_followed(tmp_path, home, model):
+    """index.lock is truncated by its holder and lexical.sqlite written: a symlink put in their place must not make
+    the indexer truncate or write the file it points at."""
+    kb("repo", "add", "s", str(make_repo(tmp_path / "repo")), "--json")
+    state = home / "repositories" / "s"
+    state.mkdir(parents=True)
+    victims = {}
+    for name in ("index.lock", "lexical.sqlite"):
+        victims[name] = tmp_path / f"victim-{name}"
+        victims[name].write_text(f"precious {name}")
+        (state / name).symlink_to(victims[name])
+
+    out = kb("index", "s", "--json")
+
+    assert out.code == 0 and out.json["results"][0]["documents_indexed"] == 4
+    for name, victim in victims.items():
+        assert victim.read_text() == f"precious {name}", name
+        assert not (state / name).is_symlink(), name
