@@ -24,7 +24,13 @@ score = VECTOR_WEIGHT * vector + LEXICAL_WEIGHT * lexical + EXACT_WEIGHT * (shar
 phrases held) + RARE_WORD_WEIGHT * (share of the rare plain words held). EXACT_WEIGHT equals the first two
 together: holding the query's rare identifiers outweighs being the closest by meaning and by keywords at
 once, so the document that alone holds them ranks first; among documents with the same exact evidence,
-vector and BM25 decide. `fusion="rrf"` (reciprocal rank fusion over the pooled lists) is kept as a
+vector and BM25 decide.
+
+Before fusion, `admit` closes the door to repositories unrelated to the query: a repository whose best vector
+similarity is below REPOSITORY_GATE times the best repository's keeps only the fragments holding the query's
+rare identifiers or phrases (its BM25 scores, computed with its own term statistics, and its plain words are
+not comparable evidence: a word rare in a few news articles is not a reason to list one for a question about
+an HTTP library). With a single repository nothing changes. `fusion="rrf"` (reciprocal rank fusion over the pooled lists) is kept as a
 reference for the benchmark.
 """
 
@@ -48,6 +54,7 @@ VERBATIM_MIN_WORDS = 4  # a query of at least this many words is also looked up 
 MIN_CANDIDATES = 50  # candidates per list and repository, at least
 TOP_FRAGMENTS_PER_DOCUMENT = 3
 RRF_K = 60
+REPOSITORY_GATE = 0.75  # a repository whose best similarity is below this share of the best one's is unrelated
 MODES = ("hybrid", "vector", "lexical")
 
 _QUOTED = re.compile(r'"([^"]{2,200})"|`([^`]{2,200})`|\u201c([^\u201d]{2,200})\u201d')
@@ -118,6 +125,30 @@ class Evidence:
     lexical: list[SearchResult] = field(default_factory=list)
     exact: dict[str, list[SearchResult]] = field(default_factory=dict)  # rare-candidate term -> its fragments
     term_documents: dict[str, int] = field(default_factory=dict)  # exact term -> documents holding it here
+
+
+def admit(evidence: list[Evidence]) -> list[Evidence]:
+    """The evidence of repositories far below the best one by meaning (REPOSITORY_GATE) cut down to the
+    fragments holding the query's rare identifiers and phrases; rarity still counts every repository."""
+    best = {id(ev): max((1.0 - (r.distance or 0.0) for r in ev.vector), default=0.0) for ev in evidence}
+    top = max(best.values(), default=0.0)
+    if len(evidence) < 2 or top <= 0:
+        return evidence
+    totals: dict[str, int] = {}
+    for ev in evidence:
+        for term, n in ev.term_documents.items():
+            totals[term] = totals.get(term, 0) + n
+    out = []
+    for ev in evidence:
+        if best[id(ev)] >= REPOSITORY_GATE * top:
+            out.append(ev)
+            continue
+        exact = {t: hits for t, hits in ev.exact.items() if is_marked(t) and 0 < totals.get(t, 0) <= rare_limit(t)}
+        held = {r.fragment_id for hits in exact.values() for r in hits}
+        out.append(Evidence(ev.repository, vector=[r for r in ev.vector if r.fragment_id in held],
+                            lexical=[r for r in ev.lexical if r.fragment_id in held], exact=exact,
+                            term_documents=ev.term_documents))
+    return out
 
 
 @dataclass

@@ -12,6 +12,7 @@ from gsd_research.researcher.ranking import (
     MODES,
     Evidence,
     Ranking,
+    admit,
     candidate_depth,
     exact_terms,
     rank,
@@ -83,8 +84,9 @@ class SearchService:
 
 def search_repositories(services: list[SearchService], queries: list[str], n_fragments: int, n_documents: int,
                         mode: str = "hybrid") -> list[Ranking]:
-    """One ranking per query over all the repositories' evidence, normalized together (never per repository).
-    Query embeddings are computed once per embedding model."""
+    """One ranking per query over all the repositories' evidence, normalized together (never per repository),
+    repositories unrelated to the query admitted only with their identifier evidence (`ranking.admit`). Query
+    embeddings are computed once per embedding model."""
     depth = candidate_depth(n_fragments, n_documents)
     per_query: list[list[Evidence]] = [[] for _ in queries]
     embeddings: dict[str, list[list[float]]] = {}
@@ -97,4 +99,4 @@ def search_repositories(services: list[SearchService], queries: list[str], n_fra
             vectors = embeddings[sig]
         for i, ev in enumerate(service.evidence_many(queries, depth, mode, vectors)):
             per_query[i].append(ev)
-    return [rank(evidence, n_fragments, n_documents, mode) for evidence in per_query]
+    return [rank(admit(evidence), n_fragments, n_documents, mode) for evidence in per_query]
