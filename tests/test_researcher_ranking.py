@@ -148,6 +148,68 @@ def test_a_plain_word_one_document_alone_holds_counts_less_than_an_identifier():
     assert RARE_WORD_WEIGHT < EXACT_WEIGHT
 
 
+def _unrelated_case():
+    from gsd_research.researcher.ranking import Evidence
+
+    docs = Evidence("docs", vector=_vector("d", [0.62, 0.6, 0.55, 0.5, 0.45, 0.4]),
+                    lexical=[_frag("d0", "d0.md", bm25=4.0)], term_documents={"Humans": 0, "QZ_9": 1},
+                    exact={"QZ_9": [_frag("d5", "d5.md", bm25=1.0)]})
+    word, planted = _frag("n0", "n0.md", bm25=9.0), _frag("n1", "n1.md", bm25=3.0)
+    news = Evidence("news", vector=[_frag("n0", "n0.md", distance=1 - 0.4), _frag("n1", "n1.md", distance=1 - 0.3)],
+                    lexical=[word, planted], exact={"Humans": [word], "QZ_9": [planted]},
+                    term_documents={"Humans": 1, "QZ_9": 1})
+    return docs, news
+
+
+class _Service:
+    """A repository's search service answering with fixed evidence."""
+
+    class embedding:  # noqa: N801 - stands in for the embedding gateway
+        signature = "m"
+
+        @staticmethod
+        def embed_queries(queries):
+            return [[0.0] for _ in queries]
+
+    def __init__(self, evidence):
+        self.evidence = evidence
+
+    def evidence_many(self, queries, depth, mode, vectors):
+        return [self.evidence for _ in queries]
+
+
+def test_an_unrelated_repository_enters_only_with_the_query_s_rare_identifiers():
+    from gsd_research.researcher.services.search_service import search_repositories
+
+    docs, news = _unrelated_case()
+
+    ranked = search_repositories([_Service(docs), _Service(news)], ["Python HTTP for Humans QZ_9"], 10, 10)[0]
+
+    found = [(d.repository, d.document_path) for d in ranked.documents]
+    assert ("news", "n0.md") not in found  # best BM25 of all and the only holder of a plain word: not admitted
+    assert ("news", "n1.md") in found and ("docs", "d5.md") in found  # both hold the rare identifier
+    assert set(found[:2]) == {("docs", "d5.md"), ("news", "n1.md")}  # the identifier outweighs the rest
+    assert {f.repository for f in ranked.fragments if f.fragment_id == "n0"} == set()
+    assert ranked.total_documents == 7
+
+
+def test_repositories_close_by_meaning_and_a_single_repository_are_left_whole():
+    from gsd_research.researcher.ranking import REPOSITORY_GATE, Evidence, admit
+
+    docs, news = _unrelated_case()
+    close = Evidence("close", vector=[_frag("c0", "c0.md", distance=1 - 0.62 * REPOSITORY_GATE)],
+                     lexical=[_frag("c1", "c1.md", bm25=2.0)])
+
+    kept = admit([docs, close, news])
+
+    assert kept[0] is docs and kept[1] is close
+    assert [r.fragment_id for r in kept[2].vector] == ["n1"] and [r.fragment_id for r in kept[2].lexical] == ["n1"]
+    assert set(kept[2].exact) == {"QZ_9"} and kept[2].term_documents == news.term_documents
+    assert admit([news]) == [news] and admit([]) == []
+    no_vectors = [Evidence("a", lexical=[_frag("a", "a.md", bm25=1.0)]), Evidence("b", lexical=[_frag("b", "b.md")])]
+    assert admit(no_vectors) == no_vectors  # lexical mode: no similarity to compare, nothing is cut
+
+
 # -- answers within a budget -----------------------------------------------------------------------
 
 def _ranking(n_docs: int = 6, n_frags: int = 12, words: int = 120):
