@@ -1,16 +1,18 @@
 """Can an agent trust what `researcher search` answers? Measured on documents the ranking was not tuned on.
 
-Usage: python bench/kb_trust.py [--plants N] [--seed S] [--corpus docs|packages]
+Usage: python bench/kb_trust.py [--plants N] [--seed S] [--corpus docs|packages] [--science N]
 Work files go to $KB_BENCH_DIR/trust (default /tmp/gsd-kb-bench/trust); nothing is written into the repository.
 
 Corpus: the fastapi-docs pages and docling's mixed-formats samples (Markdown, HTML, DOCX, PDF, PPTX, XLSX) in
 one repository `docs`, with made-up identifiers and error messages planted in single documents (a random
 paragraph of a random Markdown, HTML or DOCX document, seeded); two unrelated repositories beside it:
-`cooking` (recipe notes written for this benchmark) and `news` (60 real news articles from the AEB corpus).
+`cooking` (recipe notes written for this benchmark) and `news` (60 real news articles from the AEB corpus); with
+--science N a third, `science`: N SciFact abstracts drawn with the seed (text of another kind again, for a
+held-out check of the repository gate).
 
 (a) every planted string is searched over all three repositories, in the forms fixed below; the planted
     document must rank first. (b) every fastapi page's title is asked as an on-topic question; no document of
-    `cooking` (nor, reported apart, of `news`) may be in the top 5. (c) every stored fragment must be a
+    unrelated repository (`cooking`, `news`, `science`; reported apart) may be in the top 5. (c) every stored fragment must be a
     contiguous slice of its document's text (modulo whitespace inside a line): the Markdown file itself, or
     the Markdown docling exports for other formats; the previous chunker is measured on the same documents
     side by side. (d) every `researcher search --json` answer (single queries as processes at several
@@ -20,6 +22,7 @@ paragraph of a random Markdown, HTML or DOCX document, seeded); two unrelated re
 from __future__ import annotations
 
 import argparse
+import gzip
 import importlib.util
 import json
 import os
@@ -40,6 +43,7 @@ from kb_indexing import BIN, SHARED, WORK, bench_env  # noqa: E402
 FASTAPI = SHARED / "bench" / "corpora" / "fastapi-docs"
 MIXED = SHARED / "bench" / "corpora" / "mixed-formats"
 AEB = SHARED / "bench" / "aeb" / "ground-truth.json"
+SCIFACT_CORPUS = SHARED / "bench" / "scifact" / "corpus.jsonl.gz"
 TRUST = WORK / "trust"
 OLD_CHUNKER = "f61bf9c"  # the chunker before fragments became slices, measured side by side in (c)
 
@@ -161,7 +165,16 @@ def package_descriptions() -> dict[str, tuple[str, str]]:
     return dict(sorted(out.items()))
 
 
-def build_corpus(n_plants: int, seed: int, corpus: str = "docs") -> list[dict]:
+def _science(n: int, seed: int) -> None:
+    """N SciFact abstracts, drawn with the seed, as the `science` repository."""
+    with gzip.open(SCIFACT_CORPUS, "rt", encoding="utf-8") as fh:
+        abstracts = [json.loads(line) for line in fh]
+    (TRUST / "science").mkdir(parents=True, exist_ok=True)
+    for doc in random.Random(f"science-{seed}").sample(abstracts, n):
+        (TRUST / "science" / f"{doc['_id']}.md").write_text(f"# {doc['title']}\n\n{doc['text']}\n", encoding="utf-8")
+
+
+def build_corpus(n_plants: int, seed: int, corpus: str = "docs", science: int = 0) -> list[dict]:
     """Fresh copies of the corpora under TRUST with the planted strings; returns the plants."""
     shutil.rmtree(TRUST, ignore_errors=True)
     docs = TRUST / "docs"
@@ -183,6 +196,8 @@ def build_corpus(n_plants: int, seed: int, corpus: str = "docs") -> list[dict]:
             slug = [s for s in str(value.get("url") or "").rstrip("/").split("/") if s][-1:] or [key[:12]]
             title = re.sub(r"[-_]+", " ", re.sub(r"\.\w+$", "", slug[0]))
             (TRUST / "news" / f"{key[:16]}.md").write_text(f"# {title}\n\n{body}\n", encoding="utf-8")
+    if science:
+        _science(science, seed)
     rng = random.Random(seed)
     candidates = sorted(p for p in docs.rglob("*") if p.suffix in (".md", ".html", ".docx"))
     rng.shuffle(candidates)
@@ -257,10 +272,10 @@ def planted_first(env: dict, plants: list[dict]) -> dict:
             "misses": misses}
 
 
-def unrelated_out(env: dict, questions: list[str]) -> dict:
+def unrelated_out(env: dict, questions: list[str], unrelated: tuple[str, ...] = ("cooking", "news")) -> dict:
     answers = [json.loads(line) for line in search_lines(env, questions, 50_000)]
     out: dict = {"questions": len(questions)}
-    for repo in ("cooking", "news"):
+    for repo in unrelated:
         hits = [{"question": q, "documents": [d["document_path"] for d in a["documents"][:5] if d["repository"] == repo]}
                 for q, a in zip(questions, answers, strict=True)
                 if any(d["repository"] == repo for d in a["documents"][:5])]
@@ -374,11 +389,14 @@ def main() -> None:
     parser.add_argument("--corpus", choices=("docs", "packages"), default="docs",
                         help="docs: fastapi-docs + mixed-formats; packages: the READMEs of the installed Python "
                              "distributions (held out: never looked at while the ranking was written)")
+    parser.add_argument("--science", type=int, default=0, metavar="N",
+                        help="a third unrelated repository: N SciFact abstracts drawn with the seed")
     args = parser.parse_args()
     env = bench_env("trust")
     shutil.rmtree(env["GSD_RESEARCH_HOME"], ignore_errors=True)
-    plants = build_corpus(args.plants, args.seed, args.corpus)
-    for name in ("docs", "cooking", "news"):
+    plants = build_corpus(args.plants, args.seed, args.corpus, args.science)
+    unrelated = ("cooking", "news", "science") if args.science else ("cooking", "news")
+    for name in ("docs", *unrelated):
         researcher(env, "repo", "add", name, str(TRUST / name), "--json")
     started = time.perf_counter()
     indexed = json.loads(researcher(env, "index", "--json").stdout)
@@ -387,11 +405,11 @@ def main() -> None:
                                "failed": sum(r["documents_failed"] for r in indexed["results"])}}
     figures["a_planted_first"] = planted_first(env, plants)
     questions = on_topic_questions(args.corpus)
-    figures["b_unrelated_out_of_top5"] = unrelated_out(env, questions)
+    figures["b_unrelated_out_of_top5"] = unrelated_out(env, questions, unrelated)
     figures["c_fragments_faithful"] = fragments_faithful(env)
     all_queries = [q for p in plants for _, q in queries_of(p)] + questions
     figures["d_within_budget"] = budgets_kept(env, all_queries, random.Random(args.seed))
-    figures["corpus"], figures["seed"] = args.corpus, args.seed
+    figures["corpus"], figures["seed"], figures["science"] = args.corpus, args.seed, args.science
     figures["commit"] = subprocess.run(["git", "-C", str(Path(__file__).resolve().parents[1]), "rev-parse", "--short",
                                         "HEAD"], capture_output=True, text=True).stdout.strip()
     print(json.dumps(figures, indent=2, ensure_ascii=False))
