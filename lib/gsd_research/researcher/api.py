@@ -138,11 +138,11 @@ def put_documents(name: str, documents: list[tuple[str, str, str | None]]) -> in
     folder = repository_folder(name)
     if folder is None:
         raise GsdError(f"Repository '{name}' is not registered", code="REPOSITORY_NOT_FOUND")
-    rows: list[tuple[str, str, str, int]] = []
+    rows: list[tuple[str, str, str, int, str]] = []
     for rel_path, text, title in documents:
         target = _inside(folder, rel_path)
         write_private(target, text)
-        rows += [(fragment_id(rel_path, i), frag, rel_path, i)
+        rows += [(fragment_id(rel_path, i), frag, rel_path, i, "")  # no breadcrumb until the index run
                  for i, frag in enumerate(provisional_fragments(text, title))]
     lexical = _lexical(name)
     try:

@@ -39,8 +39,8 @@ def _candidates(service, query: str, depth: int, paths: list[str] | None, use_ve
 
 def filtered_search(name: str, query: str, *, paths: list[str] | None, n_fragments: int,
                     max_tokens: int | None, mode: str) -> dict:
+    from gsd_research.researcher.ranking import Evidence, candidate_depth, rank
     from gsd_research.researcher.service_factory import ServiceFactory
-    from gsd_research.researcher.services.search_service import candidate_depth, fuse
 
     if paths is not None and not paths:
         return {"passages": [], "mode": "lexical"}
@@ -58,7 +58,7 @@ def filtered_search(name: str, query: str, *, paths: list[str] | None, n_fragmen
     fused_mode = "hybrid" if use_vector and not note else "lexical"
     if mode == "vector" and not note:
         fused_mode = "vector"
-    _, fragments = fuse(vector, lexical, fused_mode, n_fragments, n_fragments)
+    fragments = rank([Evidence(name, vector=vector, lexical=lexical)], n_fragments, n_fragments, fused_mode).fragments
     passages = [{"document_path": f.document_path, "fragment_index": f.fragment_index, "text": f.text,
                  "score": f.score, "match": f.match} for f in fragments]
     out = {"passages": _within(passages, max_tokens), "mode": fused_mode}
