@@ -73,7 +73,8 @@ def test_symlinks_out_of_the_repository_are_skipped_and_named(tmp_path, model):
 
     out = kb("index", "r", "--json").json["results"][0]
 
-    assert sorted(out["skipped_outside"]) == ["leak.md", "sub/leakdir"]
+    assert out["skipped"] == [{"document_path": "leak.md", "reason": "outside"},
+                              {"document_path": "sub/leakdir", "reason": "outside"}]
     assert out["documents_indexed"] == 3
     answer = kb("search", SECRET, "--json", "--fragments", "20", "--documents", "20").json
     assert SECRET not in json.dumps([answer["documents"], answer["fragments"]])

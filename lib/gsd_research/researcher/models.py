@@ -17,6 +17,7 @@ class DocumentMetadata(BaseModel):
     indexed_at: datetime
     fragment_count: int
     text_source: str = "text"  # text | ocr (read by tesseract) | none (no text found: see no_text)
+    ocr_tried: bool = False  # a `none` PDF tesseract already read (not read again while unchanged)
 
 
 class Fragment(BaseModel):
@@ -91,7 +92,7 @@ class IndexingResult(BaseModel):
     documents_ocr: int = 0  # of the indexed documents, read by OCR (tesseract) this run
     documents_no_text: int = 0  # documents of the repository with no text to index (see no_text)
     no_text: list[dict] = Field(default_factory=list)  # [{"document_path", "fix"}]: not indexed, and why
-    skipped_outside: list[str] = Field(default_factory=list)  # symlinks leading out of the folder (not read)
+    skipped: list[dict] = Field(default_factory=list)  # [{"document_path", "reason"}]: not read (see REASONS)
     errors: list[str] = Field(default_factory=list)
     elapsed_seconds: float = 0.0
 

@@ -12,6 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from gsd_research.researcher.gateways.filesystem_gateway import REASONS
+
 # C0 (but tab and newline), DEL, C1, and the bidirectional embedding/override/isolate controls
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _CONTROL_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -58,8 +60,8 @@ def _index(out: Console, payload: dict) -> None:
                   f"failed, {r['fragments_created']} fragments in {r['elapsed_seconds']:.2f}s")
         for e in r["errors"]:
             out.print(f"  [yellow]skipped[/] {safe(e)}")
-        for path in r.get("skipped_outside", []):
-            out.print(f"  [yellow]skipped[/] {safe(path)}: a symlink leading outside the repository")
+        for item in r.get("skipped", []):
+            out.print(f"  [yellow]skipped[/] {safe(item['document_path'])}: {REASONS.get(item['reason'], 'not read')}")
         for item in r.get("no_text", []):
             out.print(f"  [yellow]no text[/] {safe(item['document_path'])}: {safe(item['fix'])}")
     for f in payload.get("failed_repositories", []):

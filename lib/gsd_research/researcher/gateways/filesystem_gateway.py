@@ -1,23 +1,41 @@
 """File discovery, reading and SHA-256 checksums under one repository root, never outside it.
 
-Every path is resolved (symlinks included) and must stay inside the repository's folder: a symlink that
-points out is not followed, and the walk names it in `outside`.
+Every path is resolved (symlinks included) and must stay inside the repository's folder, and only regular
+files are read: a symlink that points out, loops or dangles, and anything that is not a regular file (a FIFO
+would block the reader forever, a device never ends) is not followed, and the walk names it in `skipped`
+with the reason (outside | loop | dangling | not_regular | unreadable).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
 from gsd_research.core.errors import UsageError
 
 SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".mypy_cache"}
+REASONS = {"outside": "a symlink leading outside the repository", "loop": "a symlink loop",
+           "dangling": "a symlink to nothing", "not_regular": "not a regular file (FIFO, socket or device)",
+           "unreadable": "cannot be read"}
 
 
-class OutsideRepository(UsageError):
+class NotIndexable(UsageError):
+    """A path that is not read: `reason` is one of REASONS."""
+
+    def __init__(self, message: str, reason: str, **kwargs) -> None:
+        super().__init__(message, **kwargs)
+        self.reason = reason
+
+
+class OutsideRepository(NotIndexable):
     """A path that resolves outside the repository's folder."""
+
+    def __init__(self, message: str, **kwargs) -> None:
+        super().__init__(message, "outside", **kwargs)
 
 
 class FilesystemGateway:
@@ -25,7 +43,7 @@ class FilesystemGateway:
 
     def __init__(self, base_path: Path) -> None:
         self.base_path = Path(base_path)
-        self.outside: list[str] = []  # symlinks out of the folder met by the last walk
+        self.skipped: list[dict] = []  # [{"document_path", "reason"}] met by the last walk
 
     @property
     def root(self) -> Path:
@@ -34,33 +52,53 @@ class FilesystemGateway:
     def _inside(self, path: Path, root: Path) -> bool:
         return path == root or root in path.parents
 
+    def _problem(self, path: Path, root: Path, directory: bool = False) -> str | None:
+        """Why a walked entry is not followed (None when it is a regular file, or directory, inside)."""
+        try:
+            real = path.resolve(strict=True)
+            mode = real.stat().st_mode
+        except RuntimeError:  # Python < 3.13 reports a symlink loop this way
+            return "loop"
+        except FileNotFoundError:
+            return "dangling"
+        except OSError as exc:
+            return "loop" if exc.errno == errno.ELOOP else "unreadable"
+        if not self._inside(real, root):
+            return "outside"
+        if not (stat.S_ISDIR(mode) if directory else stat.S_ISREG(mode)):
+            return "not_regular"
+        return None
+
+    def _skip(self, path: Path, reason: str) -> None:
+        self.skipped.append({"document_path": path.relative_to(self.base_path).as_posix(), "reason": reason})
+
     def iter_files(self, file_types: list[str]) -> Iterator[str]:
         """Relative paths of matching files, streamed in a stable order (each directory's files sorted,
-        then its subdirectories); hidden and tool directories are skipped, and so is every symlink that
-        leads out of the folder (named in `outside`)."""
+        then its subdirectories); hidden and tool directories are skipped, and so is every entry that is
+        not a regular file inside the folder (named in `skipped`)."""
         suffixes = self._suffixes(file_types)
         root = self.root
-        self.outside = []
+        self.skipped = []
         for folder, dirs, files in os.walk(self.base_path):
             here = Path(folder)
             kept = []
             for d in sorted(dirs):
                 if d in SKIP_DIRS or d.startswith("."):
                     continue
-                if (here / d).is_symlink() and not self._inside((here / d).resolve(), root):
-                    self.outside.append((here / d).relative_to(self.base_path).as_posix())
+                reason = self._problem(here / d, root, directory=True) if (here / d).is_symlink() else None
+                if reason:
+                    self._skip(here / d, reason)
                     continue
                 kept.append(d)
             dirs[:] = kept
             for name in sorted(files):
                 if name.startswith(".") or Path(name).suffix.lower() not in suffixes:
                     continue
-                path = here / name
-                rel = path.relative_to(self.base_path).as_posix()
-                if path.is_symlink() and not self._inside(path.resolve(), root):
-                    self.outside.append(rel)
+                reason = self._problem(here / name, root)
+                if reason:
+                    self._skip(here / name, reason)
                     continue
-                yield rel
+                yield (here / name).relative_to(self.base_path).as_posix()
 
     def count_files(self, file_types: list[str]) -> int:
         return sum(1 for _ in self.iter_files(file_types))
@@ -78,23 +116,45 @@ class FilesystemGateway:
         return {"." + t.lower().lstrip(".") for t in file_types}
 
     def absolute(self, rel: str) -> Path:
-        """The real path of `rel` (symlinks resolved); OutsideRepository when it leads out of the folder."""
+        """The real path of `rel` (symlinks resolved); NotIndexable when it leads out of the folder
+        (OutsideRepository), loops or exists but is not a regular file. A missing file is returned as is."""
         root = self.root
-        path = (root / rel).resolve()
+        try:
+            path = (root / rel).resolve()
+        except RuntimeError:
+            raise NotIndexable(f"{rel} is a symlink loop", "loop") from None
         if not self._inside(path, root):
             raise OutsideRepository(f"{rel} resolves outside the repository folder {self.base_path}",
                                     suggestions=["Give a path inside the repository's folder"])
+        try:
+            mode = path.stat().st_mode
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise NotIndexable(f"{rel} is a symlink loop", "loop") from None
+            return path
+        if not stat.S_ISREG(mode):
+            raise NotIndexable(f"{rel} is {REASONS['not_regular']}", "not_regular")
         return path
 
+    def _open(self, rel: str) -> int:
+        """A descriptor of the regular file `rel`: opened without blocking (a FIFO swapped in after the check
+        cannot hang the reader), then checked again."""
+        fd = os.open(self.absolute(rel), os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise NotIndexable(f"{rel} is {REASONS['not_regular']}", "not_regular")
+        return fd
+
     def read_file(self, rel: str) -> str:
-        return self.absolute(rel).read_text(encoding="utf-8")
+        return self.read_bytes(rel).decode("utf-8")
 
     def read_bytes(self, rel: str) -> bytes:
-        return self.absolute(rel).read_bytes()
+        with os.fdopen(self._open(rel), "rb") as fh:
+            return fh.read()
 
     def compute_checksum(self, rel: str) -> str:
         digest = hashlib.sha256()
-        with self.absolute(rel).open("rb") as fh:
+        with os.fdopen(self._open(rel), "rb") as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(block)
         return digest.hexdigest()
@@ -102,5 +162,5 @@ class FilesystemGateway:
     def file_exists(self, rel: str) -> bool:
         try:
             return self.absolute(rel).is_file()
-        except OutsideRepository:
+        except NotIndexable:
             return False

@@ -15,7 +15,11 @@ from gsd_research.researcher.chunking import VERSION as CHUNKING_VERSION
 from gsd_research.researcher.chunking import embedding_text
 from gsd_research.researcher.gateways.docling_gateway import ConversionError, DoclingGateway
 from gsd_research.researcher.gateways.embedding_gateway import EmbeddingGateway
-from gsd_research.researcher.gateways.filesystem_gateway import FilesystemGateway, OutsideRepository
+from gsd_research.researcher.gateways.filesystem_gateway import (
+    FilesystemGateway,
+    NotIndexable,
+    OutsideRepository,
+)
 from gsd_research.researcher.gateways.lexical_gateway import LexicalGateway
 from gsd_research.researcher.gateways.lock_gateway import WAIT_SECONDS, RepositoryLock
 from gsd_research.researcher.gateways.spool_gateway import SpooledDocument, SpoolGateway
@@ -29,23 +33,23 @@ from gsd_research.researcher.models import (
     IndexStats,
 )
 from gsd_research.researcher.services.heap import limit_malloc_arenas, release_freed_memory
+from gsd_research.researcher.services.index_report import index_stats, no_text_fix
 
 BATCH_FRAGMENTS = 128
 BATCH_DOCUMENTS = 32
-NO_TEXT_LISTED = 20  # no_text documents named in `status` (all are counted)
 Progress = Callable[[int, str], None]
 Converted = tuple[list[Fragment], str]  # fragments and text source (text | ocr | none)
 
 
-def no_text_fix(rel: str, repository: str) -> str:
-    """What would make a document without text readable."""
-    from gsd_research.researcher.gateways.ocr_gateway import INSTALL_FIX, tesseract
+def _tesseract() -> bool:
+    from gsd_research.researcher.gateways.ocr_gateway import tesseract
 
-    if not rel.lower().endswith(".pdf"):
-        return "The file holds no extractable text (empty, or images only); nothing to do"
-    if tesseract():
-        return "OCR (tesseract) found no legible text on its pages; nothing to do"
-    return INSTALL_FIX.format(name=repository)
+    return tesseract() is not None
+
+
+def _ocr_pending(rel: str, known: DocumentMetadata) -> bool:
+    """A PDF recorded without text that tesseract has not read yet (it was not installed then)."""
+    return known.text_source == "none" and not known.ocr_tried and rel.lower().endswith(".pdf")
 
 
 def fragment_id(document_path: str, index: int) -> str:
@@ -149,8 +153,7 @@ class IndexService:
         for rel in self.fs.iter_files(self.file_types):
             digest = self._digest(rel)
             known = self.checksums.get(rel)
-            if known and known.checksum == digest and not (retry_no_text and known.text_source == "none"
-                                                           and rel.lower().endswith(".pdf")):
+            if known and known.checksum == digest and not (retry_no_text and _ocr_pending(rel, known)):
                 result.documents_skipped += 1
                 if progress:
                     progress(1, rel)
@@ -159,16 +162,14 @@ class IndexService:
 
     def _ocr_available(self) -> bool:
         """tesseract is on PATH and some recorded PDF had no text: such PDFs are read again."""
-        if not any(m.text_source == "none" for m in self.checksums.values()):
+        if not any(_ocr_pending(p, m) for p, m in self.checksums.items()):
             return False
-        from gsd_research.researcher.gateways.ocr_gateway import tesseract
-
-        return tesseract() is not None
+        return _tesseract()
 
     def _digest(self, rel: str) -> str:
         try:
             return self.fs.compute_checksum(rel)
-        except (OSError, OutsideRepository):
+        except (OSError, NotIndexable):
             return "unreadable"
 
     def index_repository(self, progress: Progress | None = None, on_plan: Callable[[int], None] | None = None,
@@ -191,7 +192,8 @@ class IndexService:
         if progress and expected:
             progress(0, "storing")
         self._store_phase(expected, deleted, stale, result)
-        result.skipped_outside = sorted(set(self.fs.outside) | set(result.skipped_outside))
+        result.skipped = sorted({s["document_path"]: s for s in self.fs.skipped + result.skipped}.values(),
+                                key=lambda s: s["document_path"])
         result.no_text = [{"document_path": p, "fix": no_text_fix(p, self.name)} for p in self._no_text()]
         result.documents_no_text = len(result.no_text)
         result.elapsed_seconds = round(time.perf_counter() - started, 3)
@@ -267,8 +269,8 @@ class IndexService:
     def _current(self, doc: SpooledDocument) -> bool:
         """A spooled document not stored yet whose file still has the content it was embedded from."""
         known = self.checksums.get(doc.path)
-        if known and known.checksum == doc.checksum and known.text_source == doc.text_source:
-            return False
+        if known and known.checksum == doc.checksum and known.text_source == doc.text_source != "none":
+            return False  # stored by the run that left this spool (a no-text document is simply recorded again)
         return self.fs.includes(doc.path, self.file_types) and self._digest(doc.path) == doc.checksum
 
     def _convert(self, rel: str, digest: str, result: IndexingResult) -> Converted | None:
@@ -278,8 +280,8 @@ class IndexService:
             doc = self.docling.convert(self.fs.absolute(rel), rel)
             fragments = self.docling.chunk(doc)
             return fragments, doc.source if fragments else "none"
-        except OutsideRepository:
-            result.skipped_outside.append(rel)
+        except NotIndexable as exc:  # swapped for a symlink out, a loop or a FIFO after the walk
+            result.skipped.append({"document_path": rel, "reason": exc.reason})
             return None
         except ConversionError as exc:
             result.documents_failed += 1
@@ -317,7 +319,8 @@ class IndexService:
         for doc in documents:
             self.checksums[doc.path] = DocumentMetadata(
                 file_path=doc.path, file_name=Path(doc.path).name, file_type=Path(doc.path).suffix.lstrip(".").lower(),
-                checksum=doc.checksum, indexed_at=now, fragment_count=len(doc.fragments), text_source=doc.text_source)
+                checksum=doc.checksum, indexed_at=now, fragment_count=len(doc.fragments), text_source=doc.text_source,
+                ocr_tried=doc.text_source == "none" and doc.path.lower().endswith(".pdf") and _tesseract())
         self.state.save_checksums(self.checksums)
         self.state.clear_journal()
         result.documents_indexed += sum(1 for doc in documents if doc.text_source != "none")
@@ -388,15 +391,7 @@ class IndexService:
             return rel
 
     def get_stats(self) -> IndexStats:
-        checksums = self.state.load_checksums() or {}
-        last = max((m.indexed_at for m in checksums.values()), default=None)
-        no_text = sorted(p for p, m in checksums.items() if m.text_source == "none")
-        return IndexStats(repository_name=self.name, total_documents=len(checksums) - len(no_text),
-                          total_fragments=sum(m.fragment_count for m in checksums.values()),
-                          last_indexed=last, path=str(self.fs.base_path), store=self.store_label,
-                          embedding_provider=self.embedding.signature,
-                          embedding_precision="+".join(self.state.load_meta().get("precisions") or []) or None,
-                          documents_ocr=sum(1 for m in checksums.values() if m.text_source == "ocr"),
-                          documents_no_text=len(no_text), no_text=no_text[:NO_TEXT_LISTED],
-                          fix=no_text_fix(next((p for p in no_text if p.lower().endswith(".pdf")), no_text[0]),
-                                          self.name) if no_text else None)
+        stats = index_stats(self.name, self.state.load_checksums() or {}, str(self.fs.base_path), self.store_label,
+                            self.embedding.signature)
+        stats.embedding_precision = "+".join(self.state.load_meta().get("precisions") or []) or None
+        return stats
