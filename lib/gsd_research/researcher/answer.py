@@ -4,7 +4,8 @@ What is printed, in order of priority: document 1 with its best passage, passage
 best passage, passage 2, ..., then the documents' further passages. Documents carry their passages' text;
 a fragment whose passage is already printed under its document says where (`"see":
 "documents[0].top_fragments[0]"`) instead of repeating it.
-Whatever does not fit is left out (the last passage that fits in part is cut, `"truncated": true`), and
+Whatever does not fit is left out (the last passage that fits in part is cut around what the query matched,
+its omissions marked `…`, `"truncated": true`), and
 `metadata` says how much there was: `total_available`, `returned`, `truncated`, `tokens_used` (cl100k,
 estimated from above, of the answer exactly as printed) and `max_tokens`.
 """
@@ -17,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gsd_research.core.errors import UsageError
-from gsd_research.core.tokens import count_tokens, cut_to_tokens
+from gsd_research.core.tokens import count_tokens
+from gsd_research.researcher.excerpt import excerpt
 from gsd_research.researcher.models import SearchResult
 from gsd_research.researcher.ranking import Ranking
 
@@ -151,6 +153,7 @@ class AnswerBuilder:
         return cost, text_cost
 
     def build(self, shell: dict) -> dict:
+        self.query = str(shell.get("query") or "")
         empty = self.render(shell, [])
         if empty["metadata"]["tokens_used"] > self.max_tokens:
             need = empty["metadata"]["tokens_used"]
@@ -177,12 +180,11 @@ class AnswerBuilder:
                 printed[_key(f)] = compact_tokens(fragment_json(f)) + 2
         return self._settle(shell, chosen)
 
-    @staticmethod
-    def _cut(text: str, room: int) -> str | None:
+    def _cut(self, text: str, room: int) -> str | None:
+        """The passage within `room` tokens around what the query matched, omissions marked (see excerpt)."""
         if room <= 4:
             return None
-        cut, _ = cut_to_tokens(text, room - 4, measure=lambda s: compact_tokens({"t": s}))
-        return cut or None
+        return excerpt(text, self.query, room - 4, lambda s: compact_tokens({"t": s})) or None
 
     def _settle(self, shell: dict, chosen: list[tuple[_Unit, str | None]]) -> dict:
         """Render; while the real count is over the budget, cut or drop the last unit."""
@@ -191,7 +193,7 @@ class AnswerBuilder:
             over = out["metadata"]["tokens_used"] - self.max_tokens
             unit, text = chosen[-1]
             target = count_tokens(text or "") - over - 8
-            cut = self._cut(text or "", target) if target >= (MIN_CUT_TOKENS if len(chosen) > 1 else 1) else None
+            cut = self._cut(self._fragment(unit).text, target) if target >= (MIN_CUT_TOKENS if len(chosen) > 1 else 1) else None
             chosen[-1:] = [(unit, cut)] if cut else []
             out = self.render(shell, chosen)
         return out
