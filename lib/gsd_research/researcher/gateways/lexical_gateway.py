@@ -41,6 +41,39 @@ def phrase(term: str) -> str | None:
     return '"' + " ".join(tokens) + '"' if tokens else None
 
 
+_HEX_PREFIX = re.compile(r"(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{8,}")
+
+
+def partial_expression(term: str) -> str | None:
+    """An FTS5 query for fragments that may hold `term` inside a longer token, when `term` is distinctive
+    enough for that: a hexadecimal prefix of 8 or more characters (a short commit hash: the tokens starting
+    with it), or a code of three or more parts, two of them numbers, such as a version `7.13.0-rc.4` (the text
+    `v7.13.0-rc.4+build.9981`: its parts after the first, as a phrase). None for anything else. The
+    candidates are then checked by `holds`."""
+    tokens = re.findall(r"\w+", term.lower())
+    if len(tokens) == 1 and _HEX_PREFIX.fullmatch(tokens[0]):
+        return f'"{tokens[0]}"*'
+    if not re.search(r"\s", term) and len(tokens) >= 3 and sum(t.isdigit() for t in tokens) >= 2:
+        return '"' + " ".join(tokens[1:]) + '"'
+    return None
+
+
+def holds(text: str, term: str) -> bool:
+    """Whether `text` holds `term` as it is written, at the start of a token or inside one; a term of several
+    parts must end where the text's token ends (`rc.4` is not `rc.40`)."""
+    lower, needle = text.lower(), term.lower()
+    single = len(re.findall(r"\w+", needle)) == 1
+    start = lower.find(needle)
+    while start >= 0:
+        end = start + len(needle)
+        if single and (start == 0 or not lower[start - 1].isalnum()):
+            return True
+        if not single and (end == len(lower) or not (lower[end].isalnum() and needle[-1].isalnum())):
+            return True
+        start = lower.find(needle, start + 1)
+    return False
+
+
 class LexicalGateway:
     """BM25 over fragments in `lexical.sqlite`; writes are transactions, so a crash never half-writes."""
 
@@ -115,6 +148,13 @@ class LexicalGateway:
     def phrase_hits(self, expr: str, n_results: int) -> list:
         """The fragments holding the FTS5 phrase `expr`, best BM25 first."""
         return self._rows("fragments MATCH ?", [expr], n_results)
+
+    def partial_hits(self, term: str, n_results: int, scan: int = 500) -> list:
+        """The fragments holding `term` inside a longer token (see `partial_expression`), best BM25 first."""
+        expr = partial_expression(term)
+        if not expr:
+            return []
+        return [r for r in self._rows("fragments MATCH ?", [expr], scan) if holds(r.text, term)][:n_results]
 
     def close(self) -> None:
         if self._conn is not None:

@@ -60,9 +60,13 @@ class SearchService:
             if not expr:
                 continue
             n = self.lexical.phrase_documents(expr)
+            hits = None
+            if n == 0:  # not a whole token anywhere: perhaps part of one (a short hash, a bare version)
+                hits = self.lexical.partial_hits(term, EXACT_HITS)
+                n = len({h.document_path for h in hits})
             ev.term_documents[term] = n
             if 0 < n <= rare_limit(term):
-                ev.exact[term] = self.lexical.phrase_hits(expr, EXACT_HITS)
+                ev.exact[term] = hits if hits is not None else self.lexical.phrase_hits(expr, EXACT_HITS)
 
     def search_many(self, queries: list[str], n_fragments: int = 10, n_documents: int = 5, mode: str = "hybrid",
                     query_embeddings: list[list[float]] | None = None, fusion: str = "score"
