@@ -3,9 +3,11 @@ an index run; each is skipped and named with the reason, and an unchanged blank 
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -125,3 +127,32 @@ def test_a_no_text_pdf_recorded_before_tesseract_is_read_once_it_is_there(tmp_pa
     assert (out["documents_indexed"], out["documents_ocr"], out["documents_failed"]) == (1, 1, 0), out
     assert [d["document_path"] for d in out["no_text"]] == ["blank.pdf"]
     assert kb("index", "s", "--json").json["results"][0]["documents_failed"] == 0
+
+
+def test_a_damaged_keyword_index_is_named_and_rebuilt_by_index(tmp_path, model, home):
+    root = make_repo(tmp_path / "repo", {"a.md": "# A\n\nThe axolotl regrows limbs.\n",
+                                         "b.md": "# B\n\nThe okapi is shy.\n"})
+    kb("repo", "add", "r", str(root), "--json")
+    kb("index", "r", "--json")
+    store = home / "repositories" / "r" / "lexical.sqlite"
+    gc.collect()  # no connection of this process left open on it (SQLite shares one WAL index per process)
+    for extra in ("-wal", "-shm"):
+        Path(str(store) + extra).unlink(missing_ok=True)
+    store.write_bytes(b"this is not a database at all" * 100)
+
+    search = kb("search", "axolotl", "--json")
+    assert search.json["error"]["code"] == "INDEX_DAMAGED", search.stdout
+    assert str(store) in search.json["error"]["message"]
+    assert "researcher index r" in search.json["error"]["suggestions"][0]
+    status = kb("status", "r", "--json").json["repositories"][0]
+    assert str(store) in status["damaged"] and "researcher index r" in status["damaged"]
+    assert "damaged" in kb("status", "r").stdout
+
+    out = kb("index", "r", "--json")
+
+    assert out.code == 0, out.stdout
+    result = out.json["results"][0]
+    assert result["documents_indexed"] == 2 and "moved aside" in result["repaired"], result
+    assert list(store.parent.glob("lexical.sqlite.damaged-*"))
+    assert kb("search", "axolotl", "--json").json["documents"][0]["document_path"] == "a.md"
+    assert kb("status", "r", "--json").json["repositories"][0]["damaged"] is None

@@ -94,6 +94,7 @@ class IndexingResult(BaseModel):
     no_text: list[dict] = Field(default_factory=list)  # [{"document_path", "fix"}]: not indexed, and why
     skipped: list[dict] = Field(default_factory=list)  # [{"document_path", "reason"}]: not read (see REASONS)
     errors: list[str] = Field(default_factory=list)
+    repaired: str | None = None  # a damaged store set aside and rebuilt by this run
     elapsed_seconds: float = 0.0
 
 
@@ -112,3 +113,4 @@ class IndexStats(BaseModel):
     documents_no_text: int = 0
     no_text: list[str] = Field(default_factory=list)  # the first NO_TEXT_LISTED of them
     fix: str | None = None  # what makes the no_text documents readable
+    damaged: str | None = None  # the index cannot be read: which file, why, and the command that rebuilds it

@@ -62,6 +62,8 @@ def _index(out: Console, payload: dict) -> None:
             out.print(f"  [yellow]skipped[/] {safe(e)}")
         for item in r.get("skipped", []):
             out.print(f"  [yellow]skipped[/] {safe(item['document_path'])}: {REASONS.get(item['reason'], 'not read')}")
+        if r.get("repaired"):
+            out.print(f"  [yellow]repaired[/] {safe(r['repaired'])}")
         for item in r.get("no_text", []):
             out.print(f"  [yellow]no text[/] {safe(item['document_path'])}: {safe(item['fix'])}")
     for f in payload.get("failed_repositories", []):
@@ -112,6 +114,8 @@ def _status(out: Console, payload: dict) -> None:
 
 def _no_text(out: Console, payload: dict) -> None:
     for s in payload["repositories"]:
+        if s.get("damaged"):
+            out.print(f"[bold red]{safe(s['repository_name'])}: {safe(s['damaged'])}[/]")
         if s.get("documents_no_text"):
             out.print(f"{safe(s['repository_name'])}: no text in {safe(', '.join(s['no_text']))}. {safe(s['fix'])}")
 

@@ -68,7 +68,7 @@ class ServiceFactory:
     def lexical_gateway(self, repository: RepositoryConfig):
         from gsd_research.researcher.gateways.lexical_gateway import LexicalGateway
 
-        return LexicalGateway(self.repo_dir(repository) / "lexical.sqlite")
+        return LexicalGateway(self.repo_dir(repository) / "lexical.sqlite", repository.name)
 
     def index_service(self, repository: RepositoryConfig):
         from gsd_research.researcher.chunking import VERSION as CHUNKING_VERSION

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sqlite3
+import time
 from pathlib import Path
 
+from gsd_research.core.errors import GsdError
 from gsd_research.core.private import open_private
 
 _TOKEN = re.compile(r"[\w][\w.\-]*[\w]|\w", re.UNICODE)
@@ -74,26 +77,70 @@ def holds(text: str, term: str) -> bool:
     return False
 
 
+class LexicalStoreDamaged(GsdError):
+    """lexical.sqlite is not a readable SQLite database (overwritten, truncated, disk error)."""
+
+    code = "INDEX_DAMAGED"
+
+
+def _guarded(method):
+    """SQLite's "file is not a database" / "malformed" errors become LexicalStoreDamaged, naming the file."""
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and "malformed" not in str(exc):
+                raise
+            self.close()
+            fix = f"researcher index {self.repository}" if self.repository else "researcher index REPOSITORY"
+            raise LexicalStoreDamaged(
+                f"The keyword index {self.db_path} is damaged ({exc})",
+                suggestions=[f"Run: {fix} (sets the damaged file aside and rebuilds the index from the documents)"],
+            ) from None
+    return call
+
+
 class LexicalGateway:
     """BM25 over fragments in `lexical.sqlite`; writes are transactions, so a crash never half-writes."""
 
-    def __init__(self, db_path: Path) -> None:
-        self.db_path = Path(db_path)
+    def __init__(self, db_path: Path, repository: str = "") -> None:
+        self.db_path, self.repository = Path(db_path), repository
         self._conn: sqlite3.Connection | None = None
 
     @property
     def conn(self) -> sqlite3.Connection:
         if self._conn is None:
-            self.db_path.parent.mkdir(parents=True, exist_ok=True)
-            os.close(open_private(self.db_path, os.O_RDWR | os.O_CREAT))  # private, no symlink, before SQLite writes
-            self._conn = sqlite3.connect(str(self.db_path))
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            columns = tuple(r[1] for r in self._conn.execute("PRAGMA table_info(fragments)"))
-            if columns and columns != COLUMNS:  # an index written by an older version: rebuilt by the next index run
-                self._conn.execute("DROP TABLE fragments")
-            self._conn.executescript(SCHEMA)
+            self._conn = self._open()
         return self._conn
 
+    @_guarded
+    def _open(self) -> sqlite3.Connection:
+        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        os.close(open_private(self.db_path, os.O_RDWR | os.O_CREAT))  # private, no symlink, before SQLite writes
+        conn = sqlite3.connect(str(self.db_path))
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            columns = tuple(r[1] for r in conn.execute("PRAGMA table_info(fragments)"))
+            if columns and columns != COLUMNS:  # an index written by an older version: rebuilt by the next index run
+                conn.execute("DROP TABLE fragments")
+            conn.executescript(SCHEMA)
+        except sqlite3.DatabaseError:
+            conn.close()
+            raise
+        return conn
+
+    def set_aside(self) -> Path:
+        """Move a damaged store (and its WAL files) aside, so the next use starts an empty one; its new name."""
+        self.close()
+        aside = self.db_path.with_name(f"{self.db_path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+        for suffix in ("", "-wal", "-shm"):
+            part = Path(str(self.db_path) + suffix)
+            if part.exists():
+                part.rename(Path(str(aside) + suffix))
+        return aside
+
+    @_guarded
     def replace_documents(self, paths: list[str], rows: list[tuple[str, str, str, int, str]]) -> None:
         """Delete the documents' old fragments and insert (fragment_id, text, path, index, breadcrumb) rows in one
         transaction."""
@@ -103,6 +150,7 @@ class LexicalGateway:
                 "INSERT INTO fragments (fragment_id, text, document_path, fragment_index, breadcrumb) "
                 "VALUES (?, ?, ?, ?, ?)", rows)
 
+    @_guarded
     def clear(self) -> None:
         with self.conn:
             self.conn.execute("DELETE FROM fragments")
@@ -110,12 +158,15 @@ class LexicalGateway:
     def delete_by_document(self, document_path: str) -> None:
         self.replace_documents([document_path], [])
 
+    @_guarded
     def count(self) -> int:
         return self.conn.execute("SELECT count(*) FROM fragments").fetchone()[0]
 
+    @_guarded
     def get_all_document_paths(self) -> list[str]:
         return [r[0] for r in self.conn.execute("SELECT DISTINCT document_path FROM fragments ORDER BY 1")]
 
+    @_guarded
     def _rows(self, where: str, params: list, n_results: int) -> list:
         """SearchResults of the fragments matching `where`, best BM25 first. The models (pydantic) are imported
         here, not at the top: writers such as researcher.api stay light."""
@@ -138,6 +189,7 @@ class LexicalGateway:
             params += list(paths)
         return self._rows(where, params, n_results)
 
+    @_guarded
     def phrase_documents(self, expr: str, cap: int = 100) -> int:
         """How many documents hold the FTS5 phrase `expr`, counted over its first `cap` fragments (enough to tell
         a rare term from a common one, without reading every fragment of a common word)."""

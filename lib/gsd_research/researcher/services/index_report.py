@@ -18,13 +18,25 @@ def no_text_fix(rel: str, repository: str) -> str:
     return INSTALL_FIX.format(name=repository)
 
 
+def tesseract_on_path() -> bool:
+    from gsd_research.researcher.gateways.ocr_gateway import tesseract
+
+    return tesseract() is not None
+
+
+def ocr_pending(rel: str, known: DocumentMetadata) -> bool:
+    """A PDF recorded without text that tesseract has not read yet (it was not installed then)."""
+    return known.text_source == "none" and not known.ocr_tried and rel.lower().endswith(".pdf")
+
+
 def index_stats(name: str, checksums: dict[str, DocumentMetadata], path: str, store: str,
-                embedding: str) -> IndexStats:
+                embedding: str, precisions: list[str] | None = None) -> IndexStats:
     last = max((m.indexed_at for m in checksums.values()), default=None)
     no_text = sorted(p for p, m in checksums.items() if m.text_source == "none")
     return IndexStats(repository_name=name, total_documents=len(checksums) - len(no_text),
                       total_fragments=sum(m.fragment_count for m in checksums.values()),
                       last_indexed=last, path=path, store=store, embedding_provider=embedding,
+                      embedding_precision="+".join(precisions or []) or None,
                       documents_ocr=sum(1 for m in checksums.values() if m.text_source == "ocr"),
                       documents_no_text=len(no_text), no_text=no_text[:NO_TEXT_LISTED],
                       fix=no_text_fix(next((p for p in no_text if p.lower().endswith(".pdf")), no_text[0]),

@@ -20,7 +20,7 @@ from gsd_research.researcher.gateways.filesystem_gateway import (
     NotIndexable,
     OutsideRepository,
 )
-from gsd_research.researcher.gateways.lexical_gateway import LexicalGateway
+from gsd_research.researcher.gateways.lexical_gateway import LexicalGateway, LexicalStoreDamaged
 from gsd_research.researcher.gateways.lock_gateway import WAIT_SECONDS, RepositoryLock
 from gsd_research.researcher.gateways.spool_gateway import SpooledDocument, SpoolGateway
 from gsd_research.researcher.gateways.state_gateway import StateGateway
@@ -33,23 +33,17 @@ from gsd_research.researcher.models import (
     IndexStats,
 )
 from gsd_research.researcher.services.heap import limit_malloc_arenas, release_freed_memory
-from gsd_research.researcher.services.index_report import index_stats, no_text_fix
+from gsd_research.researcher.services.index_report import (
+    index_stats,
+    no_text_fix,
+    ocr_pending,
+    tesseract_on_path,
+)
 
 BATCH_FRAGMENTS = 128
 BATCH_DOCUMENTS = 32
 Progress = Callable[[int, str], None]
 Converted = tuple[list[Fragment], str]  # fragments and text source (text | ocr | none)
-
-
-def _tesseract() -> bool:
-    from gsd_research.researcher.gateways.ocr_gateway import tesseract
-
-    return tesseract() is not None
-
-
-def _ocr_pending(rel: str, known: DocumentMetadata) -> bool:
-    """A PDF recorded without text that tesseract has not read yet (it was not installed then)."""
-    return known.text_source == "none" and not known.ocr_tried and rel.lower().endswith(".pdf")
 
 
 def fragment_id(document_path: str, index: int) -> str:
@@ -96,6 +90,13 @@ class IndexService:
     # -- recovery -------------------------------------------------------------------------------
 
     def _load_state(self) -> None:
+        try:
+            self.lexical.count()
+        except LexicalStoreDamaged as exc:  # set aside, and everything indexed again (both stores agree then)
+            aside = self.lexical.set_aside()
+            log.event("index.repair", repository=self.name, damaged=str(aside))
+            self.repaired = f"{exc.message}; moved aside to {aside.name}, every document indexed again"
+            self._reset()
         checksums = self.state.load_checksums()
         meta = self.state.load_meta()
         journal = self.state.load_journal()
@@ -153,7 +154,7 @@ class IndexService:
         for rel in self.fs.iter_files(self.file_types):
             digest = self._digest(rel)
             known = self.checksums.get(rel)
-            if known and known.checksum == digest and not (retry_no_text and _ocr_pending(rel, known)):
+            if known and known.checksum == digest and not (retry_no_text and ocr_pending(rel, known)):
                 result.documents_skipped += 1
                 if progress:
                     progress(1, rel)
@@ -162,9 +163,9 @@ class IndexService:
 
     def _ocr_available(self) -> bool:
         """tesseract is on PATH and some recorded PDF had no text: such PDFs are read again."""
-        if not any(_ocr_pending(p, m) for p, m in self.checksums.items()):
+        if not any(ocr_pending(p, m) for p, m in self.checksums.items()):
             return False
-        return _tesseract()
+        return tesseract_on_path()
 
     def _digest(self, rel: str) -> str:
         try:
@@ -192,6 +193,7 @@ class IndexService:
         if progress and expected:
             progress(0, "storing")
         self._store_phase(expected, deleted, stale, result)
+        result.repaired = getattr(self, "repaired", None)
         result.skipped = sorted({s["document_path"]: s for s in self.fs.skipped + result.skipped}.values(),
                                 key=lambda s: s["document_path"])
         result.no_text = [{"document_path": p, "fix": no_text_fix(p, self.name)} for p in self._no_text()]
@@ -320,7 +322,7 @@ class IndexService:
             self.checksums[doc.path] = DocumentMetadata(
                 file_path=doc.path, file_name=Path(doc.path).name, file_type=Path(doc.path).suffix.lstrip(".").lower(),
                 checksum=doc.checksum, indexed_at=now, fragment_count=len(doc.fragments), text_source=doc.text_source,
-                ocr_tried=doc.text_source == "none" and doc.path.lower().endswith(".pdf") and _tesseract())
+                ocr_tried=doc.text_source == "none" and doc.path.lower().endswith(".pdf") and tesseract_on_path())
         self.state.save_checksums(self.checksums)
         self.state.clear_journal()
         result.documents_indexed += sum(1 for doc in documents if doc.text_source != "none")
@@ -392,6 +394,9 @@ class IndexService:
 
     def get_stats(self) -> IndexStats:
         stats = index_stats(self.name, self.state.load_checksums() or {}, str(self.fs.base_path), self.store_label,
-                            self.embedding.signature)
-        stats.embedding_precision = "+".join(self.state.load_meta().get("precisions") or []) or None
+                            self.embedding.signature, self.state.load_meta().get("precisions"))
+        try:
+            self.lexical.count()
+        except LexicalStoreDamaged as exc:
+            stats.damaged = f"{exc.message}. {exc.suggestions[0]}"
         return stats
