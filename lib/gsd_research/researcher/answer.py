@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gsd_research.core.errors import UsageError
-from gsd_research.core.tokens import count_tokens
+from gsd_research.core.tokens import count_tokens, cut_to_tokens
 from gsd_research.researcher.excerpt import excerpt
 from gsd_research.researcher.models import SearchResult
 from gsd_research.researcher.ranking import Ranking
 
 DEFAULT_MAX_TOKENS = 2000
+ECHO_SHARE, ECHO_MIN_TOKENS = 8, 16  # an echoed query gets at most max_tokens/8 tokens (16 at least)
 MIN_CUT_TOKENS = 40  # a passage cut shorter than this is left out (unless it would be the only one)
 Measure = Callable[[dict], int]
 
@@ -65,8 +66,10 @@ def _passage_json(f: SearchResult) -> dict:
 class AnswerBuilder:
     """Chooses what of a ranking fits the budget and renders it."""
 
-    def __init__(self, ranking: Ranking, roots: dict[str, str], max_tokens: int, measure: Measure) -> None:
+    def __init__(self, ranking: Ranking, roots: dict[str, str], max_tokens: int, measure: Measure,
+                 option: str = "--max-tokens") -> None:
         self.ranking, self.roots, self.max_tokens, self.measure = ranking, roots, max_tokens, measure
+        self.option = option  # how the caller names the budget (the CLI option, the MCP parameter)
 
     def _units(self) -> list[_Unit]:
         docs, frags = self.ranking.documents, self.ranking.fragments
@@ -154,11 +157,12 @@ class AnswerBuilder:
 
     def build(self, shell: dict) -> dict:
         self.query = str(shell.get("query") or "")
+        shell = self._echo(shell)
         empty = self.render(shell, [])
         if empty["metadata"]["tokens_used"] > self.max_tokens:
             need = empty["metadata"]["tokens_used"]
-            raise UsageError(f"--max-tokens {self.max_tokens} is too small for this answer (its envelope alone "
-                             f"needs {need})", suggestions=[f"Use --max-tokens {max(need + 300, 500)} or more"])
+            raise UsageError(f"{self.option} {self.max_tokens} is too small for this answer (its envelope alone "
+                             f"needs {need})", suggestions=[f"Use {self.option} {max(need + 300, 500)} or more"])
         chosen: list[tuple[_Unit, str | None]] = []
         remaining = self.max_tokens - empty["metadata"]["tokens_used"]
         printed: dict[tuple[str, str], int] = {}  # passage -> what its fragment entry costs with the text
@@ -179,6 +183,14 @@ class AnswerBuilder:
             elif _key(f) not in printed:
                 printed[_key(f)] = compact_tokens(fragment_json(f)) + 2
         return self._settle(shell, chosen)
+
+    def _echo(self, shell: dict) -> dict:
+        """The shell with its echoed query cut to a share of the budget (a pasted log as the query), marked."""
+        room = max(ECHO_MIN_TOKENS, self.max_tokens // ECHO_SHARE)
+        if not self.query or count_tokens(self.query) <= room:
+            return shell
+        cut, _ = cut_to_tokens(self.query, room)
+        return {**shell, "query": cut + "…", "metadata": {**shell.get("metadata", {}), "query_truncated": True}}
 
     def _cut(self, text: str, room: int) -> str | None:
         """The passage within `room` tokens around what the query matched, omissions marked (see excerpt)."""
@@ -206,6 +218,7 @@ def _entries(documents: list[dict], fragments: list[dict]):
 
 
 def answer(ranking: Ranking, shell: dict, roots: dict[str, str], max_tokens: int,
-           measure: Measure = compact_tokens) -> dict:
-    """`shell` (query, metadata, ...) with the ranking's documents and fragments, within `max_tokens` by `measure`."""
-    return AnswerBuilder(ranking, roots, max_tokens, measure).build(shell)
+           measure: Measure = compact_tokens, option: str = "--max-tokens") -> dict:
+    """`shell` (query, metadata, ...) with the ranking's documents and fragments, within `max_tokens` by `measure`;
+    `option` names the budget in errors."""
+    return AnswerBuilder(ranking, roots, max_tokens, measure, option).build(shell)

@@ -106,6 +106,12 @@ class ConfigGateway:
         return path
 
     def load(self) -> ResearcherConfig:
+        if self.config_dir.exists() and not self.config_dir.is_dir():
+            from gsd_research.core.errors import GsdError
+
+            raise GsdError(f"The state folder {self.config_dir} (GSD_RESEARCH_HOME) is not a directory",
+                           code="STATE_NOT_WRITABLE",
+                           suggestions=["Point GSD_RESEARCH_HOME at a writable directory", "gsd-research doctor"])
         if not self.path.is_file():
             return ResearcherConfig()
         import yaml

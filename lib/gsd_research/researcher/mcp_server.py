@@ -16,6 +16,7 @@ INSTRUCTIONS = ("Search the user's local document repositories (exact terms, BM2
                 "the passages themselves. Answers fit max_tokens (default 2000).")
 LOCK_WAIT_SECONDS = 30.0  # an MCP call waits this long for an index run of the same repository
 MAX_RESULTS = 100
+MAX_PATH_CHARS = 4096
 
 
 def mcp_tokens(doc: dict) -> int:
@@ -23,6 +24,21 @@ def mcp_tokens(doc: dict) -> int:
     from gsd_research.core.tokens import count_tokens
 
     return count_tokens(json.dumps(doc, ensure_ascii=False, default=str))
+
+
+def _count(n_results) -> int:
+    if isinstance(n_results, bool) or not isinstance(n_results, int) or not 1 <= n_results <= MAX_RESULTS:
+        raise UsageError(f"n_results must be an integer from 1 to {MAX_RESULTS} (got {str(n_results)[:40]})")
+    return n_results
+
+
+def check_path(path, name: str) -> None:
+    """A file path argument a file system can take: text, no NUL, not absurdly long."""
+    if not isinstance(path, str) or not path.strip() or "\x00" in path or len(path) > MAX_PATH_CHARS \
+            or any(len(part.encode("utf-8", "replace")) > 255 for part in path.split("/")):
+        raise UsageError(f"{name} must be a file path (text without NUL characters, at most {MAX_PATH_CHARS} "
+                         "characters, each part at most 255 bytes)",
+                         suggestions=["Give the path of a file inside the repository's folder"])
 
 
 class KnowledgeBaseTools:
@@ -62,13 +78,14 @@ class KnowledgeBaseTools:
         else:
             ranking.documents = []
         out = answer(ranking, {"success": True, "query": query, "metadata": {}}, {r.name: r.path for r in repos},
-                     max_tokens, mcp_tokens)
+                     max_tokens, mcp_tokens, option="max_tokens")
         out.pop("fragments" if keep == "documents" else "documents")
         out["metadata"] = out.pop("metadata")
         return out
 
     def add_to_index(self, repository: str, file_path: str) -> dict:
         def run():
+            check_path(file_path, "file_path")
             repo = self.factory.repository_service.get_repository(repository)
             chunked = self.factory.index_service(repo).index_file(file_path, wait=LOCK_WAIT_SECONDS)
             out = {"success": True, "repository": repository, "document_path": chunked.document_path,
@@ -84,6 +101,7 @@ class KnowledgeBaseTools:
 
     def remove_from_index(self, repository: str, document_path: str) -> dict:
         def run():
+            check_path(document_path, "document_path")
             repo = self.factory.repository_service.get_repository(repository)
             return {"success": True, "repository": repository,
                     "removed": self.factory.index_service(repo).remove_document(document_path, wait=LOCK_WAIT_SECONDS)}
@@ -92,13 +110,11 @@ class KnowledgeBaseTools:
 
     def search_fragments(self, query: str, repository: str | None = None, n_results: int = 10,
                          max_tokens: int = DEFAULT_MAX_TOKENS) -> dict:
-        n = max(0, min(int(n_results), MAX_RESULTS))
-        return self._guard(self._search, query, repository, n, 1, max_tokens, "fragments")
+        return self._guard(lambda: self._search(query, repository, _count(n_results), 1, max_tokens, "fragments"))
 
     def search_documents(self, query: str, repository: str | None = None, n_results: int = 5,
                          max_tokens: int = DEFAULT_MAX_TOKENS) -> dict:
-        n = max(0, min(int(n_results), MAX_RESULTS))
-        return self._guard(self._search, query, repository, 1, n, max_tokens, "documents")
+        return self._guard(lambda: self._search(query, repository, 1, _count(n_results), max_tokens, "documents"))
 
     def list_repositories(self) -> dict:
         return self._guard(lambda: {"success": True, "repositories": [

@@ -70,7 +70,9 @@ def _read_queries(path: str) -> list[tuple[object, str | None, dict | None]]:
         except ValueError:
             item = None
         if not isinstance(item, dict) or not isinstance(item.get("query"), str) or not item["query"].strip():
-            out.append((n, None, {"code": "USAGE_ERROR", "message": f"line {n}: expected {{\"id\": …, \"query\": …}}"}))
+            qid = item.get("id", n) if isinstance(item, dict) else n  # the caller's id when it gave one
+            out.append((qid, None, {"code": "USAGE_ERROR",
+                                    "message": f"line {n}: expected {{\"id\": …, \"query\": \"non-empty text\"}}"}))
         else:
             out.append((item.get("id", n), item["query"].strip(), None))
     return out
