@@ -151,3 +151,36 @@ def test_docling_documents_are_chunked_by_their_own_structure(name):
         assert table and "| Grain" in table[0].text  # the table (fits the budget) is kept whole
         small = DoclingGateway(counter=approx_counter, max_tokens=60).chunk(doc)
         assert any(f.breadcrumb.startswith("Swimming in the lake") for f in small)
+
+
+def _sections(n: int, paragraphs: int, words: int = 18) -> str:
+    out = ["# Guide\n"]
+    for s in range(n):
+        out.append(f"## Section {s}\n")
+        out += [" ".join(f"w{s}x{p}y{k}" for k in range(words)) + ".\n" for p in range(paragraphs)]
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("paragraphs", [1, 2, 3, 4, 5, 7])
+def test_no_fragment_ends_on_a_bare_heading(paragraphs):
+    from gsd_research.researcher.chunking import chunk_text
+
+    text = _sections(12, paragraphs)
+    fragments = chunk_text(text, "g.md", max_tokens=120)
+
+    assert len(fragments) >= 3
+    assert_slices(fragments, text)
+    for f in fragments:
+        assert not f.text.rstrip().split("\n")[-1].startswith("#"), f.text
+
+
+def test_a_section_boundary_in_the_last_quarter_ends_the_fragment():
+    from gsd_research.researcher.chunking import approx_counter, chunk_text
+
+    text = _sections(10, 3, words=10)  # sections of ~39 counted tokens: a boundary falls near each fragment's end
+    fragments = chunk_text(text, "g.md", max_tokens=100)
+
+    assert_slices(fragments, text)
+    starts = [f for f in fragments[1:] if f.text.startswith("## Section")]
+    assert len(starts) >= len(fragments) - 2, [f.text[:40] for f in fragments]
+    assert all(approx_counter([f.breadcrumb + "\n" + f.text])[0] <= 100 for f in fragments)

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from gsd_research.researcher.models import Fragment
 
 Counter = Callable[[list[str]], list[int]]
-VERSION = 2  # part of the spool recipe and of meta.json: fragments of another version are rebuilt
+VERSION = 3  # part of the spool recipe and of meta.json: fragments of another version are rebuilt
 BREADCRUMB_SEPARATOR = " > "
 MIN_BUDGET = 16
+TAIL_SHARE = 0.25  # a full fragment ends at a section boundary found in its last quarter
 _HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _TABLE = re.compile(r"^ {0,3}\|")
@@ -212,6 +213,49 @@ def _units(text: str, blocks: list[Block], count: Counter, max_tokens: int, crum
             yield a, b, pn, Block(a, b, block.kind, block.path)
 
 
+_Unit = tuple[int, int, int, Block]  # start, end, tokens, block
+
+
+def _section_tail(units: list[_Unit], budget: int) -> list[_Unit]:
+    """The units a full fragment hands to the next one so that it ends at a section boundary: its trailing
+    headings (a fragment never ends on a bare heading), else everything from the first heading in its last
+    TAIL_SHARE of the budget. At least one unit stays."""
+    i = len(units)
+    while i > 1 and units[i - 1][3].kind == "heading":
+        i -= 1
+    if i < len(units):
+        return units[i:]
+    tail = 0
+    for j in range(len(units) - 1, 0, -1):
+        tail += units[j][2]
+        if tail > TAIL_SHARE * budget:
+            break
+        if units[j][3].kind == "heading":
+            i = j
+    return units[i:]
+
+
+def _start_fragment(packed: list[list[_Unit]], unit: _Unit, budget: int, budget_of: Callable) -> None:
+    """Start a new fragment with `unit`, taking over the previous fragment's section tail when it fits (see
+    `_section_tail`); trailing headings that do not fit with it become a fragment of their own (left out
+    when the next fragment's breadcrumb shows them)."""
+    carry = _section_tail(packed[-1], budget) if packed else []
+    fits = bool(carry) and sum(u[2] for u in carry) + unit[2] <= budget_of(carry[0][3].path)
+    bare = bool(carry) and all(u[3].kind == "heading" for u in carry)
+    if fits or bare:
+        del packed[-1][-len(carry):]
+        packed += [[*carry, unit]] if fits else [carry, [unit]]
+    else:
+        packed.append([unit])
+
+
+def _span(units: list[_Unit], max_tokens: int, crumb_size: Callable[[str], int]) -> _Span:
+    first = units[0][3]
+    titles = [u[3].title for u in units]
+    return _Span(units[0][0], units[-1][1], _fitting_crumb(first.path, max_tokens, crumb_size), first.path,
+                 titles if all(u[3].kind == "heading" for u in units) else None)
+
+
 def _carried_by_next(span: _Span, following: _Span | None) -> bool:
     """A fragment of headings alone whose headings the next fragment's breadcrumb shows in full: left out (the
     headings are not lost, and a title-only fragment would only be noise in both rankings)."""
@@ -235,19 +279,18 @@ def chunk_text(text: str, document_path: str, count: Counter | None = None, max_
             crumbs[crumb] = count([crumb])[0]
         return crumbs[crumb]
 
-    spans: list[_Span] = []
+    packed: list[list[_Unit]] = []
     used, budget = 0, max_tokens
-    for a, b, n, block in _units(text, parse_blocks(text, markdown), count, max_tokens, crumb_size):
-        heading = [block.title] if block.kind == "heading" else None
-        if spans and used + n <= budget:
-            span = spans[-1]
-            span.end, used = b, used + n
-            span.headings = span.headings + heading if span.headings is not None and heading else None
+    for unit in _units(text, parse_blocks(text, markdown), count, max_tokens, crumb_size):
+        if packed and used + unit[2] <= budget:
+            packed[-1].append(unit)
+            used += unit[2]
             continue
-        crumb = _fitting_crumb(block.path, max_tokens, crumb_size)
-        budget = _budget(crumb_size(crumb), max_tokens)
-        spans.append(_Span(a, b, crumb, block.path, heading))
-        used = n
+        _start_fragment(packed, unit, budget, lambda path: _budget(
+            crumb_size(_fitting_crumb(path, max_tokens, crumb_size)), max_tokens))
+        budget = _budget(crumb_size(_fitting_crumb(packed[-1][0][3].path, max_tokens, crumb_size)), max_tokens)
+        used = sum(u[2] for u in packed[-1])
+    spans = [_span(units, max_tokens, crumb_size) for units in packed]
     out = []
     for i, span in enumerate(spans):
         if _carried_by_next(span, spans[i + 1] if i + 1 < len(spans) else None):
