@@ -29,6 +29,11 @@ def ocr_pending(rel: str, known: DocumentMetadata) -> bool:
     return known.text_source == "none" and not known.ocr_tried and rel.lower().endswith(".pdf")
 
 
+def ocr_retry(checksums: dict[str, DocumentMetadata]) -> bool:
+    """tesseract is on PATH and some recorded PDF had no text before it was: such PDFs are read again."""
+    return any(ocr_pending(p, m) for p, m in checksums.items()) and tesseract_on_path()
+
+
 def index_stats(name: str, checksums: dict[str, DocumentMetadata], path: str, store: str,
                 embedding: str, precisions: list[str] | None = None) -> IndexStats:
     last = max((m.indexed_at for m in checksums.values()), default=None)

@@ -37,6 +37,7 @@ from gsd_research.researcher.services.index_report import (
     index_stats,
     no_text_fix,
     ocr_pending,
+    ocr_retry,
     tesseract_on_path,
 )
 
@@ -150,7 +151,7 @@ class IndexService:
     def changes(self, result: IndexingResult, progress: Progress | None = None) -> Iterator[tuple[str, str]]:
         """(path, SHA-256) of every new or changed file, streamed from the folder walk; unchanged files
         are only counted, so nothing per file is held while the folder is read."""
-        retry_no_text = self._ocr_available()
+        retry_no_text = ocr_retry(self.checksums)
         for rel in self.fs.iter_files(self.file_types):
             digest = self._digest(rel)
             known = self.checksums.get(rel)
@@ -160,12 +161,6 @@ class IndexService:
                     progress(1, rel)
             else:
                 yield rel, digest
-
-    def _ocr_available(self) -> bool:
-        """tesseract is on PATH and some recorded PDF had no text: such PDFs are read again."""
-        if not any(ocr_pending(p, m) for p, m in self.checksums.items()):
-            return False
-        return tesseract_on_path()
 
     def _digest(self, rel: str) -> str:
         try:
