@@ -6,6 +6,7 @@ import functools
 import os
 import re
 import sqlite3
+import stat
 import time
 from pathlib import Path
 
@@ -83,6 +84,16 @@ class LexicalStoreDamaged(GsdError):
     code = "INDEX_DAMAGED"
 
 
+def _regular_file(path: Path) -> bool:
+    """An existing regular file, not a symlink. Such a store is never opened and closed outside SQLite: closing
+    any descriptor of a file drops every POSIX lock this process holds on it, those of its other SQLite
+    connections included (a long-running process then lets another one reset the WAL under them)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def _guarded(method):
     """SQLite's "file is not a database" / "malformed" errors become LexicalStoreDamaged, naming the file."""
     @functools.wraps(method)
@@ -117,7 +128,8 @@ class LexicalGateway:
     @_guarded
     def _open(self) -> sqlite3.Connection:
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
-        os.close(open_private(self.db_path, os.O_RDWR | os.O_CREAT))  # private, no symlink, before SQLite writes
+        if not _regular_file(self.db_path):  # created private, a planted symlink refused, before SQLite writes
+            os.close(open_private(self.db_path, os.O_RDWR | os.O_CREAT))
         conn = sqlite3.connect(str(self.db_path))
         try:
             conn.execute("PRAGMA journal_mode=WAL")
