@@ -78,7 +78,10 @@ def indexed(tmp_path, monkeypatch):
 
 def test_resident_process_answers_like_the_command_and_steps_aside_when_the_index_changes(indexed, home,
                                                                                             monkeypatch):
+    from types import SimpleNamespace
+
     from gsd_research.researcher import resident, search_cmd
+    from gsd_research.researcher.service_factory import ServiceFactory
 
     first = kb("search", "frobnication level", "--json")  # searches itself, then starts the resident process
     pid = _wait_for_resident()
@@ -93,6 +96,14 @@ def test_resident_process_answers_like_the_command_and_steps_aside_when_the_inde
         served = kb("search", "frobnication level", "--json")
         assert served.code == 0
         assert _without_timing(served.json) == _without_timing(first.json)
+        small = kb("search", "frobnication level", "--json", "--max-tokens", "300")  # the budget travels along
+        assert small.json["metadata"]["max_tokens"] == 300 and small.json["metadata"]["tokens_used"] <= 300
+        monkeypatch.setattr(search_cmd, "run_one", own)
+        own_small = search_cmd.run_one(SimpleNamespace(factory=ServiceFactory(), command="search"),
+                                       "frobnication level", None, 10, 5, "hybrid", 300)
+        assert {k: v for k, v in _without_timing(small.json).items() if k not in ("success", "command")} == \
+            _without_timing(own_small)
+        monkeypatch.setattr(search_cmd, "run_one", lambda *a, **k: pytest.fail("searched in this process"))
 
         # another environment (the float model) is not answered by it: this process searches itself
         monkeypatch.setenv("GSD_RESEARCH_EMBEDDING_PRECISION", "fp32")

@@ -133,7 +133,7 @@ class Server:
         try:
             payload = search_cmd.run_one(self.kb, str(request["query"]), request.get("repo"),
                                          int(request["n_fragments"]), int(request["n_documents"]),
-                                         str(request["mode"]), int(request["max_tokens"]))
+                                         str(request["mode"]), int(request.get("max_tokens") or 2000))
         except Exception:  # noqa: BLE001 - errors are reported by the caller's own search, not from here
             return _fallback("the search failed"), False
         if self.stale():  # re-indexed while searching: the answer may mix old and new
