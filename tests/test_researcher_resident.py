@@ -82,6 +82,7 @@ def test_resident_process_answers_like_the_command_and_steps_aside_when_the_inde
 
     from gsd_research.researcher import resident, search_cmd
     from gsd_research.researcher.service_factory import ServiceFactory
+    from tests.conftest import cl100k_tokens
 
     first = kb("search", "frobnication level", "--json")  # searches itself, then starts the resident process
     pid = _wait_for_resident()
@@ -98,6 +99,9 @@ def test_resident_process_answers_like_the_command_and_steps_aside_when_the_inde
         assert _without_timing(served.json) == _without_timing(first.json)
         small = kb("search", "frobnication level", "--json", "--max-tokens", "300")  # the budget travels along
         assert small.json["metadata"]["max_tokens"] == 300 and small.json["metadata"]["tokens_used"] <= 300
+        for budget in (300, 800):  # pretty JSON costs more tokens: counted as printed
+            pretty = kb("search", "frobnication level", "--json-pretty", "--max-tokens", str(budget))
+            assert pretty.code == 0 and cl100k_tokens(pretty.stdout) <= budget
         monkeypatch.setattr(search_cmd, "run_one", own)
         own_small = search_cmd.run_one(SimpleNamespace(factory=ServiceFactory(), command="search"),
                                        "frobnication level", None, 10, 5, "hybrid", 300)

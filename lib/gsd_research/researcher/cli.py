@@ -234,7 +234,8 @@ def search(kb, query, repo_name, n_fragments, n_documents, mode, queries_file, m
 
     local = kb.chroma_url is None
     answer = resident.ask({"query": text, "repo": repo_name, "n_fragments": n_fragments,
-                           "n_documents": n_documents, "mode": mode, "max_tokens": max_tokens}) if local else None
+                           "n_documents": n_documents, "mode": mode, "max_tokens": max_tokens,
+                           "pretty": kb.pretty}) if local else None
     if answer is not None:
         return answer["ok"]
     payload = search_cmd.run_one(kb, text, repo_name, n_fragments, n_documents, mode, max_tokens)

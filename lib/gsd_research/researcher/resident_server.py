@@ -131,6 +131,7 @@ class Server:
         if self.stale():
             return _fallback("an index or the configuration changed"), True
         try:
+            self.kb.pretty = bool(request.get("pretty"))  # the budget counts the answer as the caller prints it
             payload = search_cmd.run_one(self.kb, str(request["query"]), request.get("repo"),
                                          int(request["n_fragments"]), int(request["n_documents"]),
                                          str(request["mode"]), int(request.get("max_tokens") or 2000))
