@@ -1,13 +1,17 @@
 """Retrieval quality on BEIR SciFact (train queries, nDCG@10): lexical alone, vector alone, shipped ranking.
 
-Usage: python bench/kb_retrieval.py
+Usage: python bench/kb_retrieval.py [--experiments [--half A]]
 Indexes SciFact through the product into $KB_BENCH_DIR (reused when already indexed, e.g. by
 kb_indexing.py --part memory), gathers every judged train query's candidates once (vector, BM25,
 exact terms), then ranks them with each fusion side by side (lexical, vector, shipped, ablations).
+Halves: A = even positions of the queries sorted by id (the ranking was tuned on it), B = odd positions (held out).
+--experiments gathers deeper candidates (kb_ranking_experiments.py) and prints every variant measured while
+tuning; --half A prints half A alone (what tuning looked at).
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import math
@@ -82,28 +86,61 @@ def variants() -> dict:
     """label -> (what it is, a ranker of one query's evidence list), all over the same candidates."""
     from gsd_research.researcher import ranking
 
-    def previous(ev):  # what shipped before: both lists min-max normalized, no exact-term evidence
-        saved = ranking._by_max
-        ranking._by_max = ranking._minmax
-        try:
-            return ranking.rank(_without_exact(ev), 10, 10)
-        finally:
-            ranking._by_max = saved
+    def normalized(vector, lexical, exact=True):  # a former normalization of the two lists, over the same code
+        def ranker(ev):
+            saved = ranking._signals
+            ranking._signals = lambda pool, fusion: (vector(pool.similarity), lexical(pool.bm25))
+            try:
+                return ranking.rank(ev if exact else _without_exact(ev), 10, 10)
+            finally:
+                ranking._signals = saved
+        return ranker
 
     return {
         "lexical": ("lexical alone (SQLite FTS5 BM25, porter)", lambda ev: ranking.rank(ev, 10, 10, "lexical")),
         "vector": ("vector alone (Chroma default model)", lambda ev: ranking.rank(ev, 10, 10, "vector")),
         "shipped": ("shipped: exact terms + vector (min-max) + BM25 (/max), pooled over repositories",
                     lambda ev: ranking.rank(ev, 10, 10)),
+        "standard_tuned_on_A": ("tuned on half A, rejected on half B: exact terms + vector and BM25 as standard "
+                                "scores", lambda ev: ranking.rank(ev, 10, 10, fusion="standard")),
         "shipped_without_exact": ("ablation: shipped without the exact-term evidence",
                                   lambda ev: ranking.rank(_without_exact(ev), 10, 10)),
-        "previous_rsf": ("before: min-max of both lists, no exact terms", previous),
+        "previous_rsf": ("earlier: min-max of both lists, no exact terms",
+                         normalized(ranking._minmax, ranking._minmax, exact=False)),
         "rrf_reference": ("reference: reciprocal rank fusion k=60 (+ exact terms)",
                           lambda ev: ranking.rank(ev, 10, 10, fusion="rrf")),
     }
 
 
+def halves(scores: list[float]) -> dict:
+    mean = lambda xs: round(sum(xs) / len(xs), 4)  # noqa: E731
+    return {"half_A": mean(scores[0::2]), "half_B": mean(scores[1::2]), "ndcg@10": mean(scores)}
+
+
+def experiments(service, ids: list[str], texts: list[str], qrels: dict, embeddings, half: str | None) -> None:
+    """Every variant measured while tuning, over deeper candidates gathered once (--half A: half A alone)."""
+    import kb_ranking_experiments as experiment
+
+    keep = {"A": slice(0, None, 2), "B": slice(1, None, 2)}.get(half or "", slice(None))
+    ids, texts, embeddings = ids[keep], texts[keep], embeddings[keep]
+    started = time.perf_counter()
+    candidates = experiment.gather(service, texts, embeddings)
+    print(f"deep candidates: {1000 * (time.perf_counter() - started) / len(ids):.1f} ms/query "
+          "(vector, 4 BM25 lists, exact terms)", file=sys.stderr)
+    for label, params in experiment.grid().items():
+        started = time.perf_counter()
+        scores = [ndcg_at_10([Path(d).stem for d in experiment.rank(c, params)], qrels[q])
+                  for q, c in zip(ids, candidates, strict=True)]
+        rank_ms = round(1000 * (time.perf_counter() - started) / len(ids), 2)
+        figures = {"ndcg@10": round(sum(scores) / len(scores), 4)} if half else halves(scores)
+        print(json.dumps({"variant": label, **figures, "rank_ms_per_query": rank_ms}), flush=True)
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--experiments", action="store_true", help="every variant measured while tuning")
+    parser.add_argument("--half", choices=("A", "B"), help="with --experiments: one half of the queries alone")
+    args = parser.parse_args()
     env = ensure_index()
     os.environ.update(HOME=env["HOME"], GSD_RESEARCH_HOME=env["GSD_RESEARCH_HOME"])
     from gsd_research.researcher.ranking import candidate_depth
@@ -116,6 +153,8 @@ def main() -> None:
     ids = sorted(queries, key=int)
     texts = [queries[q] for q in ids]
     embeddings = service.embedding.embed_queries(texts)
+    if args.experiments:
+        return experiments(service, ids, texts, qrels, embeddings, args.half)
     gather_ms = {}
     for label in ("without_exact_lookups", "shipped", "without_exact_lookups_again", "shipped_again"):
         with _exact_lookups(enabled=label.startswith("shipped")):
@@ -130,10 +169,7 @@ def main() -> None:
         ranked = rankings(evidence, ranker)
         elapsed = time.perf_counter() - started
         scores = [ndcg_at_10(r, qrels[qid]) for qid, r in zip(ids, ranked, strict=True)]
-        figures[label] = {"what": what, "ndcg@10": round(sum(scores) / len(scores), 4),
-                          "half_A": round(sum(scores[0::2]) / len(scores[0::2]), 4),
-                          "half_B": round(sum(scores[1::2]) / len(scores[1::2]), 4),
-                          "rank_ms_per_query": round(1000 * elapsed / len(ids), 2)}
+        figures[label] = {"what": what, **halves(scores), "rank_ms_per_query": round(1000 * elapsed / len(ids), 2)}
     figures["shipped_beats_both"] = figures["shipped"]["ndcg@10"] > max(figures["lexical"]["ndcg@10"],
                                                                         figures["vector"]["ndcg@10"])
     commit = subprocess.run(["git", "-C", str(Path(__file__).resolve().parents[1]), "rev-parse", "--short", "HEAD"],

@@ -60,6 +60,38 @@ def test_no_lexical_or_exact_hit_keeps_the_vector_order():
     assert rank([Evidence("r")], 4, 4).documents == []
 
 
+def test_lists_become_standard_scores_a_standout_keeps_its_strength():
+    from gsd_research.researcher.ranking import Z_SPAN, _standard
+
+    assert _standard({}) == {}
+    assert _standard({"a": 3.0}) == {"a": 1.0}  # one candidate, or all alike: the full score
+    assert _standard({"a": 2.0, "b": 2.0}) == {"a": 1.0, "b": 1.0}
+    flat = _standard({f"f{i}": 1.0 + 0.01 * i for i in range(10)})
+    standout = _standard({**{f"f{i}": 1.0 + 0.01 * i for i in range(9)}, "f9": 5.0})
+    assert max(flat.values()) < 1.1 < 1.4 < standout["f9"]  # far out of its list: above 1, not capped
+    assert min(standout.values()) > 0 and min(_standard({"a": 0.0, **{f"f{i}": 10.0 for i in range(30)}}).values()) == 0
+    mean_only = _standard({"a": 1.0, "b": 2.0, "c": 3.0})
+    assert mean_only["b"] == pytest.approx(0.5) and mean_only["c"] == pytest.approx(0.5 + 1.5 ** 0.5 / Z_SPAN)
+
+
+def test_an_exact_hit_outranks_a_candidate_standing_far_out_of_both_lists():
+    """Standard scores (the benchmark's reference fusion) are not capped: the exact evidence is counted in units
+    of the best fused score, so the single document holding the query's identifier still ranks first."""
+    from gsd_research.researcher.ranking import Evidence, rank
+
+    standout = _frag("s", "standout.md", distance=1 - 0.95, bm25=40.0)
+    planted = _frag("p", "planted.md", bm25=0.5)
+    ev = Evidence("r", vector=[standout, *_vector("v", [0.31 + 0.001 * i for i in range(40)])],
+                  lexical=[standout, *[_frag(f"l{i}", f"l{i}.md", bm25=1.0) for i in range(40)], planted],
+                  exact={"QZ_STALL_1": [planted]}, term_documents={"QZ_STALL_1": 1})
+
+    ranked = rank([ev], 5, 5, fusion="standard")
+
+    assert [d.document_path for d in ranked.documents[:2]] == ["planted.md", "standout.md"]
+    assert ranked.documents[1].score > 2.0  # the standout's fused score alone is above 1, the old exact weight
+    assert ranked.fragments[0].fragment_id == "p"
+
+
 def test_many_repositories_are_normalized_together():
     from gsd_research.researcher.ranking import Evidence, rank
 

@@ -24,18 +24,25 @@ score = VECTOR_WEIGHT * vector + LEXICAL_WEIGHT * lexical + EXACT_WEIGHT * (shar
 phrases held) + RARE_WORD_WEIGHT * (share of the rare plain words held). EXACT_WEIGHT equals the first two
 together: holding the query's rare identifiers outweighs being the closest by meaning and by keywords at
 once, so the document that alone holds them ranks first; among documents with the same exact evidence,
-vector and BM25 decide.
+vector and BM25 decide. Exact evidence counts in units of the best fused score of any candidate, at least 1
+(with these normalizations fused never exceeds 1, so the unit is 1; it keeps the rule under `standard`).
 
 Before fusion, `admit` closes the door to repositories unrelated to the query: a repository whose best vector
 similarity is below REPOSITORY_GATE times the best repository's keeps only the fragments holding the query's
 rare identifiers or phrases (its BM25 scores, computed with its own term statistics, and its plain words are
 not comparable evidence: a word rare in a few news articles is not a reason to list one for a question about
-an HTTP library). With a single repository nothing changes. `fusion="rrf"` (reciprocal rank fusion over the pooled lists) is kept as a
-reference for the benchmark.
+an HTTP library). With a single repository nothing changes.
+
+References for the benchmark (bench/kb_retrieval.py), not shipped: `fusion="rrf"` (reciprocal rank fusion
+over the pooled lists) and `fusion="standard"` (each list as standard scores: 0.5 at its mean, +1 per Z_SPAN
+standard deviations above, clipped at 0, not capped above). Standard scores were tuned on half A of the
+SciFact train queries and gained there (0.7592 vs 0.7507 nDCG@10) but lost on the held-out half B (0.7222
+vs 0.7294); see BENCHMARKS.md, "Ranking tuned on half A".
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -55,6 +62,7 @@ MIN_CANDIDATES = 50  # candidates per list and repository, at least
 TOP_FRAGMENTS_PER_DOCUMENT = 3
 RRF_K = 60
 REPOSITORY_GATE = 0.75  # a repository whose best similarity is below this share of the best one's is unrelated
+Z_SPAN = 3.0  # standard deviations above a list's mean that score 1 (the mean scores 0.5)
 MODES = ("hybrid", "vector", "lexical")
 
 _QUOTED = re.compile(r'"([^"]{2,200})"|`([^`]{2,200})`|\u201c([^\u201d]{2,200})\u201d')
@@ -223,6 +231,17 @@ def _minmax(values: dict[Key, float]) -> dict[Key, float]:
     return {k: (v - lo) / (hi - lo) for k, v in values.items()}
 
 
+def _standard(values: dict[Key, float]) -> dict[Key, float]:
+    """Standard scores: 0.5 at the mean, +1 per Z_SPAN standard deviations, clipped at 0, not capped above."""
+    if not values:
+        return {}
+    mean = sum(values.values()) / len(values)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values.values()) / len(values))
+    if sd < 1e-12:  # one candidate, or all alike: each keeps the full score
+        return {k: 1.0 for k in values}
+    return {k: max(0.0, 0.5 + (v - mean) / (sd * Z_SPAN)) for k, v in values.items()}
+
+
 def _by_max(values: dict[Key, float]) -> dict[Key, float]:
     hi = max(values.values(), default=0.0)
     return {k: (v / hi if hi > 0 else 0.0) for k, v in values.items()}
@@ -236,6 +255,8 @@ def _rrf(values: dict[Key, float]) -> dict[Key, float]:
 def _signals(pool: _Pool, fusion: str) -> tuple[dict[Key, float], dict[Key, float]]:
     if fusion == "rrf":
         return _rrf(pool.similarity), _rrf(pool.bm25)
+    if fusion == "standard":
+        return _standard(pool.similarity), _standard(pool.bm25)
     return _minmax(pool.similarity), _by_max(pool.bm25)
 
 
@@ -249,20 +270,24 @@ def rank(evidence: list[Evidence], n_fragments: int, n_documents: int, mode: str
     wv, wl, we, ww = {"vector": (1.0, 0.0, 0.0, 0.0), "lexical": (0.0, 1.0, 0.0, 0.0)}.get(
         mode, (VECTOR_WEIGHT, LEXICAL_WEIGHT, EXACT_WEIGHT, RARE_WORD_WEIGHT))
 
-    def exact(terms: set[str]) -> float:
-        """The exact-term evidence: shares of the rare marked terms and of the rare plain words held."""
+    def exact(terms: set[str], unit: float) -> float:
+        """The exact-term evidence: shares of the rare marked terms and of the rare plain words held, in units of
+        the best fused score (so that it outweighs any candidate's vector and BM25 evidence together)."""
         share = we * len(terms & marked) / len(marked) if marked else 0.0
-        return share + (ww * len(terms & words) / len(words) if words else 0.0)
+        return unit * (share + (ww * len(terms & words) / len(words) if words else 0.0))
 
-    frag_score: dict[Key, float] = {}
+    frag_fused: dict[Key, float] = {}
     doc_parts: dict[tuple[str, str], list] = {}  # (repository, path) -> [best vector, best lexical, terms]
     for key, frag in pool.fragments.items():
-        v, lx, terms = vector.get(key, 0.0), lexical.get(key, 0.0), pool.terms.get(key, set())
-        frag_score[key] = wv * v + wl * lx + exact(terms)
+        v, lx = vector.get(key, 0.0), lexical.get(key, 0.0)
+        frag_fused[key] = wv * v + wl * lx
         parts = doc_parts.setdefault((frag.repository, frag.document_path), [0.0, 0.0, set()])
         parts[0], parts[1] = max(parts[0], v), max(parts[1], lx)
-        parts[2] |= terms
-    doc_score = {doc: wv * v + wl * lx + exact(terms) for doc, (v, lx, terms) in doc_parts.items()}
+        parts[2] |= pool.terms.get(key, set())
+    doc_fused = {doc: wv * v + wl * lx for doc, (v, lx, _) in doc_parts.items()}
+    unit = max([1.0, *doc_fused.values()])  # a document's fused score is at least its fragments'
+    frag_score = {k: f + exact(pool.terms.get(k, set()), unit) for k, f in frag_fused.items()}
+    doc_score = {doc: f + exact(doc_parts[doc][2], unit) for doc, f in doc_fused.items()}
     ordered = sorted(pool.fragments, key=lambda k: (-frag_score[k], k))
     fragments = [pool.fragments[k].model_copy(update={"score": round(frag_score[k], 6)}) for k in ordered]
     per_doc: dict[tuple[str, str], list[SearchResult]] = {}
