@@ -62,18 +62,28 @@ _FENCE_HEADS = (FENCE_OPEN_FLAGGED + "\n", FENCE_OPEN + "\n")
 
 
 @lru_cache(maxsize=1)
-def _compiled() -> list[tuple[str, re.Pattern, str, tuple]]:
-    return [(kind, re.compile(pattern, re.M), view, needles) for kind, view, needles, pattern in PATTERNS]
+def _compiled() -> list[tuple[str, str, str, tuple]]:
+    """(kind, pattern source, view, needles): a pattern is compiled (`_regex`) only once its needles are in a
+    text, so a call whose texts hold none of them never pays the compilation (~10 ms for all of them)."""
+    return [(kind, pattern, view, needles) for kind, view, needles, pattern in PATTERNS]
 
 
 @lru_cache(maxsize=1)
-def _compiled_native() -> list[tuple[str, re.Pattern, str, tuple]]:
+def _compiled_native() -> list[tuple[str, str, str, tuple]]:
     """The patterns written in other scripts, folded as text is (see injection_patterns.NATIVE_PATTERNS)."""
     from gsd_research.core.textfold import fold_native
 
-    return [(kind, re.compile(fold_native(pattern), re.M), view,
-             tuple(tuple(fold_native(n) for n in group) for group in needles))
+    return [(kind, pattern, view, tuple(tuple(fold_native(n) for n in group) for group in needles))
             for kind, view, needles, pattern in NATIVE_PATTERNS]
+
+
+@lru_cache(maxsize=512)
+def _regex(pattern: str, native: bool = False) -> re.Pattern:
+    if native:
+        from gsd_research.core.textfold import fold_native
+
+        pattern = fold_native(pattern)
+    return re.compile(pattern, re.M)
 
 
 @lru_cache(maxsize=16)
@@ -96,17 +106,17 @@ def _analysis(text: str) -> tuple[tuple[dict, ...], tuple[tuple[int, int, str], 
 def _detect(views: Views) -> dict[str, int]:
     """Kind -> original position of its first match, over the folded views."""
     found: dict[str, int] = {}
-    patterns = _compiled()
+    patterns = [(*p, False) for p in _compiled()]
     if not views.original.isascii():
-        patterns = patterns + _compiled_native()
-    for kind, pattern, name, needles in patterns:
+        patterns += [(*p, True) for p in _compiled_native()]
+    for kind, source, name, needles, native in patterns:
         if kind in found:
             continue
         view = getattr(views, name)
         text = view.text
         if not all(any(n in text for n in group) for group in needles):
             continue  # a word every match contains is missing: nothing to find (most pages, most patterns)
-        for match in pattern.finditer(text):
+        for match in _regex(source, native).finditer(text):
             at = match.start()
             if name != "compact" and at and "a" <= text[at] < "\u3000" and text[at].isalpha() and (
                     text[at - 1].isalnum() or text[at - 1] == "_"):
@@ -160,7 +170,7 @@ def _widen(text: str, spans: list[tuple[int, int, str]]) -> list[tuple[int, int,
 
 
 def _tag_spans(views: Views) -> list[tuple[int, int, str]]:
-    pattern = next(p[1] for p in _compiled() if p[0] == "fake_tag")
+    pattern = _regex(next(p[1] for p in _compiled() if p[0] == "fake_tag"))
     return [(*views.tags.span(m.start(), m.end()), "tag") for m in pattern.finditer(views.tags.text)]
 
 
