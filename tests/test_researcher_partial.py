@@ -26,6 +26,19 @@ def test_partial_expressions_and_containment():
     assert not holds("release v7.13.0-rc.40", "7.13.0-rc.4")
 
 
+def test_a_version_matches_only_from_the_start_of_a_token():
+    from gsd_research.researcher.gateways.lexical_gateway import holds
+
+    assert not holds("release v17.13.0 is out", "7.13.0")  # another version ending the same way
+    assert not holds("release 17.13.0 is out", "7.13.0")
+    assert not holds("tagged v2.5.1-rc.3 today", "1-rc.3")  # the tail of another version
+    assert not holds("tagged v2.5.1-rc.3 today", "5.1-rc.3")
+    for text in ("release v7.13.0-rc.4+build.9981", "release V7.13.0-rc.4", "7.13.0-rc.4 first",
+                 "(7.13.0-rc.4)", "release-7.13.0-rc.4", "pkg@7.13.0-rc.4"):
+        assert holds(text, "7.13.0-rc.4"), text
+    assert not holds("release xv7.13.0-rc.4", "7.13.0-rc.4")  # "v" not alone at the token's start
+
+
 @pytest.fixture
 def model(home):
     return seed_model()

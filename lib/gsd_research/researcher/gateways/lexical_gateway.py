@@ -62,9 +62,23 @@ def partial_expression(term: str) -> str | None:
     return None
 
 
+def _token_start(lower: str, start: int) -> bool:
+    """Whether a term found at `start` begins a token: the text's start, after a separator that does not
+    continue a number (`2.5.1-rc.3` holds no version `5.1-rc.3` or `1-rc.3`), or after a lone leading "v"."""
+    if start == 0:
+        return True
+    before = lower[start - 1]
+    if before == "v":
+        return start == 1 or not lower[start - 2].isalnum()
+    if before.isalnum():
+        return False
+    return not (before in ".-" and start >= 2 and lower[start - 2].isdigit())
+
+
 def holds(text: str, term: str) -> bool:
-    """Whether `text` holds `term` as it is written, at the start of a token or inside one; a term of several
-    parts must end where the text's token ends (`rc.4` is not `rc.40`)."""
+    """Whether `text` holds `term` as it is written: a term of one part at the start of a token or inside one
+    (a hash prefix); a term of several parts (a version) from the start of a token (`7.13.0` is not in
+    `v17.13.0`) to where the text's token ends (`rc.4` is not `rc.40`)."""
     lower, needle = text.lower(), term.lower()
     single = len(re.findall(r"\w+", needle)) == 1
     start = lower.find(needle)
@@ -72,7 +86,8 @@ def holds(text: str, term: str) -> bool:
         end = start + len(needle)
         if single and (start == 0 or not lower[start - 1].isalnum()):
             return True
-        if not single and (end == len(lower) or not (lower[end].isalnum() and needle[-1].isalnum())):
+        if not single and _token_start(lower, start) and \
+                (end == len(lower) or not (lower[end].isalnum() and needle[-1].isalnum())):
             return True
         start = lower.find(needle, start + 1)
     return False
