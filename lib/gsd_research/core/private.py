@@ -169,6 +169,25 @@ def open_lock(path: Path) -> int:
     return fd
 
 
+@contextlib.contextmanager
+def flock(path: Path, blocking: bool = True):
+    """An exclusive flock on the lock file `path` (opened by `open_lock`: a planted symlink is refused, never
+    followed); yields False at once when not blocking and another process holds it."""
+    import fcntl
+
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = open_lock(path)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
 def _planted(path: Path, problem: str):
     from gsd_research.core.errors import GsdError
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import time
@@ -84,20 +83,9 @@ def due_at(status: dict, max_wait: float) -> float:
     return 0.0 if retry_at - time.time() > max_wait + 5 else retry_at
 
 
-@contextlib.contextmanager
 def file_lock(path: Path, blocking: bool = True):
     """An exclusive flock on `path`; yields False (without waiting) when not blocking and it is held. A
     symlink in its place is refused (STATE_UNSAFE), never followed."""
-    from gsd_research.core.private import open_lock
+    from gsd_research.core.private import flock
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = open_lock(path)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)
+    return flock(path, blocking)

@@ -8,8 +8,6 @@ while (`embed.failed`), so a broken set-up (no embedding model offline) is not r
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import subprocess
 import sys
@@ -35,21 +33,12 @@ def _read(path: Path) -> str:
         return ""
 
 
-@contextlib.contextmanager
 def _lock(name: str, blocking: bool = False):
-    """The worker's exclusive flock; yields False at once when another process holds it (not blocking)."""
-    path = _dir(name) / "embed.lock"
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)
+    """The worker's exclusive flock; yields False at once when another process holds it (not blocking). A
+    symlink planted at the lock path is refused, never followed."""
+    from gsd_research.core.private import flock
+
+    return flock(_dir(name) / "embed.lock", blocking)
 
 
 def alive(name: str) -> bool:
