@@ -191,3 +191,15 @@ def test_texts_about_a_job_never_repeat_a_hostile_remote_id(rid):
     assert rid not in revived_note(status) and rid.strip() not in resume_hint(status)
     good = "d1a0c5e6-8f1b-4f63-9a1e-3a9a5f0f2b7c"
     assert shown_id(good) == good and good in revived_note({**status, "remoteId": good})
+
+
+def test_the_embedding_workers_lock_is_never_followed_through_a_symlink(home, victim):
+    from gsd_research.researcher import embed_worker
+
+    lock = embed_worker._dir("research-memory") / "embed.lock"
+    _plant(lock, victim)
+
+    with pytest.raises(GsdError) as err:
+        with embed_worker._lock("research-memory"):
+            pass
+    assert err.value.code == "STATE_UNSAFE" and victim.read_text() == "precious\n"
