@@ -46,3 +46,17 @@ def index_stats(name: str, checksums: dict[str, DocumentMetadata], path: str, st
                       documents_no_text=len(no_text), no_text=no_text[:NO_TEXT_LISTED],
                       fix=no_text_fix(next((p for p in no_text if p.lower().endswith(".pdf")), no_text[0]),
                                       name) if no_text else None)
+
+
+def repository_stats(service) -> IndexStats:
+    """`status` of one repository (`IndexService`): what its index records and whether its stores can be read."""
+    from gsd_research.researcher.gateways.lexical_gateway import LexicalStoreDamaged
+
+    state = service.state
+    stats = index_stats(service.name, state.load_checksums() or {}, str(service.fs.base_path), service.store_label,
+                        service.embedding.signature, state.load_meta().get("precisions"))
+    try:
+        service.lexical.count()
+    except LexicalStoreDamaged as exc:
+        stats.damaged = f"{exc.message}. {exc.suggestions[0]}"
+    return stats

@@ -20,7 +20,7 @@ from gsd_research.researcher.gateways.filesystem_gateway import (
     NotIndexable,
     OutsideRepository,
 )
-from gsd_research.researcher.gateways.lexical_gateway import LexicalGateway, LexicalStoreDamaged
+from gsd_research.researcher.gateways.lexical_gateway import LexicalGateway
 from gsd_research.researcher.gateways.lock_gateway import WAIT_SECONDS, RepositoryLock
 from gsd_research.researcher.gateways.spool_gateway import SpooledDocument, SpoolGateway
 from gsd_research.researcher.gateways.state_gateway import StateGateway
@@ -33,8 +33,8 @@ from gsd_research.researcher.models import (
     IndexStats,
 )
 from gsd_research.researcher.services.heap import limit_malloc_arenas, release_freed_memory
+from gsd_research.researcher.services.index_recovery import StoreRecovery
 from gsd_research.researcher.services.index_report import (
-    index_stats,
     no_text_fix,
     ocr_pending,
     ocr_retry,
@@ -51,7 +51,7 @@ def fragment_id(document_path: str, index: int) -> str:
     return hashlib.sha1(document_path.encode("utf-8")).hexdigest()[:16] + f":{index}"
 
 
-class IndexService:
+class IndexService(StoreRecovery):
     """Indexes one repository incrementally; both stores are written before the checksum is recorded."""
 
     def __init__(self, repository_name: str, filesystem_gateway: FilesystemGateway,
@@ -79,68 +79,6 @@ class IndexService:
             if any(meta.get(k) != v for k, v in recipe.items()):
                 self.state.save_meta({**meta, **recipe})
         return self._chroma
-
-    def _verify_store(self) -> None:
-        """Once per run before writing: the vector store holds exactly what the checksums vouch for."""
-        if getattr(self, "_verified", False):
-            return
-        self._verified = True
-        if self.chroma.count() != sum(m.fragment_count for m in self.checksums.values()):
-            self._reconcile()
-
-    # -- recovery -------------------------------------------------------------------------------
-
-    def _load_state(self) -> None:
-        try:
-            self.lexical.count()
-        except LexicalStoreDamaged as exc:  # set aside, and everything indexed again (both stores agree then)
-            aside = self.lexical.set_aside()
-            log.event("index.repair", repository=self.name, damaged=str(aside))
-            self.repaired = f"{exc.message}; moved aside to {aside.name}, every document indexed again"
-            self._reset()
-        checksums = self.state.load_checksums()
-        meta = self.state.load_meta()
-        journal = self.state.load_journal()
-        if checksums is None or (meta.get("embedding") and meta["embedding"] != self.embedding.signature) or \
-                (checksums and meta.get("chunking") != CHUNKING_VERSION):
-            log.event("index.reset", repository=self.name, reason="corrupt state, embedding or chunking change")
-            self._reset()
-            checksums = {}
-        self.checksums = checksums
-        if journal:  # a crash while these documents were being written: drop whatever reached the stores
-            log.event("index.recover", repository=self.name, documents=len(journal))
-            self._delete_everywhere(journal)
-            for path in journal:
-                self.checksums.pop(path, None)
-            self.state.save_checksums(self.checksums)
-            self.state.clear_journal()
-        if self.lexical.count() != sum(m.fragment_count for m in self.checksums.values()):
-            self._reconcile()
-
-    def _reset(self) -> None:
-        self.chroma.delete_collection()
-        self._chroma = None
-        self.lexical.clear()
-        self.state.save_checksums({})
-        self.state.clear_journal()
-
-    def _reconcile(self) -> None:
-        """Stores and checksums disagree: remove every document the checksums do not vouch for, except the
-        lexical rows of a document whose file is there: `researcher.api` writes those ahead of the embedding
-        (research memory), and this run or the next stores the document whole."""
-        lexical, vector, known = (set(self.lexical.get_all_document_paths()),
-                                  set(self.chroma.get_all_document_paths()), set(self.checksums))
-        ahead = {p for p in lexical - known - vector if self.fs.includes(p, self.file_types)}
-        orphans = sorted((lexical | vector) - known - ahead)
-        if orphans:
-            self._delete_everywhere(orphans)
-        log.event("index.reconcile", repository=self.name, orphans=len(orphans))
-
-    def _delete_everywhere(self, paths: list[str]) -> None:
-        for start in range(0, len(paths), 500):
-            part = paths[start:start + 500]
-            self.chroma.collection.delete(where={"document_path": {"$in": part}})
-            self.lexical.replace_documents(part, [])
 
     # -- pipeline -------------------------------------------------------------------------------
 
@@ -388,10 +326,6 @@ class IndexService:
             return rel
 
     def get_stats(self) -> IndexStats:
-        stats = index_stats(self.name, self.state.load_checksums() or {}, str(self.fs.base_path), self.store_label,
-                            self.embedding.signature, self.state.load_meta().get("precisions"))
-        try:
-            self.lexical.count()
-        except LexicalStoreDamaged as exc:
-            stats.damaged = f"{exc.message}. {exc.suggestions[0]}"
-        return stats
+        from gsd_research.researcher.services.index_report import repository_stats
+
+        return repository_stats(self)
