@@ -251,12 +251,13 @@ def status(kb, name):
     an unreachable server is a NETWORK_ERROR)."""
     factory = kb.factory
     repos = [factory.repository_service.get_repository(name)] if name else factory.repository_service.list_repositories()
+    if factory.chroma_url:
+        from gsd_research.researcher.gateways.chroma_gateway import ChromaGateway
+
+        ChromaGateway(None, "", url=factory.chroma_url).heartbeat()  # NETWORK_ERROR when the server is unreachable
     stats = [factory.index_service(r).get_stats().model_dump(mode="json") for r in repos]
     if not factory.chroma_url:
         return {"repositories": stats, "store": "embedded"}
-    from gsd_research.researcher.gateways.chroma_gateway import ChromaGateway
-
-    ChromaGateway(None, "", url=factory.chroma_url).heartbeat()  # NETWORK_ERROR when the server is unreachable
     for repo_cfg, stat in zip(repos, stats, strict=True):  # what the server holds, asked of the server
         stat["local_documents"] = stat.pop("total_documents")  # this machine's record of what it indexed
         stat["local_fragments"] = stat.pop("total_fragments")

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import logging
 import re
+import shutil
+from collections import Counter
 from pathlib import Path
 
 from gsd_research.core.errors import GsdError, NetworkError, UsageError
+from gsd_research.researcher.gateways import chroma_health as health
 from gsd_research.researcher.gateways.chroma_server import PROBE_TIMEOUT, SUGGESTIONS, check_url, probe
 from gsd_research.researcher.models import FragmentWithEmbedding, SearchResult
 
 PAGE = 2000
 QUERY_BATCH = 16
 REQUEST_TIMEOUT = 120.0  # seconds a Chroma server may take to answer one call once its heartbeat answered
+_OPENED: dict[str, tuple[int, int] | None] = {}  # embedded stores Chroma opened in this process: their file then
 
 
 def collection_name(repository: str) -> str:
@@ -30,8 +34,28 @@ def _client(persist_directory: Path | None, url: str | None):
     settings = Settings(anonymized_telemetry=False)
     if url:
         return _http_client(chromadb, settings, url)
+    key, db = str(persist_directory), persist_directory / health.DB_NAME
+    if key in _OPENED and _OPENED[key] != health.identity(db):
+        _forget(key)  # deleted, truncated or replaced since: Chroma's cached client would go on with the old file
     persist_directory.mkdir(parents=True, exist_ok=True)
-    return chromadb.PersistentClient(path=str(persist_directory), settings=settings)
+    client = chromadb.PersistentClient(path=key, settings=settings)
+    _OPENED[key] = health.identity(db)
+    return client
+
+
+def _forget(key: str) -> None:
+    """Drop Chroma's client of the embedded store at `key`, cached for the whole process, with its file."""
+    if _OPENED.pop(key, False) is False:
+        return
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    SharedSystemClient._identifier_to_refcount.pop(key, None)
+    system = SharedSystemClient._identifier_to_system.pop(key, None)
+    if system is not None:
+        try:
+            system.stop()
+        except Exception:  # noqa: BLE001 - a store already gone
+            pass
 
 
 def _http_client(chromadb, settings, url: str):
@@ -95,10 +119,11 @@ class ChromaGateway:
     def query_with_embedding(self, query_embedding: list[float], n_results: int = 10) -> list[SearchResult]:
         return self.query_many([query_embedding], n_results)[0]
 
-    def query_many(self, embeddings: list[list[float]], n_results: int = 10,
-                   where: dict | None = None) -> list[list[SearchResult]]:
-        """Nearest fragments per embedding; `where` is a Chroma metadata filter (e.g. on document_path)."""
-        total = self.count()
+    def query_many(self, embeddings: list[list[float]], n_results: int = 10, where: dict | None = None,
+                   total: int | None = None) -> list[list[SearchResult]]:
+        """Nearest fragments per embedding; `where` is a Chroma metadata filter (e.g. on document_path);
+        `total` what the collection holds when the caller has just counted it."""
+        total = self.count() if total is None else total
         if total == 0 or not embeddings:
             return [[] for _ in embeddings]
         out: list[list[SearchResult]] = []
@@ -130,6 +155,37 @@ class ChromaGateway:
     def count(self) -> int:
         return self.collection.count()
 
+    def where(self) -> str:
+        return str(self.persist_directory) if self.url is None else f"on the Chroma server {self.url}"
+
+    def held(self, repository: str = "") -> int:
+        """Fragments the collection holds, nothing created: 0 when the embedded store is missing or empty or
+        has no such collection. An embedded store Chroma does not hold in this process is read directly
+        (chromadb not imported; closing another SQLite's descriptor of a file Chroma holds would drop its
+        locks). VectorStoreDamaged when it cannot be read."""
+        if self.url is None:
+            db = self.persist_directory / health.DB_NAME
+            now = health.identity(db)
+            if now is None:
+                return 0
+            if now not in _OPENED.values():  # Chroma does not hold this file here (by any path): read it directly
+                direct = health.stored_fragments(db, self.collection_name, repository)
+                if direct is not None:
+                    return direct
+        try:
+            return self.stored_count() or 0
+        except GsdError as exc:
+            if "malformed" in exc.message or "not a database" in exc.message:
+                raise health.unreadable(repository or self.collection_name, self.where(), exc.message) from None
+            raise
+
+    def discard(self) -> None:
+        """Remove an embedded store (its folder) that cannot be trusted: the next write starts a new one."""
+        if self.url is None:
+            _forget(str(self.persist_directory))
+            shutil.rmtree(self.persist_directory, ignore_errors=True)
+        self._client = self._collection = None
+
     def heartbeat(self) -> None:
         """Reach the store (a server: NETWORK_ERROR when it does not answer)."""
         try:
@@ -152,14 +208,18 @@ class ChromaGateway:
             raise GsdError(f"Chroma store unavailable: {exc.__class__.__name__}: {str(exc)[:200]}",
                            code="UPSTREAM_ERROR") from None
 
-    def get_all_document_paths(self) -> list[str]:
-        paths: set[str] = set()
+    def fragment_counts(self) -> Counter[str]:
+        """Fragments held per document_path."""
+        counts: Counter[str] = Counter()
         offset = 0
         while True:
             page = self.collection.get(include=["metadatas"], limit=PAGE, offset=offset)
             metas = page.get("metadatas") or []
-            paths.update(m.get("document_path", "") for m in metas if m)
+            counts.update(m.get("document_path", "") for m in metas if m)
             if len(metas) < PAGE:
                 break
             offset += PAGE
-        return sorted(paths)
+        return counts
+
+    def get_all_document_paths(self) -> list[str]:
+        return sorted(self.fragment_counts())

@@ -10,6 +10,15 @@ from gsd_research.researcher.models import DocumentMetadata
 CHUNK = 256  # checksums.json entries encoded at once
 
 
+def recorded_fragments(repo_dir: Path) -> int:
+    """Fragments the index runs stored, by checksums.json read as plain JSON (0 when unreadable)."""
+    try:
+        data = json.loads((Path(repo_dir) / "checksums.json").read_text(encoding="utf-8"))
+        return sum(int(v.get("fragment_count") or 0) for v in data.values() if isinstance(v, dict))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return 0
+
+
 class StateGateway:
     """Per-repository state files: `checksums.json`, `journal.json` (documents being written), `meta.json`."""
 

@@ -1,10 +1,11 @@
 """Recovery before an index run: the stores and checksums.json brought back into agreement (a crash's
-journal replayed, a damaged keyword index set aside, orphans removed)."""
+journal replayed, a damaged keyword index set aside, vectors the store lost embedded again, orphans removed)."""
 
 from __future__ import annotations
 
 from gsd_research.researcher import log
 from gsd_research.researcher.chunking import VERSION as CHUNKING_VERSION
+from gsd_research.researcher.gateways.chroma_health import VectorStoreDamaged, lost
 from gsd_research.researcher.gateways.lexical_gateway import LexicalStoreDamaged
 
 
@@ -19,7 +20,7 @@ class StoreRecovery:
         if self.chroma.count() != sum(m.fragment_count for m in self.checksums.values()):
             self._reconcile()
 
-    def _load_state(self) -> None:
+    def _load_state(self, repair: bool = False) -> None:
         try:
             self.lexical.count()
         except LexicalStoreDamaged as exc:  # set aside, and everything indexed again (both stores agree then)
@@ -36,6 +37,7 @@ class StoreRecovery:
             self._reset()
             checksums = {}
         self.checksums = checksums
+        self._check_vectors(repair)
         if journal:  # a crash while these documents were being written: drop whatever reached the stores
             log.event("index.recover", repository=self.name, documents=len(journal))
             self._delete_everywhere(journal)
@@ -45,6 +47,36 @@ class StoreRecovery:
             self.state.clear_journal()
         if self.lexical.count() != sum(m.fragment_count for m in self.checksums.values()):
             self._reconcile()
+
+    def _check_vectors(self, repair: bool) -> None:
+        """Documents recorded as indexed whose vectors the store no longer holds (its folder or database
+        deleted, truncated or unreadable, its collection emptied): an index run (`repair`) forgets them so that
+        it embeds them again; a single-document call refuses (INDEX_DAMAGED, with the fix). Counted without
+        Chroma where it can be: a warm re-index never imports it."""
+        expected = sum(m.fragment_count for m in self.checksums.values())
+        if not expected:
+            return
+        store = self._chroma_factory()
+        try:
+            held, damage = store.held(self.name), None
+        except VectorStoreDamaged as exc:
+            held, damage = 0, exc
+        if held >= expected:
+            return
+        damage = damage or lost(self.name, store.where(), held, expected)
+        if not repair:
+            raise damage
+        if held:
+            counts = self.chroma.fragment_counts()
+        else:  # nothing left worth keeping (a missing, empty or unreadable database): a new store
+            store.discard()
+            self._chroma, counts = None, {}
+        gone = [p for p, m in self.checksums.items() if counts.get(p, 0) < m.fragment_count]
+        for path in gone:
+            self.checksums.pop(path)
+        self.state.save_checksums(self.checksums)
+        self.repaired = f"{damage.message}; {len(gone)} document(s) embedded again"
+        log.event("index.repair", repository=self.name, damaged=damage.message, documents=len(gone))
 
     def _reset(self) -> None:
         self.chroma.delete_collection()

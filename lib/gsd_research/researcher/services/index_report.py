@@ -49,7 +49,7 @@ def index_stats(name: str, checksums: dict[str, DocumentMetadata], path: str, st
 
 
 def repository_stats(service) -> IndexStats:
-    """`status` of one repository (`IndexService`): what its index records and whether its stores can be read."""
+    """`status` of one repository (`IndexService`): what its index records and whether its stores still hold it."""
     from gsd_research.researcher.gateways.lexical_gateway import LexicalStoreDamaged
 
     state = service.state
@@ -59,4 +59,23 @@ def repository_stats(service) -> IndexStats:
         service.lexical.count()
     except LexicalStoreDamaged as exc:
         stats.damaged = f"{exc.message}. {exc.suggestions[0]}"
+    if not stats.damaged and stats.total_fragments and not state.load_journal():  # no index run writing
+        stats.damaged = vector_damage(service._chroma_factory(), service.name, stats.total_fragments)
     return stats
+
+
+def vector_damage(store, repository: str, expected: int) -> str | None:
+    """The vector store holds far fewer fragments than the index records, or cannot be read: what and the fix."""
+    from gsd_research.core.errors import GsdError
+    from gsd_research.researcher.gateways.chroma_health import VectorStoreDamaged, far_below, lost
+
+    try:
+        held = store.held(repository)
+    except VectorStoreDamaged as exc:
+        return f"{exc.message}. {exc.suggestions[0]}"
+    except GsdError:  # a Chroma server that does not answer: not known to be damaged (`status` says it is down)
+        return None
+    if not far_below(held, expected):
+        return None
+    damage = lost(repository, store.where(), held, expected)
+    return f"{damage.message}. {damage.suggestions[0]}"

@@ -117,7 +117,7 @@ class IndexService(StoreRecovery):
     def _index_repository(self, progress: Progress | None, on_plan: Callable[[int], None] | None) -> IndexingResult:
         started = time.perf_counter()
         limit_malloc_arenas()
-        self._load_state()
+        self._load_state(repair=True)
         deleted = self.deleted()
         result = IndexingResult(repository_name=self.name)
         if on_plan:

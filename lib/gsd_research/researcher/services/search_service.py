@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from gsd_research.researcher.gateways.embedding_gateway import EmbeddingGateway
 from gsd_research.researcher.gateways.lexical_gateway import LexicalGateway, phrase
@@ -26,10 +27,11 @@ class SearchService:
     """Gathers one repository's evidence for queries; ranking across repositories is `search_repositories`."""
 
     def __init__(self, repository_name: str, chroma_factory: Callable, lexical_gateway: LexicalGateway,
-                 embedding_gateway: EmbeddingGateway) -> None:
+                 embedding_gateway: EmbeddingGateway, repo_dir: Path | None = None) -> None:
         self.name = repository_name
         self._chroma_factory, self._chroma = chroma_factory, None
         self.lexical, self.embedding = lexical_gateway, embedding_gateway
+        self.repo_dir = repo_dir  # checksums.json's folder (by default the keyword index's)
 
     @property
     def chroma(self):
@@ -37,13 +39,28 @@ class SearchService:
             self._chroma = self._chroma_factory()
         return self._chroma
 
+    def vectors_held(self) -> int:
+        """Fragments the vector store holds (nothing created when there is none); INDEX_DAMAGED when it holds
+        none, or cannot be read, while the index records some (its folder or database deleted, emptied or
+        truncated): vector search would silently find nothing."""
+        from gsd_research.researcher.gateways.chroma_health import lost
+        from gsd_research.researcher.gateways.state_gateway import recorded_fragments
+
+        held = self.chroma.held(self.name)
+        if not held:
+            expected = recorded_fragments(self.repo_dir or self.lexical.db_path.parent)
+            if expected:
+                raise lost(self.name, self.chroma.where(), held, expected)
+        return held
+
     def evidence_many(self, queries: list[str], depth: int, mode: str = "hybrid",
                       query_embeddings: list[list[float]] | None = None) -> list[Evidence]:
         """This repository's candidates for each query, in order."""
         vectors: list[list[SearchResult]] = [[] for _ in queries]
-        if mode != "lexical":
+        held = self.vectors_held() if mode != "lexical" else 0
+        if held:
             embeddings = query_embeddings or self.embedding.embed_queries(queries)
-            vectors = self.chroma.query_many(embeddings, depth)
+            vectors = self.chroma.query_many(embeddings, depth, total=held)
         out = []
         for query, vector in zip(queries, vectors, strict=True):
             ev = Evidence(self.name, vector=vector)

@@ -1,0 +1,78 @@
+"""Whether a repository's vector store still holds what its index records, found without creating anything.
+
+Chroma recreates an empty store wherever it opens a missing one (and initialises an empty file in place), so a
+folder deleted by hand would otherwise leave every vector search silently empty. The embedded store's SQLite
+file is read here directly (read-only, chromadb not imported) by processes in which Chroma does not hold it.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+from gsd_research.core.errors import GsdError
+
+DB_NAME = "chroma.sqlite3"
+# Chroma 1.x's layout: a collection's records are the rows of its metadata segment
+_COUNT = ("SELECT count(*) FROM embeddings e JOIN segments s ON e.segment_id = s.id "
+          "JOIN collections c ON s.collection = c.id WHERE c.name = ? AND s.scope = 'METADATA'")
+
+
+class VectorStoreDamaged(GsdError):
+    """The vector store lost the fragments the index records (its folder or database deleted, emptied,
+    truncated or unreadable)."""
+
+    code = "INDEX_DAMAGED"
+
+
+def fix(repository: str) -> list[str]:
+    return [f"Run: researcher index {repository} (embeds the documents whose vectors are missing again)",
+            f"Meanwhile: researcher search --repo {repository} --mode lexical (keywords only)"]
+
+
+def lost(repository: str, where: str, held: int, expected: int) -> VectorStoreDamaged:
+    return VectorStoreDamaged(f"The vector store {where} holds {held} of the {expected} fragments repository "
+                              f"'{repository}' has indexed (deleted, emptied or truncated since)",
+                              suggestions=fix(repository))
+
+
+def unreadable(repository: str, where: str, why: str) -> VectorStoreDamaged:
+    return VectorStoreDamaged(f"The vector store {where} of repository '{repository}' cannot be read ({why})",
+                              suggestions=fix(repository))
+
+
+def far_below(held: int, expected: int) -> bool:
+    """Under half of the recorded fragments: lost, not an index run's passing difference."""
+    return held * 2 < expected
+
+
+def identity(db: Path) -> tuple[int, int] | None:
+    """(device, inode) of a non-empty database file; None when it is missing or empty."""
+    try:
+        info = os.stat(db)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino) if info.st_size else None
+
+
+def stored_fragments(db: Path, collection: str, repository: str = "") -> int | None:
+    """Fragments `collection` holds in the SQLite file `db`, read-only: 0 when the file is missing or empty or
+    has no such collection; None when it is not laid out as this knows (then ask Chroma); VectorStoreDamaged
+    when SQLite cannot read it."""
+    if identity(db) is None:
+        return 0
+    try:
+        conn = sqlite3.connect(f"{Path(db).absolute().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        if not conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+            return 0  # an empty database (Chroma had not written its tables yet)
+        return int(conn.execute(_COUNT, (collection,)).fetchone()[0])
+    except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.OperationalError) and "malformed" not in str(exc):
+            return None  # another layout, a lock, a hot journal to roll back: Chroma knows
+        raise unreadable(repository or collection, str(Path(db).parent), str(exc)) from None  # not a database
+    finally:
+        conn.close()
