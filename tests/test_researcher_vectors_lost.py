@@ -216,6 +216,19 @@ def test_status_and_a_warm_index_read_the_store_without_chroma_and_notice_an_emp
     assert result["documents_indexed"] == 3 and "embedded again" in result["repaired"], proc.stdout
 
 
+def test_recall_style_search_of_a_lost_store_answers_by_keywords_with_a_note(indexed):
+    from gsd_research.researcher import api
+
+    shutil.rmtree(indexed)
+    next_process()
+
+    out = api.search("r", "axolotl", n_fragments=3)
+
+    assert out["mode"] == "lexical" and "INDEX_DAMAGED" in out["note"], out
+    assert out["passages"][0]["document_path"] == "a.md"
+    assert not indexed.exists()
+
+
 def test_reading_the_store_file_directly(tmp_path):
     import sqlite3
 

@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import json
-
 from gsd_research.core.errors import GsdError
 
 MAX_SQL_PATHS = 2000  # more documents than this are filtered after ranking, from a deeper candidate list
 
 
-def embedded_fragments(repo_dir) -> int:
-    """Fragments the index runs stored (checksums.json), without opening the vector store."""
-    try:
-        data = json.loads((repo_dir / "checksums.json").read_text(encoding="utf-8"))
-        return sum(int(v.get("fragment_count") or 0) for v in data.values() if isinstance(v, dict))
-    except (OSError, ValueError, AttributeError):
-        return 0
-
-
 def _vector(service, query: str, depth: int, paths: list[str] | None) -> list:
+    held = service.vectors_held()  # INDEX_DAMAGED when the store lost what the index records
+    if not held:  # nothing embedded yet: no store created
+        return []
     embedding = service.embedding.embed_queries([query])
     where = {"document_path": {"$in": list(paths)}} if paths is not None else None
-    return service.chroma.query_many(embedding, depth, where)[0]
+    return service.chroma.query_many(embedding, depth, where, total=held)[0]
 
 
 def _candidates(service, query: str, depth: int, paths: list[str] | None, use_vector: bool):
@@ -39,6 +31,7 @@ def _candidates(service, query: str, depth: int, paths: list[str] | None, use_ve
 
 def filtered_search(name: str, query: str, *, paths: list[str] | None, n_fragments: int,
                     max_tokens: int | None, mode: str) -> dict:
+    from gsd_research.researcher.gateways.state_gateway import recorded_fragments
     from gsd_research.researcher.ranking import Evidence, candidate_depth, rank
     from gsd_research.researcher.service_factory import ServiceFactory
 
@@ -50,7 +43,7 @@ def filtered_search(name: str, query: str, *, paths: list[str] | None, n_fragmen
     post_filter = set(paths) if paths is not None and len(paths) > MAX_SQL_PATHS else None
     sql_paths = None if post_filter is not None else paths
     depth = candidate_depth(n_fragments, n_fragments) * (4 if post_filter else 1)
-    use_vector = mode in ("hybrid", "vector") or (mode == "auto" and embedded_fragments(factory.repo_dir(repo)) > 0)
+    use_vector = mode in ("hybrid", "vector") or (mode == "auto" and recorded_fragments(factory.repo_dir(repo)) > 0)
     vector, lexical, note = _candidates(service, query, depth, sql_paths, use_vector)
     if post_filter is not None:
         vector = [r for r in vector if r.document_path in post_filter]
