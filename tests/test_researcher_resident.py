@@ -353,3 +353,40 @@ def test_the_resident_process_watches_every_module_it_loaded_and_the_heavy_packa
     assert server.code_changed()
     server.code = {str(tmp_path / "gone.dist-info"): (1, 2, 3)}  # an upgrade removed it
     assert server.code_changed()
+
+
+def test_the_resident_process_does_not_answer_from_a_lost_vector_store(indexed, home):
+    import shutil
+
+    from gsd_research.researcher import resident
+    from tests.test_researcher_vectors_lost import empty
+
+    store = home / "repositories" / "d" / "chroma"
+    request = {"query": "frobnication level", "repo": None, "n_fragments": 5, "n_documents": 5, "mode": "hybrid",
+               "max_tokens": 2000, "pretty": False}
+    assert kb("search", "frobnication level", "--json").code == 0
+    pid = _wait_for_resident()
+    try:
+        assert resident.ask(request) is not None
+        empty(store, collection="researcher-d")  # emptied in place by another process: the files stay
+
+        assert resident.ask(request) is None  # it declines; the caller's own search names the damage
+        searched = kb("search", "frobnication level", "--json")
+        assert searched.json["error"]["code"] == "INDEX_DAMAGED", searched.stdout
+        assert "researcher index d" in searched.json["error"]["suggestions"][0]
+        assert resident.pid() == pid
+
+        shutil.rmtree(store)  # deleted: the resident process steps aside, and recreates nothing
+        assert resident.ask(request) is None
+        assert _gone(pid)
+        searched = kb("search", "frobnication level", "--json")
+        assert searched.json["error"]["code"] == "INDEX_DAMAGED" and str(store) in searched.json["error"]["message"]
+        assert not store.exists()
+
+        assert "embedded again" in kb("index", "d", "--json").json["results"][0]["repaired"]
+        assert kb("search", "frobnication level", "--json").json["documents"][0]["document_path"] == "api/reference.md"
+        pid = _wait_for_resident()
+        served = resident.ask(request)
+        assert served is not None and served["ok"]["documents"][0]["document_path"] == "api/reference.md"
+    finally:
+        _stop(resident.pid() or pid)
