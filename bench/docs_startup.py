@@ -5,7 +5,8 @@
 The commands run as fresh processes of the same venv, interleaved (A B C A B C ...) so machine load hits both
 alike; the docs call answers from the HTTP cache filled by one warm-up call against the fake Context7
 server this script starts on 127.0.0.1. Peak RSS is the child's ru_maxrss (os.wait4).
-Targets: median ratio <= 1.5, peak RSS of a docs call <= 100 MiB.
+Targets: median ratio <= 1.0 (it was <= 1.5 before the start-up goal was tightened), peak RSS of a docs
+call <= 100 MiB. The measured package is compiled to bytecode first, as an install has it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import median, start_fake_server
+from _common import compile_bytecode, median, start_fake_server
 
 VENV_BIN = Path(sys.executable).parent
 DOCS = [str(VENV_BIN / "gsd-research"), "docs", "react", "useEffect cleanup"]
@@ -60,6 +61,7 @@ def main() -> int:
     parser.add_argument("--importtime", action="store_true", help="also print the heaviest imports")
     args = parser.parse_args()
 
+    print(f"measuring {compile_bytecode()} (bytecode compiled, as an install has it)")
     server = start_fake_server("context7")
     home = tempfile.mkdtemp(prefix="gsd-startup-")
     env = dict(os.environ, GSD_RESEARCH_HOME=home, CONTEXT7_API_URL=server.url + "/api")
@@ -103,9 +105,9 @@ def main() -> int:
           f"| {cold_rss / mib:.1f} MiB |")
     print(f"| `gsd-research docs --no-cache` | | | {uncached_rss / mib:.1f} MiB |")
     peak = max(max(docs_rss), cold_rss, uncached_rss) / mib
-    print(f"\nratio docs/baseline (medians): {ratio:.2f} (target <= 1.5); without import trimming: "
+    print(f"\nratio docs/baseline (medians): {ratio:.2f} (target <= 1.0); without import trimming: "
           f"{median(untrimmed_t) / median(base_t):.2f}; peak RSS of a docs call: {peak:.1f} MiB (target <= 100)")
-    return 0 if ratio <= 1.5 and peak <= 100 else 1
+    return 0 if ratio <= 1.0 and peak <= 100 else 1
 
 
 if __name__ == "__main__":

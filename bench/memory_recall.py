@@ -124,6 +124,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
+    from _common import compile_bytecode
+
+    compile_bytecode()  # as an install has it: start-up figures must not include compiling our sources
     spec = json.loads(QUESTIONS.read_text())
     work = Path(tempfile.mkdtemp(prefix="bench-memory-"))
     fake = start_fake_server("tavily")
