@@ -79,21 +79,47 @@ def _fold_char(cp: int) -> str | None:
     return skeleton_letters().get(cp)
 
 
-@lru_cache(maxsize=1)
-def fold_table() -> dict[int, str]:
-    table = {}
-    for low, high in _RANGES:
-        for cp in range(low, high + 1):
+_TABLE: dict[int, str] = {0: BLANK}  # code point -> what it reads as, for the characters met so far
+_DECIDED: set[str] = set()  # characters whose entry (or its absence: left as they are) is settled
+_COMPLETE: list[bool] = [False]  # every code point of the ranges and the skeleton letters is in _TABLE
+_LAZY_CHARS = 20_000  # a longer text gets the whole table (built once, ~8 ms): cheaper than its characters
+_RANGE_STARTS = [low for low, _ in _RANGES]
+
+
+def fold_table(text: str = "") -> dict[int, str]:
+    """The folding table (`str.translate`) with an entry for every character of `text` that folds (see
+    `_fold_char`). A short text only has its own characters worked out: a docs snippet or a title holds a
+    few distinct non-ASCII characters, and building the whole table (~70,000 code points) cost ~8 ms on
+    every call that met one; a page (over 20,000 characters) gets the whole table. A plain dict either
+    way, so translating runs at C speed."""
+    if _COMPLETE[0]:
+        return _TABLE
+    if len(text) > _LAZY_CHARS:
+        for low, high in _RANGES:
+            _decide(range(low, high + 1))
+        _decide(skeleton_letters())
+        _COMPLETE[0] = True
+        _DECIDED.clear()
+        return _TABLE
+    new = set(text).difference(_DECIDED)
+    if new:
+        skeleton = skeleton_letters()
+        _decide(cp for cp in map(ord, new) if cp in skeleton or _in_ranges(cp))
+        _DECIDED.update(new)
+    return _TABLE
+
+
+def _decide(code_points) -> None:
+    for cp in code_points:
+        if cp not in _TABLE:
             folded = _fold_char(cp)
             if folded is not None:
-                table[cp] = folded
-    for cp in skeleton_letters():  # look-alike letters of scripts outside the ranges above
-        if cp not in table:
-            folded = _fold_char(cp)
-            if folded is not None:
-                table[cp] = folded
-    table[0] = BLANK
-    return table
+                _TABLE[cp] = folded
+
+
+def _in_ranges(cp: int) -> bool:
+    k = bisect.bisect_right(_RANGE_STARTS, cp) - 1
+    return k >= 0 and cp <= _RANGES[k][1]
 
 
 class View:
@@ -148,14 +174,14 @@ def fold(text: str) -> str:
     lower-case ASCII, invisible characters to BLANK, ASCII lower-cased."""
     if text.isascii():
         return text.lower()
-    table = fold_table()
+    table = fold_table(text)
     # lower() keeps the length once U+0130 (the one character it expands) has been folded to `i`
     return _NON_ASCII.sub(lambda m: m.group().translate(table), text).lower()
 
 
 def fold_native(pattern: str) -> str:
     """A pattern written in another script folded as `fold` folds text, its ASCII (regex syntax) untouched."""
-    table = fold_table()
+    table = fold_table(pattern)
     return _NON_ASCII.sub(lambda m: m.group().translate(table).lower(), pattern).replace(BLANK, "")
 
 
