@@ -85,11 +85,16 @@ def _analyze(text: str, views: Views, only: frozenset[int] | None):
 
         for kind, at in detect(Views(html.unescape(text))).items():
             found.setdefault(kind, min(at, len(text) - 1))
-    spans = _marker_spans(views) + _tag_spans(views)
+    spans = _spans(views)
     if any(s[2] == "marker" for s in spans):
         found.setdefault("fence_escape", min(s[0] for s in spans if s[2] == "marker"))
     findings = tuple({"kind": kind, "line": views.line(at)} for kind, at in sorted(found.items(), key=lambda x: x[1]))
-    return findings, tuple(sorted(spans))
+    return findings, spans
+
+
+def _spans(views: Views) -> tuple[tuple[int, int, str], ...]:
+    """What `neutralize` replaces: fence-marker spellings and fake role tags, in order."""
+    return tuple(sorted(_marker_spans(views) + _tag_spans(views)))
 
 
 def _marker_spans(views: Views) -> list[tuple[int, int, str]]:
@@ -148,7 +153,8 @@ def neutralize(text: str) -> str:
     invisible tag characters (smuggled ASCII) removed. Idempotent."""
     if not text:
         return text or ""
-    spans = _merge(_analysis(text)[1])
+    hit = _CACHE.get(text)  # scanned already (fence scans, then neutralizes): else the spans alone, no detection
+    spans = _merge(hit[1] if hit is not None else _spans(Views(text)))
     out, at = [], 0
     for start, end, what in spans:
         out.append(text[at:start])
