@@ -9,6 +9,7 @@ import click
 
 from gsd_research.core.budget import fit_results
 from gsd_research.core.errors import GsdError, UsageError
+from gsd_research.core.output import document_tokens
 from gsd_research.core.runtime import agent_command
 from gsd_research.core.tokens import count_tokens, cut_to_tokens
 from gsd_research.core.untrusted import NOTICE, guard_results, guard_text
@@ -228,10 +229,8 @@ def build_answer(rt, query: str, params: dict, answer: dict, failures: list[dict
         "results": results,
     }
     if warnings:  # the contract of every command that returns external text (see untrusted.py)
-        doc["injection_flagged"] = True
-        doc["injection_warnings"] = warnings[:MAX_WARNINGS]
-        if len(warnings) > MAX_WARNINGS:
-            doc["injection_warnings_more"] = len(warnings) - MAX_WARNINGS
+        doc.update(_shown_warnings(warnings))
+        doc["all_warnings"] = warnings  # the answer keeps those of the results its budget keeps (`fit`)
     doc["untrusted"] = NOTICE
     doc["metadata"] = meta
     return doc
@@ -248,10 +247,32 @@ def write_report(rt, env, plan, doc: dict, anywhere: bool = False) -> tuple[str,
     return reports.display_path(path), text
 
 
+def _shown_warnings(warnings: list[dict]) -> dict:
+    """The warning fields of an answer: at most MAX_WARNINGS, and how many more there were."""
+    if not warnings:
+        return {}
+    shown = {"injection_flagged": True, "injection_warnings": warnings[:MAX_WARNINGS]}
+    if len(warnings) > MAX_WARNINGS:
+        shown["injection_warnings_more"] = len(warnings) - MAX_WARNINGS
+    return shown
+
+
 def fit(rt, doc: dict) -> dict:
-    """The answer inside --max-tokens: whole results while they fit, then a cut one (metadata last)."""
+    """The answer inside --max-tokens: whole results while they fit, then a cut one (metadata last). Warnings
+    about results the budget left out are left out too: the answer warns about what it shows (room for the
+    warnings of every result is kept while fitting, so the answer only shrinks)."""
     if doc.pop("summary_flagged", False):
         doc["metadata"]["summary_flagged"] = True
+    warnings = doc.pop("all_warnings", None) or []
     results = doc.pop("results")
     doc["metadata"] = doc.pop("metadata")
-    return fit_results(doc, results, rt.max_tokens, text_key="snippet")
+    out = fit_results(doc, results, rt.max_tokens, text_key="snippet")
+    returned = out["metadata"]["returned"]
+    kept = [w for w in warnings if not isinstance(w.get("result"), int) or w["result"] <= returned]
+    if len(kept) < len(warnings):
+        for key in ("injection_flagged", "injection_warnings", "injection_warnings_more"):
+            out.pop(key, None)
+        meta = out.pop("metadata")
+        out.update(_shown_warnings(kept), metadata=meta)
+        meta["tokens_used"] = document_tokens(out)
+    return out
