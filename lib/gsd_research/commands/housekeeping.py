@@ -145,8 +145,11 @@ def clear(rt, expired: bool):
             cache_obj.clear()
         removed = before - _entries(cache_obj)
     from gsd_research.deep import result_cache
+    from gsd_research.docs import answer_memo
 
     deep_removed = result_cache.clear(expired, rt.config.ttl("deep"))
+    if not expired:  # kept docs answers are valid as long as their inputs: only a full clear removes them
+        answer_memo.clear()
     if not expired:
         record_cache_event("", reset=True)
     doc = {"backend": backend, "removed": removed, "deep_results_removed": deep_removed,

@@ -30,6 +30,27 @@ def docs(rt, library: str, query: tuple[str, ...]):
     if match is not None and split_version(library.strip())[1] is None:
         library_id, version_meta = project_pin(library.strip(), match, library_id)
     body, served_id = client.context(library_id, text)
+    memo_key = None
+    if rt.http.upstream_requests == 0 and not rt.no_cache:  # both answers from the HTTP cache: see answer_memo
+        from gsd_research.docs import answer_memo
+
+        memo_key = answer_memo.key(library=library, query=text, max_tokens=rt.max_tokens, pretty=rt.pretty,
+                                   library_id=library_id, served_id=served_id,
+                                   match=[match.id, match.title] if match else None, pin=version_meta,
+                                   authenticated=bool(cfg.api_key("context7")), body=body)
+        kept = answer_memo.get(memo_key)
+        if kept is not None:
+            return kept
+    doc = answer(rt, text, library, body, served_id, library_id, match, version_meta)
+    if memo_key is not None:
+        answer_memo.put(memo_key, doc)
+    return doc
+
+
+def answer(rt, text: str, library: str, body: dict, served_id: str, library_id: str, match, version_meta: dict,
+           ) -> dict:
+    """The docs answer for Context7's `body`: snippets fenced and scanned, within the budget."""
+    cfg = rt.config
     results, warnings = guard_results(snippets_to_results(body), fields=("content", "title"))  # external text
     doc = {
         "query": text,

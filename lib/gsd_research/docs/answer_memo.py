@@ -1,0 +1,125 @@
+"""The answer a cached `docs` call printed, kept so the next identical call prints it without redoing its work.
+
+A docs answer is a pure function of what went into it: the two Context7 answers (from the HTTP cache), the
+library and query asked, the project's version pin, --max-tokens, whether a key was sent, and the code that
+fenced, scanned and fitted it. Redoing that work (the injection scan of every snippet, title and URL, the
+cl100k vocabulary for the budget) was most of what a cached call spent beyond its imports. The memo is keyed
+by a digest of all of those inputs, the code included (every loaded gsd_research module's size and mtime,
+the data files, the Python version), so any change of input gives another key: nothing is ever invalidated,
+stale keys just stop being asked for. Only answers served from the HTTP cache are kept and reused: a call that
+reached Context7 is computed afresh.
+
+Files: GSD_RESEARCH_HOME/cache/docs/<key>.json, 0600, written in one rename, read without following a
+symlink; anything that does not parse as our own entry for that key is ignored (and overwritten). At most
+MAX_ENTRIES are kept (the oldest go first); `cache clear` removes them with the HTTP cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+from gsd_research import __version__
+from gsd_research.core.config import home
+
+FORMAT = 1
+MAX_ENTRIES = 200
+_DATA_FILES = ("cl100k_vocab.txt", "cl100k_extra.txt", "confusables.txt")
+
+
+def memo_dir() -> Path:
+    return home() / "cache" / "docs"
+
+
+def code_stamp() -> str:
+    """What the code that made an answer was: version, Python, and the size and mtime of every loaded module
+    of the package and of the data files the answer depends on."""
+    parts = [__version__, sys.version]
+    for name, module in sorted(sys.modules.items()):
+        path = getattr(module, "__file__", None) if name.startswith("gsd_research") else None
+        if path:
+            parts.append(f"{name}:{_stat(path)}")
+    data = Path(__file__).resolve().parent.parent / "data"
+    parts.extend(f"{name}:{_stat(data / name)}" for name in _DATA_FILES)
+    return "\n".join(parts)
+
+
+def _stat(path) -> str:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return "-"
+    return f"{info.st_size}:{info.st_mtime_ns}"
+
+
+def key(**inputs) -> str:
+    """The digest of an answer's inputs (JSON-encodable values) and of the code."""
+    text = json.dumps(inputs, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(f"{FORMAT}\n{code_stamp()}\n{text}".encode()).hexdigest()[:40]
+
+
+def get(memo_key: str) -> dict | None:
+    """The answer stored under `memo_key`, or None (none, unreadable, not ours, a symlink)."""
+    try:
+        fd = os.open(memo_dir() / f"{memo_key}.json", os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            entry = json.loads(fh.read(4_000_000).decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(entry, dict) or entry.get("format") != FORMAT or entry.get("key") != memo_key:
+        return None
+    doc = entry.get("answer")
+    if not isinstance(doc, dict) or not isinstance(doc.get("metadata"), dict):
+        return None
+    return doc
+
+
+def put(memo_key: str, doc: dict) -> None:
+    """Keep `doc` under `memo_key` (known keys scrubbed out); a failure to write only costs the next call time."""
+    from gsd_research.core.secrets import scrub
+
+    folder = memo_dir()
+    tmp = folder / f".{memo_key}.{os.getpid()}.{os.urandom(3).hex()}.tmp"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        text = scrub(json.dumps({"format": FORMAT, "key": memo_key, "answer": doc}, ensure_ascii=False))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, folder / f"{memo_key}.json")
+        _prune(folder)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def _prune(folder: Path) -> None:
+    entries = list(folder.glob("*.json"))
+    if len(entries) > MAX_ENTRIES:
+        for path in sorted(entries, key=_mtime)[: len(entries) - MAX_ENTRIES]:
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return os.lstat(path).st_mtime
+    except OSError:
+        return 0.0
+
+
+def clear() -> int:
+    """Remove every kept answer; returns how many."""
+    removed = 0
+    for path in memo_dir().glob("*.json"):
+        with contextlib.suppress(OSError):
+            path.unlink()
+            removed += 1
+    return removed
