@@ -148,11 +148,12 @@ def clear(rt, expired: bool):
     from gsd_research.docs import answer_memo
 
     deep_removed = result_cache.clear(expired, rt.config.ttl("deep"))
-    if not expired:  # kept docs answers are valid as long as their inputs: only a full clear removes them
-        answer_memo.clear()
+    # kept docs answers are valid as long as their inputs (an expired HTTP answer makes another key)
+    docs_removed = 0 if expired else answer_memo.clear()
     if not expired:
         record_cache_event("", reset=True)
     doc = {"backend": backend, "removed": removed, "deep_results_removed": deep_removed,
+           "docs_answers_removed": docs_removed,
            "expired_only": expired, "counters_reset": not expired}
     if removed is None:
         doc["note"] = "The cache file was damaged (not a SQLite database) and was deleted; a new one starts now"
