@@ -25,7 +25,8 @@ from gsd_research.core.textfold import Views
 _TURN_START = re.compile(r"(?:^|[.!?] )[ \t>*#]*$")
 _NEGATED = re.compile(r"\b(?:not|never|don't|do not|doesn't|cannot|can't|shouldn't|won't)\s+(?:\w+\s+)?$")
 _LETTERS = re.compile(r"[a-z]+")
-_RUNS_FROM = 256  # texts at least this long are searched for letter needles through their distinct runs
+_RUNS_FROM = 256  # texts at least this long are searched for letter needles through their distinct runs,
+_RUNS_UPTO = 65_536  # up to this long (on longer pages, listing their runs costs more than it saves)
 
 
 @lru_cache(maxsize=1)
@@ -54,7 +55,7 @@ def _split(needles: tuple) -> tuple[tuple[tuple[str, ...], tuple[str, ...]], ...
 def _letter_runs(text: str) -> str:
     """The distinct maximal runs of letters a-z of `text`, NUL-separated (a NUL ends every run); a short
     text as it is (finding its runs would cost more than it saves)."""
-    return "\x00".join(set(_LETTERS.findall(text))) if len(text) >= _RUNS_FROM else text
+    return "\x00".join(set(_LETTERS.findall(text))) if _RUNS_FROM <= len(text) <= _RUNS_UPTO else text
 
 
 def _holds_all(in_runs, in_text, needles: tuple) -> bool:

@@ -83,18 +83,22 @@ _TABLE: dict[int, str] = {0: BLANK}  # code point -> what it reads as, for the c
 _DECIDED: set[str] = set()  # characters whose entry (or its absence: left as they are) is settled
 _COMPLETE: list[bool] = [False]  # every code point of the ranges and the skeleton letters is in _TABLE
 _LAZY_CHARS = 20_000  # a longer text gets the whole table (built once, ~8 ms): cheaper than its characters
+_LAZY_NON_ASCII = 1_000  # so does a text with more bytes of non-ASCII than this (CJK, Cyrillic pages)
+_DECIDED_MAX = 20_000  # and every text once this many characters were worked out one by one
 _RANGE_STARTS = [low for low, _ in _RANGES]
 
 
 def fold_table(text: str = "") -> dict[int, str]:
     """The folding table (`str.translate`) with an entry for every character of `text` that folds (see
-    `_fold_char`). A short text only has its own characters worked out: a docs snippet or a title holds a
-    few distinct non-ASCII characters, and building the whole table (~70,000 code points) cost ~8 ms on
-    every call that met one; a page (over 20,000 characters) gets the whole table. A plain dict either
-    way, so translating runs at C speed."""
+    `_fold_char`). A short, mostly ASCII text only has its own characters worked out: a docs snippet or a
+    title holds a few distinct non-ASCII characters, and building the whole table (~70,000 code points) cost
+    ~8 ms on every call that met one; a page (over 20,000 characters), a text in another script (over 1,000
+    bytes of non-ASCII) or a process that met 20,000 distinct characters gets the whole table, once. A plain
+    dict either way, so translating runs at C speed."""
     if _COMPLETE[0]:
         return _TABLE
-    if len(text) > _LAZY_CHARS:
+    if (len(text) > _LAZY_CHARS or len(_DECIDED) > _DECIDED_MAX
+            or len(text.encode("utf-8", "surrogatepass")) - len(text) > _LAZY_NON_ASCII):
         for low, high in _RANGES:
             _decide(range(low, high + 1))
         _decide(skeleton_letters())

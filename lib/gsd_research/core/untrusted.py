@@ -54,6 +54,7 @@ _MARKER = re.compile(
 _MARKER_COMPACT = re.compile(r"end(?:of)?(?:the)?untrusted(?:text|content|data|input|evidence|section)|"
                              r"untrusted(?:text|content|data)ends")
 _SMUGGLED = re.compile("[\U000e0000-\U000e007f]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _ENTITY = re.compile(r"&#(?:\d{2,7}|x[0-9a-f]{2,6});", re.I)
 _FENCE_HEADS = (FENCE_OPEN_FLAGGED + "\n", FENCE_OPEN + "\n")
 
@@ -163,6 +164,8 @@ def neutralize(text: str) -> str:
         at = end
     out.append(text[at:])
     result = "".join(out)
+    if _SURROGATE.search(result):  # a lone surrogate (JSON `\\udfff` from a provider) is no character: U+FFFD
+        result = _SURROGATE.sub("\ufffd", result)
     return _SMUGGLED.sub("", result) if _SMUGGLED.search(result) else result
 
 
@@ -210,65 +213,59 @@ def unfence(text: str | None) -> str:
     return parts[1] if parts else (text or "")
 
 
-SEAM_CHARS = 256  # text scanned on each side of a seam between fields: a longer instruction split over two
-# fields is not looked for (it is fenced all the same); each field alone was scanned whole
-
-
-def _seam_windows(values: list[str]) -> list[tuple[str, int]]:
-    """The text near each seam of the fields joined by newlines, as (window, lines before it in the join).
-    Fields without findings of their own are joined only to find an instruction split over them
-    (`Ignore all previous` + `instructions and …`), so only the text near a seam is scanned, cut on
-    whitespace: a docs answer's long snippets then cost a fraction of a whole scan."""
-    joined = "\n".join(values)
-    spans: list[list[int]] = []
-    at = 0
-    for value in values[:-1]:
-        at += len(value)
-        start, end = _on_space(joined, at - SEAM_CHARS, -1), _on_space(joined, at + 1 + SEAM_CHARS, 1)
-        if spans and start <= spans[-1][1]:
-            spans[-1][1] = end
-        else:
-            spans.append([start, end])
-        at += 1
-    return [(joined[start:end], joined.count("\n", 0, start)) for start, end in spans]
-
-
-def _scan_seams(windows: list[tuple[str, int]], scan_one) -> list[dict]:
-    """Findings over the seam windows, one per kind, with the lines of the whole join."""
-    found: dict[str, dict] = {}
-    for window, offset in windows:
-        for finding in scan_one(window):
-            found.setdefault(finding["kind"], {"kind": finding["kind"], "line": finding["line"] + offset})
-    return sorted(found.values(), key=lambda f: f["line"])
-
-
-def _on_space(text: str, at: int, step: int) -> int:
-    """`at` moved outwards (step -1: back, 1: on) to the nearest whitespace within 40 characters, so a window
-    starts and ends between words; clamped to the text."""
-    if at <= 0:
-        return 0
-    if at >= len(text):
-        return len(text)
-    for _ in range(40):
-        if text[at].isspace() or not 0 < at < len(text) - 1:
-            return at if step < 0 else at + 1
-        at += step
-    return at
-
-
 class _Batch:
     """The texts of one answer scanned together: their views built once and the patterns that can match any
     of them worked out once (`injection_scan.candidates`), so each text only looks at those."""
 
     def __init__(self, texts: list[str]) -> None:
-        self.views = {text: Views(text) for text in texts if text and text not in _CACHE}
+        self.views = {text: Views(text) for text in dict.fromkeys(texts) if text and text not in _CACHE}
         self.only = candidates(list(self.views.values())) if len(self.views) > 1 else None
+
+    def views_of(self, text: str) -> Views:
+        return self.views.get(text) or Views(text)
 
     def scan(self, text: str) -> list[dict]:
         if not text:
             return []
         views = self.views.get(text)  # a text left out of the batch (it was cached) may not use its candidates
         return [dict(f) for f in _analysis(text, views, self.only if views is not None else None)[0]]
+
+
+SEAM_LETTERS = 256  # letters read on each side of a seam between fields when looking for a split instruction
+
+
+def _seam_windows(values: list[str], views: list[Views]) -> list[str]:
+    """The text near each seam of the fields joined by newlines: SEAM_LETTERS letters of the detection views
+    on each side (so invisible characters, markup, character references and whitespace around the seam
+    cost nothing: padding cannot push an instruction out of the window), merged where they meet."""
+    joined = "\n".join(values)
+    spans: list[list[int]] = []
+    offset = 0
+    for left, right, view_left, view_right in zip(values, values[1:], views, views[1:], strict=False):
+        start = offset + _letters_back(view_left)
+        offset += len(left) + 1
+        end = offset + _letters_on(view_right, len(right))
+        if spans and start <= spans[-1][1]:
+            spans[-1][1] = end
+        else:
+            spans.append([start, end])
+    return [joined[start:end] for start, end in spans]
+
+
+def _letters_back(views: Views) -> int:
+    """Where, in the original text, its last SEAM_LETTERS letters (as the detector reads them) start."""
+    letters = views.compact
+    if len(letters.text) <= SEAM_LETTERS:
+        return 0
+    return letters.span(len(letters.text) - SEAM_LETTERS, len(letters.text) - SEAM_LETTERS + 1)[0]
+
+
+def _letters_on(views: Views, length: int) -> int:
+    """Where, in the original text, its first SEAM_LETTERS letters (as the detector reads them) end."""
+    letters = views.compact
+    if len(letters.text) <= SEAM_LETTERS:
+        return length
+    return letters.span(SEAM_LETTERS - 1, SEAM_LETTERS)[1]
 
 
 def warning(where: str, findings: list[dict], **extra) -> dict:
@@ -288,26 +285,28 @@ def guard_results(results: list[dict], fields: tuple[str, ...] = ("content", "sn
     """The rule for a list of results: every text field fenced; flagged items marked; one warning per
     flagged item ({"where": "results[i]", "result": i (1-based), "kinds", "fields", "findings"}: the result's
     index, never its URL or any other text of it)."""
-    warnings, guarded = [], []
     fielded = [{f: item[f] for f in fields if isinstance(item.get(f), str) and item[f]} for item in results]
-    seams = [(_seam_windows(list(t.values())), _seam_windows(list(t.values())[::-1])) if len(t) > 1 else ([], [])
-             for t in fielded]
-    batch = _Batch([v for t in fielded for v in t.values()] + [w for pair in seams for side in pair for w, _ in side])
+    batch = _Batch([v for texts in fielded for v in texts.values()])
+    found = [[dict(h, field=field) for field, value in texts.items() for h in batch.scan(value)] for texts in fielded]
+    split = [i for i, texts in enumerate(fielded) if not found[i] and len(texts) > 1]
+    if split:  # an instruction split over the title and the snippet: the seams of all items as one batch
+        windows = {i: [_seam_windows(order, [batch.views_of(v) for v in order]) for order in
+                       (list(fielded[i].values()), list(fielded[i].values())[::-1])] for i in split}
+        seams = _Batch([w for both in windows.values() for side in both for w in side])
+        for i in split:
+            if any(seams.scan(w) for side in windows[i] for w in side):  # confirmed on the whole join
+                values = list(fielded[i].values())
+                hits = scan("\n".join(values)) or scan("\n".join(values[::-1]))
+                found[i] = [dict(h, field="+".join(fielded[i])) for h in hits]
+    warnings, guarded = [], []
     for index, (item, texts) in enumerate(zip(results, fielded, strict=True)):
         item = dict(item)
-        findings = []
+        split_found = any("+" in f["field"] for f in found[index])
         for field, value in texts.items():
-            hits = batch.scan(value)
-            findings.extend(dict(h, field=field) for h in hits)
-            item[field] = fence(value, bool(hits))
-        if not findings and len(texts) > 1:  # an instruction split over the title and the snippet
-            joined = _scan_seams(seams[index][0], batch.scan) or _scan_seams(seams[index][1], batch.scan)
-            findings = [dict(h, field="+".join(texts)) for h in joined]
-            for field in texts if findings else ():
-                item[field] = fence(texts[field], True)
-        if findings:
+            item[field] = fence(value, split_found or any(f["field"] == field for f in found[index]))
+        if found[index]:
             item["injection_flagged"] = True
-            warnings.append(warning(f"results[{index}]", findings, result=index + 1,
-                                    fields=sorted({f["field"] for f in findings})))
+            warnings.append(warning(f"results[{index}]", found[index], result=index + 1,
+                                    fields=sorted({f["field"] for f in found[index]})))
         guarded.append(item)
     return guarded, warnings
