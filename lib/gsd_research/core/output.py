@@ -60,5 +60,5 @@ def emit(doc: dict, pretty: bool = False, stream=None) -> None:
         stream.write(text)
     except UnicodeEncodeError:  # a non-UTF-8 stdout (PYTHONIOENCODING=ascii, odd locales): send UTF-8 bytes
         stream.flush()
-        stream.buffer.write(text.encode("utf-8"))
+        stream.buffer.write(text.encode("utf-8", "replace"))  # a lone surrogate is no UTF-8: written as ?
     stream.flush()

@@ -94,7 +94,7 @@ def _piece_count(piece: str) -> int:
     if piece.isascii():  # every character is an entry and the text entries keep cl100k's order: exact
         step = _MAX_BPE_CHARS
         return sum(_bpe(list(piece[i:i + step]), ranks) for i in range(0, len(piece), step))
-    data, branks = piece.encode("utf-8"), _byte_ranks()
+    data, branks = piece.encode("utf-8", "surrogatepass"), _byte_ranks()  # a lone surrogate: 3 bytes, no crash
     step = _MAX_BPE_CHARS
     return sum(_bpe([data[j:j + 1] for j in range(i, min(i + step, len(data)))], branks)
                for i in range(0, len(data), step))
