@@ -138,8 +138,70 @@ def test_the_oldest_entries_go_beyond_the_limit_and_known_keys_are_scrubbed(monk
     monkeypatch.setattr(answer_memo, "MAX_ENTRIES", 3)
     monkeypatch.setattr(secrets, "known_secrets", lambda config=None: ["ctx7sk-canary-0123456789"])
     for n in range(5):
-        answer_memo.put(f"k{n}", {"metadata": {}, "note": f"n{n} ctx7sk-canary-0123456789"})
+        answer_memo.put(f"k{n}", {"metadata": {"note": f"n{n} ctx7sk-canary-0123456789"}})
         os.utime(answer_memo.memo_dir() / f"k{n}.json", (1000 + n, 1000 + n))
     assert [p.stem for p in kept_files()] == ["k2", "k3", "k4"]
     assert "canary" not in (answer_memo.memo_dir() / "k4.json").read_text()
-    assert answer_memo.get("k4") == {"metadata": {}, "note": "n4 ***"}
+    assert answer_memo.get("k4") == {"metadata": {"note": "n4 ***"}}
+
+
+def test_a_lone_surrogate_in_context7s_answer_is_kept_and_printed_like_the_first_time(cli, fake, counted):
+    fake.state["context7.body"] = (b'{"codeSnippets":[{"codeTitle":"T \\ud800 x","codeDescription":"desc",'
+                                   b'"codeLanguage":"py","codeId":"https://github.com/a/b#_snippet_0",'
+                                   b'"pageTitle":"P","codeList":[{"language":"py","code":"x=1"}]}],"infoSnippets":[]}')
+    outputs = [cli("docs", "react", "hooks") for _ in range(3)]
+
+    assert [o.code for o in outputs] == [0, 0, 0] and outputs[1].stdout == outputs[2].stdout
+    assert "\ufffd" in outputs[2].json["results"][0]["title"] and len(kept_files()) == 1 and len(counted) == 2
+
+
+def test_a_symlink_in_place_of_the_memo_folder_is_never_followed(cli, fake, tmp_path):
+    project = tmp_path / "elsewhere"
+    project.mkdir()
+    (project / "package.json").write_text("{}")
+    folder = answer_memo.memo_dir()
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    folder.symlink_to(project, target_is_directory=True)
+
+    cli("docs", "react", "useEffect cleanup")
+    second = cli("docs", "react", "useEffect cleanup")  # kept: the link was removed and a folder made
+    assert second.code == 0 and not folder.is_symlink() and len(kept_files()) == 1
+    assert sorted(p.name for p in project.iterdir()) == ["package.json"]
+
+    answer_memo.clear()
+    folder.rmdir()
+    folder.symlink_to(project, target_is_directory=True)
+    assert cli("cache", "clear").json["docs_answers_removed"] == 0
+    assert not folder.exists() and (project / "package.json").exists()
+
+
+@pytest.mark.parametrize("how", ["group-writable folder", "another user's file", "fifo", "envelope keys"])
+def test_an_entry_others_could_have_written_or_that_is_not_a_docs_answer_is_not_printed(cli, fake, counted, how):
+    cli("docs", "react", "useEffect cleanup")
+    good = cli("docs", "react", "useEffect cleanup").stdout
+    [path] = kept_files()
+    forged = json.dumps({"format": 1, "key": path.stem, "answer": {"metadata": {}, "results": [], "query": "PLANTED"}})
+    if how == "group-writable folder":
+        path.write_text(forged)
+        path.parent.chmod(0o770)
+    elif how == "another user's file":
+        if os.geteuid() != 0:
+            pytest.skip("needs root to give a file to another user")
+        path.write_text(forged)
+        os.chown(path, 65534, 65534)
+    elif how == "fifo":
+        path.unlink()
+        os.mkfifo(path, 0o600)
+    else:
+        path.write_text(json.dumps({"format": 1, "key": path.stem,
+                                    "answer": {"metadata": {}, "success": False, "exit_code": 9}}))
+
+    import threading
+
+    box = []
+    reader = threading.Thread(target=lambda: box.append(answer_memo.get(path.stem)), daemon=True)
+    reader.start()
+    reader.join(5)
+    assert box == [None]  # read at once (a FIFO does not block) and refused
+    result = cli("docs", "react", "useEffect cleanup")
+    assert result.stdout == good and "PLANTED" not in result.stdout and len(counted) == 3

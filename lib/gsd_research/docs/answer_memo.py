@@ -9,9 +9,11 @@ the data files, the Python version), so any change of input gives another key: n
 stale keys just stop being asked for. Only answers served from the HTTP cache are kept and reused: a call that
 reached Context7 is computed afresh.
 
-Files: GSD_RESEARCH_HOME/cache/docs/<key>.json, 0600, written in one rename, read without following a
-symlink; anything that does not parse as our own entry for that key is ignored (and overwritten). At most
-MAX_ENTRIES are kept (the oldest go first); `cache clear` removes them with the HTTP cache.
+Files: GSD_RESEARCH_HOME/cache/docs/<key>.json, 0600, written in one rename (ASCII JSON, known keys
+scrubbed). Read only from a private folder of ours (no symlink in place of `cache` or `cache/docs`, nobody
+else can write there), only a regular file of ours (never through a symlink, never blocking on a FIFO),
+and only a docs answer for that key: anything else is ignored (and overwritten). At most MAX_ENTRIES are
+kept (the oldest go first); `cache clear` removes them with the HTTP cache.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 import sys
 from pathlib import Path
 
@@ -28,11 +31,36 @@ from gsd_research.core.config import home
 
 FORMAT = 1
 MAX_ENTRIES = 200
+MAX_BYTES = 4_000_000
 _DATA_FILES = ("cl100k_vocab.txt", "cl100k_extra.txt", "confusables.txt")
+# what a docs answer holds at its top level (anything else, e.g. `success` or `exit_code`, is not ours)
+_ANSWER_KEYS = frozenset({"query", "library", "untrusted", "metadata", "results", "injection_flagged",
+                          "injection_warnings"})
 
 
 def memo_dir() -> Path:
     return home() / "cache" / "docs"
+
+
+def _private_folder(create: bool) -> Path | None:
+    """The memo folder when it is ours alone: `cache` and `cache/docs` real folders (no symlink, which would
+    send reads, writes and `cache clear` elsewhere), owned by us and writable by nobody else; else None (the
+    memo is then not used). With `create`, a planted symlink is removed (the link, never its target) and
+    the folder made."""
+    folder = memo_dir()
+    if create:
+        for path in (folder.parent, folder):
+            if path.is_symlink():
+                path.unlink()
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for path in (folder.parent, folder):
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return None
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+            return None
+    return folder
 
 
 def code_stamp() -> str:
@@ -58,25 +86,36 @@ def _stat(path) -> str:
 
 def key(**inputs) -> str:
     """The digest of an answer's inputs (JSON-encodable values) and of the code."""
-    text = json.dumps(inputs, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    text = json.dumps(inputs, sort_keys=True, separators=(",", ":"), default=str)  # ASCII: a lone surrogate too
     return hashlib.sha256(f"{FORMAT}\n{code_stamp()}\n{text}".encode()).hexdigest()[:40]
 
 
 def get(memo_key: str) -> dict | None:
-    """The answer stored under `memo_key`, or None (none, unreadable, not ours, a symlink)."""
+    """The answer stored under `memo_key`, or None: none, unreadable, not a regular file of ours (a FIFO would
+    block, a symlink leads elsewhere, another user's file was not written by us), too big, or not a docs
+    answer for this key."""
+    folder = _private_folder(create=False)
+    if folder is None:
+        return None
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        fd = os.open(memo_dir() / f"{memo_key}.json", os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(folder / f"{memo_key}.json", flags)
     except OSError:
         return None
     try:
         with os.fdopen(fd, "rb") as fh:
-            entry = json.loads(fh.read(4_000_000).decode("utf-8"))
+            info = os.fstat(fh.fileno())
+            if (not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077
+                    or info.st_size > MAX_BYTES):
+                return None
+            entry = json.loads(fh.read(MAX_BYTES).decode("utf-8"))
     except (OSError, ValueError):
         return None
     if not isinstance(entry, dict) or entry.get("format") != FORMAT or entry.get("key") != memo_key:
         return None
     doc = entry.get("answer")
-    if not isinstance(doc, dict) or not isinstance(doc.get("metadata"), dict):
+    if (not isinstance(doc, dict) or not set(doc) <= _ANSWER_KEYS or not isinstance(doc.get("metadata"), dict)
+            or not isinstance(doc.get("results", []), list)):
         return None
     return doc
 
@@ -85,19 +124,22 @@ def put(memo_key: str, doc: dict) -> None:
     """Keep `doc` under `memo_key` (known keys scrubbed out); a failure to write only costs the next call time."""
     from gsd_research.core.secrets import scrub
 
-    folder = memo_dir()
-    tmp = folder / f".{memo_key}.{os.getpid()}.{os.urandom(3).hex()}.tmp"
+    tmp = None
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        text = scrub(json.dumps({"format": FORMAT, "key": memo_key, "answer": doc}, ensure_ascii=False))
+        folder = _private_folder(create=True)
+        if folder is None:
+            return
+        tmp = folder / f".{memo_key}.{os.getpid()}.{os.urandom(3).hex()}.tmp"
+        text = scrub(json.dumps({"format": FORMAT, "key": memo_key, "answer": doc}))  # ASCII
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with os.fdopen(fd, "w", encoding="ascii") as fh:
             fh.write(text)
         os.replace(tmp, folder / f"{memo_key}.json")
         _prune(folder)
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+    except (OSError, ValueError):
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
 
 
 def _prune(folder: Path) -> None:
@@ -116,10 +158,17 @@ def _mtime(path: Path) -> float:
 
 
 def clear() -> int:
-    """Remove every kept answer; returns how many."""
+    """Remove every kept answer (and what killed writers left); returns how many answers. A symlink in place of
+    the folder is removed itself, never followed."""
+    folder = memo_dir()
+    if folder.is_symlink():
+        folder.unlink()
+        return 0
+    if _private_folder(create=False) is None:
+        return 0
     removed = 0
-    for path in memo_dir().glob("*.json"):
+    for path in [*folder.glob("*.json"), *folder.glob(".*.tmp")]:
         with contextlib.suppress(OSError):
             path.unlink()
-            removed += 1
+            removed += path.suffix == ".json"
     return removed
