@@ -138,6 +138,11 @@ class View:
         self._out: list[int] | None = None
         self._in: list[int] = []
 
+    @property
+    def source(self) -> str:
+        """The text before BLANK characters were squeezed out (same length as its parent's text)."""
+        return self._source
+
     def source_index(self, i: int) -> int:
         if self._out is None:
             self._out, self._in, at = [], [], 0

@@ -34,6 +34,7 @@ Public API (stable; recall and any new command use these):
 
 from __future__ import annotations
 
+import bisect
 import re
 
 from gsd_research.core.injection_scan import candidates, compiled, detect, regex
@@ -217,12 +218,11 @@ class _Batch:
     """The texts of one answer scanned together: their views built once and the patterns that can match any
     of them worked out once (`injection_scan.candidates`), so each text only looks at those."""
 
-    def __init__(self, texts: list[str]) -> None:
-        self.views = {text: Views(text) for text in dict.fromkeys(texts) if text and text not in _CACHE}
+    def __init__(self, texts: list[str], built: dict[str, Views] | None = None) -> None:
+        built = built or {}
+        self.views = {text: built.get(text) or Views(text) for text in dict.fromkeys(texts)
+                      if text and text not in _CACHE}
         self.only = candidates(list(self.views.values())) if len(self.views) > 1 else None
-
-    def views_of(self, text: str) -> Views:
-        return self.views.get(text) or Views(text)
 
     def scan(self, text: str) -> list[dict]:
         if not text:
@@ -232,40 +232,91 @@ class _Batch:
 
 
 SEAM_LETTERS = 256  # letters read on each side of a seam between fields when looking for a split instruction
+SEAM_WORDS = 4  # and whole words beyond them, however long (patterns allow a few words of any length)
 
 
 def _seam_windows(values: list[str], views: list[Views]) -> list[str]:
-    """The text near each seam of the fields joined by newlines: SEAM_LETTERS letters of the detection views
-    on each side (so invisible characters, markup, character references and whitespace around the seam
-    cost nothing: padding cannot push an instruction out of the window), merged where they meet."""
+    """The text near each seam of the fields joined by newlines: SEAM_LETTERS letters on each side as the
+    detector reads them (invisible characters, references, markup and whitespace cost nothing), then
+    SEAM_WORDS more whole words; merged where they meet. The letters are counted in each field's own views
+    (`views`, built for scanning it), or in the join's when a tag or comment is open at a seam (it closes in
+    the next field, and the join reads it as markup). The windows only tell whether to scan the whole join."""
     joined = "\n".join(values)
-    spans: list[list[int]] = []
-    offset = 0
+    if any(_open_markup(v.folded) for v in views[:-1]):
+        return _windows(joined, [_join_letters(joined, values)])
+    bounds, offset = [], 0
     for left, right, view_left, view_right in zip(values, values[1:], views, views[1:], strict=False):
         start = offset + _letters_back(view_left)
         offset += len(left) + 1
-        end = offset + _letters_on(view_right, len(right))
+        bounds.append((start, offset + _letters_on(view_right, len(right))))
+    return _windows(joined, [bounds])
+
+
+def _windows(joined: str, bound_lists: list) -> list[str]:
+    spans: list[list[int]] = []
+    for start, end in (b for bounds in bound_lists for b in bounds):
+        start, end = _words_back(joined, start), _words_on(joined, end)
         if spans and start <= spans[-1][1]:
-            spans[-1][1] = end
+            spans[-1][1] = max(end, spans[-1][1])
         else:
             spans.append([start, end])
     return [joined[start:end] for start, end in spans]
 
 
+_OPEN_TAG = re.compile(r"</?[a-z][\w:-]{0,30}(?:\s[^<>]{0,300})?\Z")  # textfold's tag, not yet closed
+
+
+def _open_markup(folded: str) -> bool:
+    """Whether a field (folded, as the views read it) ends inside a tag or a comment, which the next field
+    may close: the join then reads them as markup (textfold's _HTML_TAG and _COMMENT_BODY)."""
+    comment = folded[-2100:]
+    return bool(_OPEN_TAG.search(folded[-400:])) or comment.rfind("<!--") > comment.rfind("-->")
+
+
+_NTH_LETTER = re.compile(rf"(?:[^a-z013457@$]*[a-z013457@$]){{{SEAM_LETTERS}}}")  # the compact view's letters
+
+
 def _letters_back(views: Views) -> int:
-    """Where, in the original text, its last SEAM_LETTERS letters (as the detector reads them) start."""
-    letters = views.compact
-    if len(letters.text) <= SEAM_LETTERS:
-        return 0
-    return letters.span(len(letters.text) - SEAM_LETTERS, len(letters.text) - SEAM_LETTERS + 1)[0]
+    """Where, in the original text, its last SEAM_LETTERS letters (as the detector reads them) start. The
+    words view before squeezing (`source`) has the original's length, so its positions are the original's."""
+    source = views.words.source
+    found = _NTH_LETTER.match(source[::-1])
+    return 0 if found is None else len(source) - found.end()
 
 
 def _letters_on(views: Views, length: int) -> int:
     """Where, in the original text, its first SEAM_LETTERS letters (as the detector reads them) end."""
-    letters = views.compact
-    if len(letters.text) <= SEAM_LETTERS:
-        return length
-    return letters.span(SEAM_LETTERS - 1, SEAM_LETTERS)[1]
+    found = _NTH_LETTER.match(views.words.source)
+    return length if found is None else found.end()
+
+
+def _join_letters(joined: str, values: list[str]) -> list[tuple[int, int]]:
+    """The window bounds of each seam, letters counted in the join's own views."""
+    letters = Views(joined).compact
+    count, bounds, seam = len(letters.text), [], -1
+    for value in values[:-1]:
+        seam += len(value) + 1  # the newline between this field and the next
+        k = bisect.bisect_left(range(count), seam, key=letters.original_index)  # the first letter after it
+        start = 0 if k <= SEAM_LETTERS else letters.span(k - SEAM_LETTERS, k - SEAM_LETTERS + 1)[0]
+        end = len(joined) if k + SEAM_LETTERS >= count else letters.span(k + SEAM_LETTERS - 1, k + SEAM_LETTERS)[1]
+        bounds.append((start, end))
+    return bounds
+
+
+_WORD_ON = re.compile(rf"(?:\W*\w+){{0,{SEAM_WORDS}}}")
+
+
+def _words_on(text: str, at: int) -> int:
+    return _WORD_ON.match(text, at).end()
+
+
+def _words_back(text: str, at: int) -> int:
+    for _ in range(SEAM_WORDS):
+        while at > 0 and not text[at - 1].isalnum():
+            at -= 1
+        while at > 0 and text[at - 1].isalnum():
+            at -= 1
+    return at
 
 
 def warning(where: str, findings: list[dict], **extra) -> dict:
@@ -286,18 +337,17 @@ def guard_results(results: list[dict], fields: tuple[str, ...] = ("content", "sn
     flagged item ({"where": "results[i]", "result": i (1-based), "kinds", "fields", "findings"}: the result's
     index, never its URL or any other text of it)."""
     fielded = [{f: item[f] for f in fields if isinstance(item.get(f), str) and item[f]} for item in results]
-    batch = _Batch([v for texts in fielded for v in texts.values()])
+    views = {text: Views(text) for texts in fielded for text in texts.values()}
+    windows = {i: [_seam_windows(order, [views[v] for v in order]) for order in
+                   (list(texts.values()), list(texts.values())[::-1])] for i, texts in enumerate(fielded) if len(texts) > 1}
+    batch = _Batch([v for texts in fielded for v in texts.values()] +  # fields and seams: one batch
+                   [w for both in windows.values() for side in both for w in side], views)
     found = [[dict(h, field=field) for field, value in texts.items() for h in batch.scan(value)] for texts in fielded]
-    split = [i for i, texts in enumerate(fielded) if not found[i] and len(texts) > 1]
-    if split:  # an instruction split over the title and the snippet: the seams of all items as one batch
-        windows = {i: [_seam_windows(order, [batch.views_of(v) for v in order]) for order in
-                       (list(fielded[i].values()), list(fielded[i].values())[::-1])] for i in split}
-        seams = _Batch([w for both in windows.values() for side in both for w in side])
-        for i in split:
-            if any(seams.scan(w) for side in windows[i] for w in side):  # confirmed on the whole join
-                values = list(fielded[i].values())
-                hits = scan("\n".join(values)) or scan("\n".join(values[::-1]))
-                found[i] = [dict(h, field="+".join(fielded[i])) for h in hits]
+    for i in windows:  # an instruction split over the title and the snippet, confirmed on the whole join
+        if not found[i] and any(batch.scan(w) for side in windows[i] for w in side):
+            values = list(fielded[i].values())
+            hits = scan("\n".join(values)) or scan("\n".join(values[::-1]))
+            found[i] = [dict(h, field="+".join(fielded[i])) for h in hits]
     warnings, guarded = [], []
     for index, (item, texts) in enumerate(zip(results, fielded, strict=True)):
         item = dict(item)
