@@ -42,7 +42,7 @@ def timed(cmd: list[str], env: dict, cpu: list | None = None) -> tuple[float, di
 
 
 def main() -> None:
-    from _common import compile_bytecode
+    from bench._common import compile_bytecode
     from tests.fakes.server import make_server
 
     compile_bytecode()  # as an install has it: start-up figures must not include compiling our sources

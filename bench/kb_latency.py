@@ -41,8 +41,9 @@ def resident_up(env: dict, timeout: float = 180.0) -> int:
     lock = sock.with_name("search.lock")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if sock.exists() and lock.exists() and lock.read_text().strip().isdigit():
-            return int(lock.read_text())
+        fields = lock.read_text().split() if sock.exists() and lock.exists() else []
+        if fields and fields[0].isdigit():  # the pid, then (when known) its own search time
+            return int(fields[0])
         time.sleep(0.2)
     raise SystemExit("the resident search process did not start")
 
