@@ -146,3 +146,10 @@ def test_other_os_errors_stay_internal_errors(cli, fake, monkeypatch):
     monkeypatch.setattr(context7.Context7, "resolve", boom)
     r = cli("docs", "react", "hooks")
     assert r.code == 1 and r.json["error"]["code"] == "INTERNAL_ERROR"
+
+
+def test_an_argument_that_is_not_utf8_is_a_usage_error_not_an_internal_one(cli):
+    result = cli("docs", "re\udcffact", "hooks")  # how Python keeps the byte 0xff of an argument
+
+    assert result.code == 2 and result.json["error"]["code"] == "USAGE_ERROR"
+    assert "Argument 2" in result.json["error"]["message"] and "\udcff" not in result.stdout
