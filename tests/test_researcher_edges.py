@@ -85,3 +85,16 @@ def test_a_state_home_that_is_a_file_is_refused(tmp_path, monkeypatch):
         assert res.code != 0, (args, res.stdout)
         assert res.json["error"]["code"] == "STATE_NOT_WRITABLE", (args, res.stdout)
     assert home_file.read_text() == "root:x:0:0::/root:/bin/sh\n"
+
+
+def test_a_lone_surrogate_in_a_query_is_searched_and_an_undecodable_argument_refused(tools):
+    """An MCP client's JSON may hold half a surrogate pair (`\\udfff`): the model's tokenizer refused it
+    (INTERNAL_ERROR); a command-line byte that is not UTF-8 arrives the same way and is a usage error."""
+    for answer in (tools.search_fragments("axolotl \udfff limbs", None, 3),
+                   tools.search_documents("axolotl \ud800 limbs", None, 3)):
+        assert answer.get("success") is not False, answer
+        assert (answer.get("fragments") or answer.get("documents"))[0]["document_path"] == "a.md"
+
+    cli = kb("search", "axolotl \udcff", "--json")
+
+    assert cli.code == 2 and cli.json["error"]["code"] == "USAGE_ERROR" and "Argument 2" in cli.json["error"]["message"]

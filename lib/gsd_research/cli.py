@@ -9,7 +9,7 @@ import sys
 import click
 
 from gsd_research import __version__
-from gsd_research.core.errors import GsdError, reinstall_hint
+from gsd_research.core.errors import GsdError, check_arguments, reinstall_hint
 from gsd_research.core.runtime import DEFAULT_MAX_TOKENS, Runtime
 
 # name -> "module:attribute"; modules are imported only when their command runs (start-up time).
@@ -135,17 +135,6 @@ def _refuse_unsafe_state(argv: list[str]) -> None:
             raise unsafe
 
 
-def _refuse_undecodable(argv: list[str]) -> None:
-    """An argument whose bytes are not UTF-8 (Python keeps them as lone surrogates) can be neither sent to a
-    provider nor printed back: a usage error naming which one, instead of an internal error later."""
-    for number, arg in enumerate(argv, start=1):
-        if any("\udc80" <= c <= "\udcff" for c in arg):
-            from gsd_research.core.errors import UsageError
-
-            raise UsageError(f"Argument {number} is not valid UTF-8 text",
-                             suggestions=["Pass every argument as UTF-8 text (check the locale: LANG, LC_ALL)"])
-
-
 def _run(group: click.Group, argv: list[str], prog_name: str, known: dict) -> int:
     from gsd_research.core.output import emit, failure
 
@@ -154,7 +143,7 @@ def _run(group: click.Group, argv: list[str], prog_name: str, known: dict) -> in
         return _help(group, argv, prog_name, rt)
     try:
         _refuse_unsafe_state(argv)
-        _refuse_undecodable(argv)
+        check_arguments(argv)
         rv = group.main(args=argv, prog_name=prog_name, standalone_mode=False, obj=rt)
     except click.exceptions.NoArgsIsHelpError as exc:
         return _no_command(exc, prog_name, known, rt)

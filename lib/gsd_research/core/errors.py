@@ -77,6 +77,15 @@ class UsageError(GsdError):
     code = "USAGE_ERROR"
 
 
+def check_arguments(argv: list[str]) -> None:
+    """An argument whose bytes are not UTF-8 (Python keeps them as lone surrogates) can be neither sent to a
+    provider or a model nor printed back: a usage error naming which one, instead of an internal error later."""
+    for number, arg in enumerate(argv, start=1):
+        if any("\udc80" <= c <= "\udcff" for c in arg):
+            raise UsageError(f"Argument {number} is not valid UTF-8 text",
+                             suggestions=["Pass every argument as UTF-8 text (check the locale: LANG, LC_ALL)"])
+
+
 class MissingApiKey(GsdError):
     code = "MISSING_API_KEY"
 

@@ -23,6 +23,15 @@ _QUERY_SAFE = _PATH_SAFE + "?"
 _ISO_DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[T ][0-9:.]{2,15}(?:Z|[+-]\d{2}:?\d{2})?)?$")
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def whole_characters(text: str) -> str:
+    """`text` with lone surrogates (half a pair: a JSON `\\udfff` escape, an undecodable file name byte) as
+    U+FFFD: tokenizers, encoders and sockets refuse them."""
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
 def excerpt(text, limit: int = EXCERPT_CHARS) -> str | None:
     """External text for an error or metadata field: one line, at most `limit` characters, fenced (markers
     neutralized, the flagged opening when it is instruction-like); None when there is no text."""

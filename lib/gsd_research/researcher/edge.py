@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from gsd_research.core.errors import GsdError
+from gsd_research.core.errors import GsdError, check_arguments
 
 
 def _wants_json(argv: list[str]) -> bool:
@@ -28,6 +28,7 @@ def _fail(kb, argv: list[str], error: dict, code: int) -> int:
 def invoke(group: click.Group, kb, argv: list[str]) -> int:
     kb.argv = list(argv)
     try:
+        check_arguments(argv)
         rv = group.main(args=argv, prog_name="researcher", standalone_mode=False, obj=kb)
     except click.exceptions.NoArgsIsHelpError as exc:
         click.echo(exc.ctx.get_help() if exc.ctx else "", err=True)

@@ -248,12 +248,18 @@ class EmbeddingGateway:
 
     def embed_texts(self, texts: list[str]) -> list[list[float]]:
         """Vectors of texts being indexed."""
-        return self.backend.embed(texts) if texts else []
+        from gsd_research.core.external import whole_characters
+
+        return self.backend.embed([whole_characters(t) for t in texts]) if texts else []
 
     def embed_queries(self, queries: list[str]) -> list[list[float]]:
-        """Vectors of search queries; an HTTP provider answers a repeated query from the HTTP cache."""
+        """Vectors of search queries; an HTTP provider answers a repeated query from the HTTP cache. A lone
+        surrogate (an MCP client's JSON escape) is U+FFFD to the model (its tokenizer refuses one)."""
+        from gsd_research.core.external import whole_characters
+
         if not queries:
             return []
+        queries = [whole_characters(q) for q in queries]
         if isinstance(self.backend, HttpEmbedder):
             return self.backend.embed(queries, cache=True)
         return self.backend.embed_queries(queries)
