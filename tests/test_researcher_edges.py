@@ -98,3 +98,11 @@ def test_a_lone_surrogate_in_a_query_is_searched_and_an_undecodable_argument_ref
     cli = kb("search", "axolotl \udcff", "--json")
 
     assert cli.code == 2 and cli.json["error"]["code"] == "USAGE_ERROR" and "Argument 2" in cli.json["error"]["message"]
+
+
+@pytest.mark.parametrize("path", ["x" * 5000, "d/" * 3000 + "a.md", "y" * 300 + ".md", " "])
+def test_the_cli_refuses_the_paths_the_mcp_tool_refuses(tools, path):
+    result = kb("remove", "r", path, "--json")
+
+    assert result.code == 2 and result.json["error"]["code"] == "USAGE_ERROR"
+    assert len(result.stdout) < 600  # the path is not repeated

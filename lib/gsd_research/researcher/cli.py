@@ -203,6 +203,9 @@ def index(kb, name, wait):
 @click.argument("document")
 def remove(kb, name, document):
     """Remove DOCUMENT (a path inside the repository) from repository NAME's index."""
+    from gsd_research.researcher.mcp_server import check_path
+
+    check_path(document, "DOCUMENT")  # as the MCP tool: no absurd path (the error would repeat all of it)
     repo_cfg = kb.factory.repository_service.get_repository(name)
     rel = kb.factory.index_service(repo_cfg).remove_document(document)
     return {"repository": name, "removed": rel}
