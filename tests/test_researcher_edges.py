@@ -106,3 +106,15 @@ def test_the_cli_refuses_the_paths_the_mcp_tool_refuses(tools, path):
 
     assert result.code == 2 and result.json["error"]["code"] == "USAGE_ERROR"
     assert len(result.stdout) < 600  # the path is not repeated
+
+
+def test_a_made_up_id_that_equals_another_lines_id_is_told_apart_by_its_line(tools, tmp_path):
+    queries = tmp_path / "q.jsonl"
+    queries.write_text("\n".join(["not json", json.dumps({"id": 1, "query": "axolotl"}), "",
+                                  json.dumps({"query": "okapi"})]) + "\n")
+
+    lines = [json.loads(x) for x in kb("search", "--queries-file", str(queries), "--json").stdout.splitlines()]
+
+    assert [(x["id"], x["line"]) for x in lines] == [(1, 1), (1, 2), (4, 4)]  # two ids 1, two lines
+    assert lines[0]["error"]["code"] == "USAGE_ERROR" and lines[1]["documents"][0]["document_path"] == "a.md"
+    assert lines[2]["documents"][0]["document_path"] == "b.md"

@@ -55,7 +55,9 @@ def run_one(kb, text: str, repo_name, n_fragments: int, n_documents: int, mode: 
                   _document_measure)
 
 
-def _read_queries(path: str) -> list[tuple[object, str | None, dict | None]]:
+def _read_queries(path: str) -> list[tuple[int, object, str | None, dict | None]]:
+    """(line number, id, query, error) per non-blank line. A line without an id gets its line number as id;
+    every answer line also carries `line`, so two lines can never be told apart only by a made-up id."""
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -71,18 +73,19 @@ def _read_queries(path: str) -> list[tuple[object, str | None, dict | None]]:
             item = None
         if not isinstance(item, dict) or not isinstance(item.get("query"), str) or not item["query"].strip():
             qid = item.get("id", n) if isinstance(item, dict) else n  # the caller's id when it gave one
-            out.append((qid, None, {"code": "USAGE_ERROR",
-                                    "message": f"line {n}: expected {{\"id\": …, \"query\": \"non-empty text\"}}"}))
+            out.append((n, qid, None, {"code": "USAGE_ERROR",
+                                       "message": f"line {n}: expected {{\"id\": …, \"query\": \"non-empty text\"}}"}))
         else:
-            out.append((item.get("id", n), item["query"].strip(), None))
+            out.append((n, item.get("id", n), item["query"].strip(), None))
     return out
 
 
-def _line(qid, query: str, ranking, roots: dict[str, str], max_tokens: int) -> dict:
+def _line(n: int, qid, query: str, ranking, roots: dict[str, str], max_tokens: int) -> dict:
     try:
-        return answer(ranking, {"id": qid, "query": query, "metadata": {}}, roots, max_tokens, compact_tokens)
+        return answer(ranking, {"id": qid, "line": n, "query": query, "metadata": {}}, roots, max_tokens,
+                      compact_tokens)
     except UsageError as exc:
-        return {"id": qid, "query": None, "error": exc.to_dict()}
+        return {"id": qid, "line": n, "query": None, "error": exc.to_dict()}
 
 
 def run_batch(kb, path: str, repo_name, n_fragments: int, n_documents: int, mode: str, max_tokens: int) -> None:
@@ -93,10 +96,10 @@ def run_batch(kb, path: str, repo_name, n_fragments: int, n_documents: int, mode
     items = _read_queries(path)
     repos, _ = _repositories(kb, repo_name)
     roots = {r.name: r.path for r in repos}
-    valid = [q for _, q, err in items if err is None]
+    valid = [q for _, _, q, err in items if err is None]
     results = iter(search_all(kb, valid, repos, n_fragments, n_documents, mode)) if valid else iter(())
-    for qid, query, err in items:
-        line = {"id": qid, "query": None, "error": err} if err is not None else \
-            _line(qid, query, next(results), roots, max_tokens)
+    for n, qid, query, err in items:
+        line = {"id": qid, "line": n, "query": None, "error": err} if err is not None else \
+            _line(n, qid, query, next(results), roots, max_tokens)
         sys.stdout.write(scrub(dumps(line)) + "\n")
     sys.stdout.flush()
