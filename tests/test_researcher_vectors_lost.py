@@ -129,10 +129,11 @@ def test_a_lost_vector_store_is_named_by_every_search_and_status_then_embedded_a
 
 
 def test_vectors_lost_for_some_documents_are_embedded_again_and_only_theirs(indexed):
-    empty(indexed, "a.md")  # one of three: not yet "damaged", but index notices and embeds that one again
+    empty(indexed, "a.md")  # one of three: search and status name it, index embeds that one again
     next_process()
-    assert kb("status", "r", "--json").json["repositories"][0]["damaged"] is None
-    assert kb("search", "okapi", "--mode", "vector", "--json").code == 0
+    assert "holds 2 of the 3 fragments" in kb("status", "r", "--json").json["repositories"][0]["damaged"]
+    partial = kb("search", "okapi", "--mode", "vector", "--json")
+    assert partial.code != 0 and partial.json["error"]["code"] == "INDEX_DAMAGED"
 
     out = kb("index", "r", "--json").json["results"][0]
 
@@ -275,3 +276,55 @@ def test_a_collection_emptied_on_either_store_is_named_and_embedded_again(tmp_pa
     assert result["documents_indexed"] == 3 and where in result["repaired"], result
     assert kb("search", "axolotl", "--mode", "vector", "--json").json["documents"][0]["document_path"] == "a.md"
     assert kb("status", "r", "--json").json["repositories"][0]["damaged"] is None
+
+
+@pytest.mark.parametrize("kind", ["file", "dangling_symlink"])
+def test_a_file_or_a_dangling_link_in_place_of_the_store_is_named_and_replaced_by_index(indexed, tmp_path, kind):
+    """A store moved to a disk no longer mounted (a link to nothing) or a file in its place: index failed on it
+    (FileExistsError) after forgetting what was embedded, and search then answered by keywords alone."""
+    shutil.rmtree(indexed)
+    target = tmp_path / "unmounted" / "chroma"
+    if kind == "file":
+        indexed.write_text("not a store")
+    else:
+        indexed.symlink_to(target, target_is_directory=True)
+    next_process()
+    assert kb("search", "axolotl", "--json").json["error"]["code"] == "INDEX_DAMAGED"
+
+    out = kb("index", "r", "--json")
+
+    assert out.code == 0 and out.json["results"][0]["documents_indexed"] == 3, out.stdout
+    assert indexed.is_dir() and not indexed.is_symlink() and not target.exists()
+    next_process()
+    assert kb("search", "axolotl", "--mode", "vector", "--json").json["documents"][0]["document_path"] == "a.md"
+
+
+def test_a_journal_left_by_a_killed_index_run_does_not_hide_a_lost_store_from_status(indexed):
+    (indexed.parent / "journal.json").write_text('["a.md"]')  # no run holds the lock
+    shutil.rmtree(indexed)
+    next_process()
+
+    status = kb("status", "r", "--json").json["repositories"][0]
+
+    assert "holds 0 of the 3 fragments" in status["damaged"], status
+
+
+def test_a_store_damaged_inside_its_database_is_index_damaged_not_a_crash(indexed):
+    db = indexed / "chroma.sqlite3"
+    with open(db, "r+b") as fh:
+        fh.seek(4096)
+        fh.write(b"\xde\xad\xbe\xef" * 1024)
+    next_process()
+
+    search = kb("search", "axolotl", "--mode", "vector", "--json")
+
+    assert search.code != 0 and search.json["error"]["code"] == "INDEX_DAMAGED", search.stdout
+    assert "researcher index r" in search.stdout
+
+    next_process()  # each command is a process of its own (Chroma's Rust core does not recover from a panic)
+    out = kb("index", "r", "--json")  # the count still reads: SQLite's quick check finds the damage
+
+    assert out.code == 0 and out.json["results"][0]["documents_indexed"] == 3, out.stdout
+    assert "cannot be read" in out.json["results"][0]["repaired"], out.stdout
+    next_process()
+    assert kb("search", "axolotl", "--mode", "vector", "--json").json["documents"][0]["document_path"] == "a.md"

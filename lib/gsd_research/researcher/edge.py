@@ -43,18 +43,26 @@ def invoke(group: click.Group, kb, argv: list[str]) -> int:
     except GsdError as exc:
         return _fail(kb, argv, exc.to_dict(), exc.exit_code)
     except Exception as exc:  # the last line of defence: never a traceback
-        from gsd_research.core.internal_errors import log_internal_error, state_error
-
-        state = state_error(exc)
-        if state is not None:  # GSD_RESEARCH_HOME unwritable: the same answer as gsd-research's
-            return _fail(kb, argv, state.to_dict(), state.exit_code)
-        log_internal_error(exc)
-        return _fail(kb, argv, {"code": "INTERNAL_ERROR",
-                                "message": f"Unexpected {exc.__class__.__name__}: {str(exc)[:300]}",
-                                "suggestions": ["See GSD_RESEARCH_HOME/logs/errors.log"]}, 1)
+        return _internal(kb, argv, exc)
+    except BaseException as exc:  # a Rust library's panic (pyo3's PanicException is no Exception)
+        if exc.__class__.__name__ != "PanicException":
+            raise
+        return _internal(kb, argv, exc)
     if isinstance(rv, dict):
         _print(kb, rv)
     return 0
+
+
+def _internal(kb, argv: list[str], exc: BaseException) -> int:
+    from gsd_research.core.internal_errors import log_internal_error, state_error
+
+    state = state_error(exc) if isinstance(exc, Exception) else None
+    if state is not None:  # GSD_RESEARCH_HOME unwritable: the same answer as gsd-research's
+        return _fail(kb, argv, state.to_dict(), state.exit_code)
+    log_internal_error(exc)
+    return _fail(kb, argv, {"code": "INTERNAL_ERROR",
+                            "message": f"Unexpected {exc.__class__.__name__}: {str(exc)[:300]}",
+                            "suggestions": ["See GSD_RESEARCH_HOME/logs/errors.log"]}, 1)
 
 
 def _print(kb, payload: dict) -> None:

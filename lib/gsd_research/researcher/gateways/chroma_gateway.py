@@ -78,6 +78,13 @@ def _http_client(chromadb, settings, url: str):
     return client
 
 
+def _damage_sign(exc: BaseException) -> bool:
+    """A failure that says the embedded store's files are damaged (not a bug or a passing error)."""
+    text = f"{exc.__class__.__name__} {exc}".lower()
+    return exc.__class__.__name__ == "PanicException" or any(
+        sign in text for sign in ("malformed", "not a database", "disk image", "corrupt", "no such table"))
+
+
 class ChromaGateway:
     """Fragments of one repository in one collection; metadata carries document_path and fragment_index."""
 
@@ -132,8 +139,21 @@ class ChromaGateway:
         return out
 
     def _query(self, embeddings: list[list[float]], n_results: int, where: dict | None = None) -> list[list[SearchResult]]:
-        res = self.collection.query(query_embeddings=embeddings, n_results=n_results, where=where,
-                                    include=["documents", "metadatas", "distances"])
+        try:
+            res = self.collection.query(query_embeddings=embeddings, n_results=n_results, where=where,
+                                        include=["documents", "metadatas", "distances"])
+        except (KeyboardInterrupt, SystemExit, GeneratorExit):
+            raise
+        except GsdError:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - Chroma's Rust core panics (a BaseException) on a damaged file
+            if self.url is None and _damage_sign(exc):
+                _forget(str(self.persist_directory))  # a client that panicked is of no further use here
+                self._client = self._collection = None
+                raise health.unreadable(self.collection_name.removeprefix("researcher-"), str(self.persist_directory),
+                                        f"{exc.__class__.__name__}: {str(exc)[:120]}") from None
+            raise
+
         out = []
         for ids, docs, metas, dists in zip(res["ids"], res["documents"], res["metadatas"], res["distances"], strict=False):
             out.append([SearchResult(fragment_id=i, text=t or "", document_path=m.get("document_path", ""),
@@ -179,11 +199,19 @@ class ChromaGateway:
                 raise health.unreadable(repository or self.collection_name, self.where(), exc.message) from None
             raise
 
+    def damaged_inside(self) -> str | None:
+        """What is wrong inside the embedded store's database (SQLite's quick check), or None (a server: None)."""
+        return None if self.url is not None else health.damaged_inside(self.persist_directory / health.DB_NAME)
+
     def discard(self) -> None:
         """Remove an embedded store (its folder) that cannot be trusted: the next write starts a new one."""
         if self.url is None:
             _forget(str(self.persist_directory))
-            shutil.rmtree(self.persist_directory, ignore_errors=True)
+            path = Path(self.persist_directory)
+            if path.is_symlink() or path.is_file():  # a link (never followed) or a file where the folder was
+                path.unlink()
+            else:
+                shutil.rmtree(path, ignore_errors=True)
         self._client = self._collection = None
 
     def heartbeat(self) -> None:

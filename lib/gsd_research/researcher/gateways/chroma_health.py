@@ -42,11 +42,6 @@ def unreadable(repository: str, where: str, why: str) -> VectorStoreDamaged:
                               suggestions=fix(repository))
 
 
-def far_below(held: int, expected: int) -> bool:
-    """Under half of the recorded fragments: lost, not an index run's passing difference."""
-    return held * 2 < expected
-
-
 def identity(db: Path) -> tuple[int, int] | None:
     """(device, inode) of a non-empty database file; None when it is missing or empty."""
     try:
@@ -76,3 +71,22 @@ def stored_fragments(db: Path, collection: str, repository: str = "") -> int | N
         raise unreadable(repository or collection, str(Path(db).parent), str(exc)) from None  # not a database
     finally:
         conn.close()
+
+
+def damaged_inside(db: Path) -> str | None:
+    """What SQLite's quick check finds wrong inside the file (a page overwritten: Chroma's queries then fail or
+    its Rust core panics, while a count still reads), or None. Read-only; an index run pays it, a search not."""
+    if identity(db) is None:
+        return None
+    try:
+        conn = sqlite3.connect(f"{Path(db).absolute().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        rows = conn.execute("PRAGMA quick_check(3)").fetchall()
+    except sqlite3.DatabaseError as exc:
+        return str(exc)[:200]
+    finally:
+        conn.close()
+    problems = [str(r[0]) for r in rows if r and r[0] != "ok"]
+    return "; ".join(problems)[:200] or None

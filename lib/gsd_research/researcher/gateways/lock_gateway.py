@@ -72,6 +72,24 @@ class RepositoryLock:
         except (OSError, ValueError, KeyError, TypeError):
             return "another process"
 
+    def busy(self) -> bool:
+        """Whether an index run holds the lock now (a read: no file is created, none is locked for long)."""
+        import fcntl
+
+        try:
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+
     @contextmanager
     def hold(self, wait: float = WAIT_SECONDS) -> Iterator[None]:
         import fcntl

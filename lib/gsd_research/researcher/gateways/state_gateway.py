@@ -74,6 +74,15 @@ class StateGateway:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+        total = sum(m.fragment_count for m in checksums.values())
+        meta = self.load_meta()
+        if meta.get("recorded_fragments") != total:  # what a search compares the store with (no checksums read)
+            self.save_meta(dict(meta, recorded_fragments=total))
+
+    def recorded_total(self) -> int | None:
+        """The fragments the checksums record, as the last save wrote it to meta.json (None: an older index)."""
+        value = self.load_meta().get("recorded_fragments")
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
     def load_journal(self) -> list[str]:
         return list(self._read(self.journal_path, []) or [])

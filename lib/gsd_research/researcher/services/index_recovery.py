@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gsd_research.researcher import log
 from gsd_research.researcher.chunking import VERSION as CHUNKING_VERSION
-from gsd_research.researcher.gateways.chroma_health import VectorStoreDamaged, lost
+from gsd_research.researcher.gateways.chroma_health import VectorStoreDamaged, lost, unreadable
 from gsd_research.researcher.gateways.lexical_gateway import LexicalStoreDamaged
 
 
@@ -61,6 +61,9 @@ class StoreRecovery:
             held, damage = store.held(self.name), None
         except VectorStoreDamaged as exc:
             held, damage = 0, exc
+        inside = store.damaged_inside() if held >= expected else None
+        if inside:  # the count reads, the pages behind it do not: nothing in it is worth keeping
+            held, damage = 0, unreadable(self.name, store.where(), inside)
         if held >= expected:
             return
         damage = damage or lost(self.name, store.where(), held, expected)
@@ -72,9 +75,8 @@ class StoreRecovery:
             store.discard()
             self._chroma, counts = None, {}
         gone = [p for p, m in self.checksums.items() if counts.get(p, 0) < m.fragment_count]
-        for path in gone:
-            self.checksums.pop(path)
-        self.state.save_checksums(self.checksums)
+        for path in gone:  # embedded again by this run; not saved now: should the run fail, the checksums on
+            self.checksums.pop(path)  # disk still record them and the next search still names the damage
         self.repaired = f"{damage.message}; {len(gone)} document(s) embedded again"
         log.event("index.repair", repository=self.name, damaged=damage.message, documents=len(gone))
 

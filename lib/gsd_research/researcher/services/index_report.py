@@ -59,15 +59,17 @@ def repository_stats(service) -> IndexStats:
         service.lexical.count()
     except LexicalStoreDamaged as exc:
         stats.damaged = f"{exc.message}. {exc.suggestions[0]}"
-    if not stats.damaged and stats.total_fragments and not state.load_journal():  # no index run writing
+    writing = bool(state.load_journal()) and service.lock.busy()  # a killed run's journal is no run
+    if not stats.damaged and stats.total_fragments and not writing:
         stats.damaged = vector_damage(service._chroma_factory(), service.name, stats.total_fragments)
     return stats
 
 
 def vector_damage(store, repository: str, expected: int) -> str | None:
-    """The vector store holds far fewer fragments than the index records, or cannot be read: what and the fix."""
+    """The vector store holds fewer fragments than the index records (no index run is writing), or cannot be
+    read: what and the fix."""
     from gsd_research.core.errors import GsdError
-    from gsd_research.researcher.gateways.chroma_health import VectorStoreDamaged, far_below, lost
+    from gsd_research.researcher.gateways.chroma_health import VectorStoreDamaged, lost
 
     try:
         held = store.held(repository)
@@ -75,7 +77,7 @@ def vector_damage(store, repository: str, expected: int) -> str | None:
         return f"{exc.message}. {exc.suggestions[0]}"
     except GsdError:  # a Chroma server that does not answer: not known to be damaged (`status` says it is down)
         return None
-    if not far_below(held, expected):
+    if held >= expected:
         return None
     damage = lost(repository, store.where(), held, expected)
     return f"{damage.message}. {damage.suggestions[0]}"

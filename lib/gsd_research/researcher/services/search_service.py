@@ -44,14 +44,28 @@ class SearchService:
         none, or cannot be read, while the index records some (its folder or database deleted, emptied or
         truncated): vector search would silently find nothing."""
         from gsd_research.researcher.gateways.chroma_health import lost
-        from gsd_research.researcher.gateways.state_gateway import recorded_fragments
+        from gsd_research.researcher.gateways.state_gateway import StateGateway, recorded_fragments
 
         held = self.chroma.held(self.name)
+        db_path = getattr(self.lexical, "db_path", None)
+        repo_dir = self.repo_dir or (db_path.parent if db_path is not None else None)
+        if repo_dir is None:  # no state of its own (a service built in memory)
+            return held
+        recorded = StateGateway(repo_dir).recorded_total()  # meta.json: a few bytes, not checksums.json
+        if recorded is not None and held < recorded and not self._index_writing(repo_dir):
+            raise lost(self.name, self.chroma.where(), held, recorded)  # some documents' vectors lost, or another store
         if not held:
-            expected = recorded_fragments(self.repo_dir or self.lexical.db_path.parent)
+            expected = recorded_fragments(repo_dir)
             if expected:
                 raise lost(self.name, self.chroma.where(), held, expected)
         return held
+
+    @staticmethod
+    def _index_writing(repo_dir) -> bool:
+        """An index run is writing (its journal is there and it holds the lock): the store lags on purpose."""
+        from gsd_research.researcher.gateways.lock_gateway import RepositoryLock
+
+        return (repo_dir / "journal.json").exists() and RepositoryLock(repo_dir).busy()
 
     def evidence_many(self, queries: list[str], depth: int, mode: str = "hybrid",
                       query_embeddings: list[list[float]] | None = None) -> list[Evidence]:
