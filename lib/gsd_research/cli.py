@@ -115,6 +115,10 @@ def run(group: click.Group, argv: list[str] | None, prog_name: str, known: dict)
     previous_umask = private_process(close=not _informational(argv))
     try:
         return _run(group, argv, prog_name, known)
+    except BaseException as exc:  # a Rust library's panic (pyo3's PanicException is no Exception): no traceback
+        if exc.__class__.__name__ != "PanicException":
+            raise
+        return _unexpected(exc, Runtime(), argv)  # type: ignore[arg-type]
     finally:
         os.umask(previous_umask)
 
