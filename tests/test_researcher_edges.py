@@ -118,3 +118,17 @@ def test_a_made_up_id_that_equals_another_lines_id_is_told_apart_by_its_line(too
     assert [(x["id"], x["line"]) for x in lines] == [(1, 1), (1, 2), (4, 4)]  # two ids 1, two lines
     assert lines[0]["error"]["code"] == "USAGE_ERROR" and lines[1]["documents"][0]["document_path"] == "a.md"
     assert lines[2]["documents"][0]["document_path"] == "b.md"
+
+
+def test_an_indexed_folder_with_nothing_to_index_is_searched_not_sent_back_to_index(tmp_path, home):
+    """`Not indexed yet → researcher index` after an index run looped: the run wrote no checksums."""
+    seed_model()
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    kb("repo", "add", "e", str(folder), "--json")
+    assert kb("search", "anything", "--repo", "e", "--json").json["error"]["code"] == "NOT_FOUND"  # not yet
+
+    assert kb("index", "e", "--json").code == 0
+    result = kb("search", "anything", "--repo", "e", "--json")
+
+    assert result.code == 0 and result.json["documents"] == [] and result.json["fragments"] == []
