@@ -328,3 +328,38 @@ def test_a_store_damaged_inside_its_database_is_index_damaged_not_a_crash(indexe
     assert "cannot be read" in out.json["results"][0]["repaired"], out.stdout
     next_process()
     assert kb("search", "axolotl", "--mode", "vector", "--json").json["documents"][0]["document_path"] == "a.md"
+
+
+def test_an_mcp_client_can_follow_the_advice_and_search_by_keywords_meanwhile(indexed):
+    from gsd_research.researcher.mcp_server import KnowledgeBaseTools
+    from gsd_research.researcher.service_factory import ServiceFactory
+
+    shutil.rmtree(indexed)
+    next_process()
+    tools = KnowledgeBaseTools(ServiceFactory())
+
+    damaged = tools.search_documents("axolotl", "r")
+    assert damaged["error"]["code"] == "INDEX_DAMAGED" and any('mode "lexical"' in s for s in damaged["error"]["suggestions"])
+    lexical = tools.search_documents("axolotl", "r", mode="lexical")
+    assert lexical["documents"][0]["document_path"] == "a.md" and lexical["metadata"]["mode"] == "lexical"
+    assert tools.search_fragments("axolotl", "r", 3, mode="lexical")["fragments"][0]["document_path"] == "a.md"
+    wrong = tools.search_fragments("axolotl", "r", 3, mode="semantic")
+    assert wrong["error"]["code"] == "USAGE_ERROR" and "mode must be one of" in wrong["error"]["message"]
+
+
+def test_a_store_another_process_has_locked_is_not_taken_for_damaged(indexed):
+    """A lock is no damage: an index run must not discard a store another process is writing."""
+    import sqlite3
+
+    from gsd_research.researcher.gateways import chroma_health
+
+    db = indexed / "chroma.sqlite3"
+    writer = sqlite3.connect(db, timeout=0)
+    try:
+        writer.execute("PRAGMA journal_mode=DELETE")
+        writer.execute("BEGIN EXCLUSIVE")
+        assert chroma_health.damaged_inside(db) is None
+    finally:
+        writer.rollback()
+        writer.close()
+    assert chroma_health.damaged_inside(db) is None

@@ -28,7 +28,8 @@ class VectorStoreDamaged(GsdError):
 
 def fix(repository: str) -> list[str]:
     return [f"Run: researcher index {repository} (embeds the documents whose vectors are missing again)",
-            f"Meanwhile: researcher search --repo {repository} --mode lexical (keywords only)"]
+            f"Meanwhile: researcher search --repo {repository} --mode lexical (keywords only; mode \"lexical\" "
+            "in the MCP search tools)"]
 
 
 def lost(repository: str, where: str, held: int, expected: int) -> VectorStoreDamaged:
@@ -85,7 +86,10 @@ def damaged_inside(db: Path) -> str | None:
     try:
         rows = conn.execute("PRAGMA quick_check(3)").fetchall()
     except sqlite3.DatabaseError as exc:
-        return str(exc)[:200]
+        text = str(exc)
+        if isinstance(exc, sqlite3.OperationalError) and "malformed" not in text:
+            return None  # locked, busy, a hot journal another process rolls back: not known to be damaged
+        return text[:200]
     finally:
         conn.close()
     problems = [str(r[0]) for r in rows if r and r[0] != "ok"]
