@@ -17,6 +17,7 @@ INSTRUCTIONS = ("Search the user's local document repositories (exact terms, BM2
 LOCK_WAIT_SECONDS = 30.0  # an MCP call waits this long for an index run of the same repository
 MAX_RESULTS = 100
 MAX_PATH_CHARS = 4096
+MODES = ("hybrid", "vector", "lexical")
 
 
 def mcp_tokens(doc: dict) -> int:
@@ -60,7 +61,7 @@ class KnowledgeBaseTools:
             return {"success": False, "error": {"code": code, "message": str(exc)[:300]}}
 
     def _search(self, query: str, repository: str | None, n_fragments: int, n_documents: int, max_tokens: int,
-                keep: str) -> dict:
+                keep: str, mode: str = "hybrid") -> dict:
         from types import SimpleNamespace
 
         from gsd_research.researcher import search_cmd
@@ -70,14 +71,16 @@ class KnowledgeBaseTools:
             raise UsageError("query must be a non-empty string")
         if not isinstance(max_tokens, int) or max_tokens < 1:
             raise UsageError("max_tokens must be a positive integer")
+        if mode not in MODES:
+            raise UsageError(f"mode must be one of {', '.join(MODES)} (got {str(mode)[:40]})")
         kb = SimpleNamespace(factory=self.factory)
         repos, _ = search_cmd._repositories(kb, repository)
-        ranking = search_cmd.search_all(kb, [query], repos, n_fragments, n_documents, "hybrid")[0]
+        ranking = search_cmd.search_all(kb, [query], repos, n_fragments, n_documents, mode)[0]
         if keep == "documents":
             ranking.fragments = []
         else:
             ranking.documents = []
-        out = answer(ranking, {"success": True, "query": query, "metadata": {}}, {r.name: r.path for r in repos},
+        out = answer(ranking, {"success": True, "query": query, "metadata": {"mode": mode}}, {r.name: r.path for r in repos},
                      max_tokens, mcp_tokens, option="max_tokens")
         out.pop("fragments" if keep == "documents" else "documents")
         out["metadata"] = out.pop("metadata")
@@ -109,12 +112,14 @@ class KnowledgeBaseTools:
         return self._guard(run)
 
     def search_fragments(self, query: str, repository: str | None = None, n_results: int = 10,
-                         max_tokens: int = DEFAULT_MAX_TOKENS) -> dict:
-        return self._guard(lambda: self._search(query, repository, _count(n_results), 1, max_tokens, "fragments"))
+                         max_tokens: int = DEFAULT_MAX_TOKENS, mode: str = "hybrid") -> dict:
+        return self._guard(lambda: self._search(query, repository, _count(n_results), 1, max_tokens, "fragments",
+                                                mode))
 
     def search_documents(self, query: str, repository: str | None = None, n_results: int = 5,
-                         max_tokens: int = DEFAULT_MAX_TOKENS) -> dict:
-        return self._guard(lambda: self._search(query, repository, 1, _count(n_results), max_tokens, "documents"))
+                         max_tokens: int = DEFAULT_MAX_TOKENS, mode: str = "hybrid") -> dict:
+        return self._guard(lambda: self._search(query, repository, 1, _count(n_results), max_tokens, "documents",
+                                                mode))
 
     def list_repositories(self) -> dict:
         return self._guard(lambda: {"success": True, "repositories": [
@@ -160,15 +165,17 @@ def build_server(factory):
 
     @server.tool()
     def search_fragments(query: str, repository: str | None = None, n_results: int = 10,
-                         max_tokens: int = DEFAULT_MAX_TOKENS):
-        """Search for text fragments (passages) across indexed repositories, best first, within max_tokens."""
-        return tool_result(tools.search_fragments(query, repository, n_results, max_tokens))
+                         max_tokens: int = DEFAULT_MAX_TOKENS, mode: str = "hybrid"):
+        """Search for text fragments (passages) across indexed repositories, best first, within max_tokens.
+        mode: hybrid (default), vector, or lexical (keywords only: works while a vector store is damaged)."""
+        return tool_result(tools.search_fragments(query, repository, n_results, max_tokens, mode))
 
     @server.tool()
     def search_documents(query: str, repository: str | None = None, n_results: int = 5,
-                         max_tokens: int = DEFAULT_MAX_TOKENS):
-        """Search for documents across indexed repositories, each with its best passages, within max_tokens."""
-        return tool_result(tools.search_documents(query, repository, n_results, max_tokens))
+                         max_tokens: int = DEFAULT_MAX_TOKENS, mode: str = "hybrid"):
+        """Search for documents across indexed repositories, each with its best passages, within max_tokens.
+        mode: hybrid (default), vector, or lexical (keywords only: works while a vector store is damaged)."""
+        return tool_result(tools.search_documents(query, repository, n_results, max_tokens, mode))
 
     @server.tool()
     def list_repositories():
