@@ -179,6 +179,8 @@ def test_a_garbled_answer_on_the_socket_is_no_answer(tmp_path, monkeypatch):
     monkeypatch.setenv("GSD_RESEARCH_HOME", str(tmp_path / "h"))
     monkeypatch.setenv("GSD_RESEARCH_RESIDENT_IDLE", "60")
     path = resident.socket_path()
+    if path is None:
+        pytest.skip("the test home's path is too long for a Unix socket")
     path.parent.mkdir(parents=True)
     holding = _hold_lock()
     replies = [b"garbage", b'{"ok": "not a payload"}', b'{"fallback": "x"}', b'{"ok": {"query": "q"}}']
@@ -284,8 +286,10 @@ def test_a_resident_process_is_not_refused_for_another_spelling_of_the_same_home
 
 
 def test_run_folder_tricks_are_refused_not_followed(tmp_path, monkeypatch, home):
-    from gsd_research.researcher import resident_server
+    from gsd_research.researcher import resident, resident_server
 
+    if resident.socket_path() is None:
+        pytest.skip("the test home's path is too long for a Unix socket")
     monkeypatch.setenv("GSD_RESEARCH_RESIDENT_IDLE", "60")
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
