@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from gsd_research.core.errors import GsdError
 from gsd_research.researcher.gateways.embedding_gateway import EmbeddingGateway
 from gsd_research.researcher.gateways.lexical_gateway import LexicalGateway, phrase
 from gsd_research.researcher.models import DocumentSearchResult, SearchResult
@@ -118,20 +119,39 @@ class SearchService:
 
 
 def search_repositories(services: list[SearchService], queries: list[str], n_fragments: int, n_documents: int,
-                        mode: str = "hybrid") -> list[Ranking]:
+                        mode: str = "hybrid", skipped: list | None = None) -> list[Ranking]:
     """One ranking per query over all the repositories' evidence, normalized together (never per repository),
     repositories unrelated to the query admitted only with their identifier evidence (`ranking.admit`). Query
-    embeddings are computed once per embedding model."""
+    embeddings are computed once per embedding model. With `skipped` (a list), a repository whose index is
+    damaged (INDEX_DAMAGED) is left out, (name, error) appended to it, unless every repository is: then the
+    first one's error is raised, as it is without `skipped`."""
     depth = candidate_depth(n_fragments, n_documents)
     per_query: list[list[Evidence]] = [[] for _ in queries]
     embeddings: dict[str, list[list[float]]] = {}
+    damaged: list[tuple[str, GsdError]] = []
     for service in services:
-        vectors = None
-        if mode != "lexical":
-            sig = service.embedding.signature
-            if sig not in embeddings:
-                embeddings[sig] = service.embedding.embed_queries(queries)
-            vectors = embeddings[sig]
-        for i, ev in enumerate(service.evidence_many(queries, depth, mode, vectors)):
+        try:
+            evidence = service.evidence_many(queries, depth, mode, _embedded(service, queries, mode, embeddings))
+        except GsdError as exc:
+            if skipped is None or exc.code != "INDEX_DAMAGED":
+                raise
+            damaged.append((service.name, exc))
+            continue
+        for i, ev in enumerate(evidence):
             per_query[i].append(ev)
+    if damaged and len(damaged) == len(services):
+        raise damaged[0][1]
+    if skipped is not None:
+        skipped.extend(damaged)
     return [rank(admit(evidence), n_fragments, n_documents, mode) for evidence in per_query]
+
+
+def _embedded(service: SearchService, queries: list[str], mode: str,
+              embeddings: dict[str, list[list[float]]]) -> list[list[float]] | None:
+    """The queries' embeddings by this repository's model, computed once per model."""
+    if mode == "lexical":
+        return None
+    sig = service.embedding.signature
+    if sig not in embeddings:
+        embeddings[sig] = service.embedding.embed_queries(queries)
+    return embeddings[sig]
