@@ -6,6 +6,7 @@ internal error, and the next run repairs it."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -124,3 +125,78 @@ def test_the_resident_process_answers_from_the_healthy_repositories(two):
                               "v": resident.PROTOCOL, "key": server.key})
     assert "ok" not in alone  # the caller's own search names the damage
     assert where.is_dir()
+
+
+def _only_the_index_run(error: dict, code: str = "INDEX_DAMAGED") -> None:
+    assert error["code"] == code, error
+    assert len(error["suggestions"]) == 1 and error["suggestions"][0].startswith("Run: researcher index r"), error
+    assert "--mode" not in json.dumps(error) and 'mode \\"lexical\\"' not in json.dumps(error), error
+
+
+@pytest.mark.parametrize("keywords", ["garbled", "removed"])
+def test_with_both_stores_damaged_the_advice_is_the_index_run_alone_and_it_repairs_both(tmp_path, home, keywords):
+    from gsd_research.researcher.mcp_server import KnowledgeBaseTools
+    from gsd_research.researcher.service_factory import ServiceFactory
+
+    seed_model()
+    kb("repo", "add", "r", str(make_repo(tmp_path / "repo", DOCS)), "--json")
+    kb("index", "r", "--json")
+    store, lexical = home / "repositories" / "r" / "chroma", home / "repositories" / "r" / "lexical.sqlite"
+    shutil.rmtree(store)
+    if keywords == "garbled":
+        _garble(lexical)
+    else:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{lexical}{suffix}").unlink(missing_ok=True)
+    next_process()
+
+    for mode in ("hybrid", "vector"):
+        vector = kb("search", "axolotl", "--repo", "r", "--mode", mode, "--json")
+        _only_the_index_run(vector.json["error"])
+        assert str(store) in vector.json["error"]["message"]
+    _only_the_index_run(KnowledgeBaseTools(ServiceFactory()).search_documents("axolotl", "r")["error"])
+    if keywords == "garbled":  # the keyword index's own error: the same single fix
+        by_keywords = kb("search", "axolotl", "--repo", "r", "--mode", "lexical", "--json")
+        _only_the_index_run(by_keywords.json["error"])
+        assert str(lexical) in by_keywords.json["error"]["message"]
+    else:
+        assert not lexical.exists()  # the check created nothing
+
+    out = kb("index", "r", "--json")
+
+    assert out.code == 0 and out.json["results"][0]["documents_indexed"] == 3, out.stdout
+    next_process()
+    for mode in ("lexical", "vector", "hybrid"):
+        found = kb("search", "okapi", "--repo", "r", "--mode", mode, "--json")
+        assert found.json["documents"][0]["document_path"] == "b.md", (mode, found.stdout)
+    assert kb("status", "r", "--json").json["repositories"][0]["damaged"] is None
+
+
+@pytest.mark.parametrize("vectors_lost", [False, True])
+def test_a_keyword_index_deleted_by_hand_is_indexed_again_by_the_next_run(tmp_path, home, vectors_lost):
+    """Only the documents it lacks, and with some vectors lost too, those as well: the advice's one run repairs
+    both (a keyword index deleted by hand stayed empty: the run found every document unchanged)."""
+    from tests.test_researcher_vectors_lost import empty
+
+    seed_model()
+    kb("repo", "add", "r", str(make_repo(tmp_path / "repo", DOCS)), "--json")
+    kb("index", "r", "--json")
+    lexical = home / "repositories" / "r" / "lexical.sqlite"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{lexical}{suffix}").unlink(missing_ok=True)
+    if vectors_lost:
+        empty(home / "repositories" / "r" / "chroma", "a.md")
+    next_process()
+    if vectors_lost:
+        _only_the_index_run(kb("search", "okapi", "--repo", "r", "--json").json["error"])
+
+    out = kb("index", "r", "--json").json["results"][0]
+
+    assert out["documents_indexed"] == 3 and "keyword index" in out["repaired"], out
+    next_process()
+    for word, path in (("axolotl", "a.md"), ("okapi", "b.md"), ("quokka", "c.md")):
+        for mode in ("lexical", "vector"):
+            found = kb("search", word, "--repo", "r", "--mode", mode, "--json")
+            assert found.json["documents"][0]["document_path"] == path, (mode, found.stdout)
+    again = kb("index", "r", "--json").json["results"][0]
+    assert again["documents_skipped"] == 3 and again["repaired"] is None, again

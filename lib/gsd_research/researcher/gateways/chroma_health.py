@@ -26,7 +26,12 @@ class VectorStoreDamaged(GsdError):
     code = "INDEX_DAMAGED"
 
 
-def fix(repository: str) -> list[str]:
+def fix(repository: str, keywords: bool = True) -> list[str]:
+    """The advice: the index run; meanwhile a search by keywords, unless the keyword index is damaged or
+    missing too (`keywords` False), which the same run rebuilds."""
+    if not keywords:
+        return [f"Run: researcher index {repository} (its keyword index is damaged or missing too: the run "
+                "rebuilds both and embeds the documents again)"]
     return [f"Run: researcher index {repository} (embeds the documents whose vectors are missing again)",
             f"Meanwhile: researcher search --repo {repository} --mode lexical (keywords only; mode \"lexical\" "
             "in the MCP search tools)"]

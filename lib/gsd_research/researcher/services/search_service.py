@@ -72,10 +72,11 @@ class SearchService:
                       query_embeddings: list[list[float]] | None = None) -> list[Evidence]:
         """This repository's candidates for each query, in order."""
         vectors: list[list[SearchResult]] = [[] for _ in queries]
-        held = self.vectors_held() if mode != "lexical" else 0
-        if held:
-            embeddings = query_embeddings or self.embedding.embed_queries(queries)
-            vectors = self.chroma.query_many(embeddings, depth, total=held)
+        if mode != "lexical":
+            try:
+                vectors = self._vectors(queries, depth, query_embeddings) or vectors
+            except GsdError as exc:
+                raise self._advised(exc) from None
         out = []
         for query, vector in zip(queries, vectors, strict=True):
             ev = Evidence(self.name, vector=vector)
@@ -85,6 +86,23 @@ class SearchService:
                 self._exact(query, ev)
             out.append(ev)
         return out
+
+    def _vectors(self, queries: list[str], depth: int, query_embeddings: list[list[float]] | None):
+        """The nearest fragments per query; None when the store holds none (nothing embedded yet)."""
+        held = self.vectors_held()
+        if not held:
+            return None
+        embeddings = query_embeddings or self.embedding.embed_queries(queries)
+        return self.chroma.query_many(embeddings, depth, total=held)
+
+    def _advised(self, exc: GsdError) -> GsdError:
+        """A damaged vector store's error; its advice names only the index run (which rebuilds both stores)
+        when the keyword index cannot answer either: a search by keywords would only meet its own damage."""
+        if exc.code == "INDEX_DAMAGED" and not self.lexical.answers():
+            from gsd_research.researcher.gateways.chroma_health import fix
+
+            exc.suggestions = fix(self.name, keywords=False)
+        return exc
 
     def _exact(self, query: str, ev: Evidence) -> None:
         for term in exact_terms(query):
