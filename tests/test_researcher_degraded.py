@@ -172,6 +172,48 @@ def test_with_both_stores_damaged_the_advice_is_the_index_run_alone_and_it_repai
     assert kb("status", "r", "--json").json["repositories"][0]["damaged"] is None
 
 
+def test_a_store_removed_while_index_writes_it_is_named_and_the_next_run_repairs_it(tmp_path, home, monkeypatch):
+    """Chroma's writes to a store whose folder was deleted under it fail with SQLite's "attempt to write a readonly
+    database": that was an INTERNAL_ERROR."""
+    from gsd_research.researcher.services import index_service
+
+    seed_model()
+    docs = {f"d{i}.md": f"# D{i}\n\nAnimal number {i}: the {w}.\n" for i, w in enumerate(("axolotl", "okapi",
+                                                                                          "quokka", "tapir"))}
+    kb("repo", "add", "r", str(make_repo(tmp_path / "repo", docs)), "--json")
+    store = home / "repositories" / "r" / "chroma"
+    monkeypatch.setattr(index_service, "BATCH_DOCUMENTS", 1)  # one document per write
+    write, writes = index_service.IndexService._write, []
+
+    def removing(self, documents, result):
+        done = write(self, documents, result)
+        writes.append(documents[0].path)
+        if len(writes) == 2:
+            shutil.rmtree(store)  # by hand, between two writes of the run
+        return done
+
+    monkeypatch.setattr(index_service.IndexService, "_write", removing)
+    out = kb("index", "r", "--json")
+
+    error = out.json["error"]
+    assert out.code != 0 and error["code"] == "INDEX_DAMAGED", out.stdout
+    assert str(store) in error["message"] and "removed" in error["message"], error
+    assert error["suggestions"][0].startswith("Run: researcher index r again"), error
+    assert not (home / "logs" / "errors.log").exists()
+    monkeypatch.setattr(index_service.IndexService, "_write", write)
+
+    again = kb("index", "r", "--json")  # this same process (an MCP server would be one): a new store
+
+    assert again.code == 0, again.stdout
+    result = again.json["results"][0]
+    assert result["documents_indexed"] == 4 and "embedded again" in result["repaired"], result
+    next_process()
+    for i, word in enumerate(("axolotl", "okapi", "quokka", "tapir")):
+        found = kb("search", word, "--repo", "r", "--mode", "vector", "--json")
+        assert found.json["documents"][0]["document_path"] == f"d{i}.md", found.stdout
+    assert kb("status", "r", "--json").json["repositories"][0]["damaged"] is None
+
+
 @pytest.mark.parametrize("vectors_lost", [False, True])
 def test_a_keyword_index_deleted_by_hand_is_indexed_again_by_the_next_run(tmp_path, home, vectors_lost):
     """Only the documents it lacks, and with some vectors lost too, those as well: the advice's one run repairs

@@ -48,6 +48,13 @@ def unreadable(repository: str, where: str, why: str) -> VectorStoreDamaged:
                               suggestions=fix(repository))
 
 
+def removed(repository: str, where: str) -> VectorStoreDamaged:
+    return VectorStoreDamaged(f"The vector store {where} of repository '{repository}' was removed (or replaced) "
+                              "while it was being written", suggestions=[
+                                  f"Run: researcher index {repository} again (it writes a new store and embeds "
+                                  "the documents the removed one held again)"])
+
+
 def identity(db: Path) -> tuple[int, int] | None:
     """(device, inode) of a non-empty database file; None when it is missing or empty."""
     try:

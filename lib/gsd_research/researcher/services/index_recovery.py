@@ -119,5 +119,5 @@ class StoreRecovery:
     def _delete_everywhere(self, paths: list[str]) -> None:
         for start in range(0, len(paths), 500):
             part = paths[start:start + 500]
-            self.chroma.collection.delete(where={"document_path": {"$in": part}})
+            self.chroma.delete_documents(part)
             self.lexical.replace_documents(part, [])
