@@ -75,12 +75,14 @@ class KnowledgeBaseTools:
             raise UsageError(f"mode must be one of {', '.join(MODES)} (got {str(mode)[:40]})")
         kb = SimpleNamespace(factory=self.factory)
         repos, _ = search_cmd._repositories(kb, repository)
-        ranking = search_cmd.search_all(kb, [query], repos, n_fragments, n_documents, mode)[0]
+        skipped: list[dict] = []
+        ranking = search_cmd.search_all(kb, [query], repos, n_fragments, n_documents, mode, skipped)[0]
         if keep == "documents":
             ranking.fragments = []
         else:
             ranking.documents = []
-        out = answer(ranking, {"success": True, "query": query, "metadata": {"mode": mode}}, {r.name: r.path for r in repos},
+        meta = {"mode": mode, **({"skipped_repositories": skipped} if skipped else {})}
+        out = answer(ranking, {"success": True, "query": query, "metadata": meta}, {r.name: r.path for r in repos},
                      max_tokens, mcp_tokens, option="max_tokens")
         out.pop("fragments" if keep == "documents" else "documents")
         out["metadata"] = out.pop("metadata")

@@ -87,6 +87,9 @@ def _search(out: Console, payload: dict) -> None:
     meta = payload.get("metadata", {})
     if meta.get("truncated"):
         out.print(f"[dim]… more within a larger --max-tokens (now {meta.get('max_tokens')})[/]")
+    for s in meta.get("skipped_repositories", []):
+        out.print(f"[bold red]left out {safe(s['repository'])}[/] ({safe(s['code'])}): {safe(s['message'])}. "
+                  f"Run: {safe(s['fix'])}")
 
 
 def _status(out: Console, payload: dict) -> None:

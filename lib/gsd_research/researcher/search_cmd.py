@@ -25,12 +25,28 @@ def _repositories(kb, repo_name: str | None):
     return indexed, [r.name for r in repos if r not in indexed]
 
 
-def search_all(kb, queries: list[str], repos, n_fragments: int, n_documents: int, mode: str):
-    """One `Ranking` per query over all the repositories (scores normalized together)."""
+def search_all(kb, queries: list[str], repos, n_fragments: int, n_documents: int, mode: str,
+               skipped: list[dict] | None = None):
+    """One `Ranking` per query over all the repositories (scores normalized together). With `skipped` (a list),
+    a repository whose index is damaged is left out and named in it (`skipped_entry`), unless all are."""
     from gsd_research.researcher.services.search_service import search_repositories
 
     services = [kb.factory.search_service(repo) for repo in repos]
-    return search_repositories(services, queries, n_fragments, n_documents, mode)
+    damaged: list = [] if skipped is not None else None
+    rankings = search_repositories(services, queries, n_fragments, n_documents, mode, damaged)
+    if skipped is not None:
+        skipped.extend(skipped_entry(name, exc) for name, exc in damaged)
+    return rankings
+
+
+def skipped_entry(name: str, exc: GsdError) -> dict:
+    """A repository left out of a search: which, why, and the command that repairs it."""
+    return {"repository": name, "code": exc.code, "message": exc.message, "fix": f"researcher index {name}"}
+
+
+def _searched(repos, skipped: list[dict]) -> list[str]:
+    left_out = {s["repository"] for s in skipped}
+    return [r.name for r in repos if r.name not in left_out]
 
 
 def _document_measure(doc: dict) -> int:
@@ -44,11 +60,14 @@ def run_one(kb, text: str, repo_name, n_fragments: int, n_documents: int, mode: 
 
     started = time.perf_counter()
     repos, not_indexed = _repositories(kb, repo_name)
-    ranking = search_all(kb, [text], repos, n_fragments, n_documents, mode)[0]
-    meta = {"repositories": [r.name for r in repos], "mode": mode,
+    skipped: list[dict] = []
+    ranking = search_all(kb, [text], repos, n_fragments, n_documents, mode, skipped)[0]
+    meta = {"repositories": _searched(repos, skipped), "mode": mode,
             "elapsed_ms": round((time.perf_counter() - started) * 1000, 1)}
     if not_indexed:
         meta["not_indexed"] = not_indexed
+    if skipped:
+        meta["skipped_repositories"] = skipped
     set_command(kb.command or "search")
     set_pretty(getattr(kb, "pretty", False))
     return answer(ranking, {"query": text, "metadata": meta}, {r.name: r.path for r in repos}, max_tokens,
@@ -80,16 +99,38 @@ def _read_queries(path: str) -> list[tuple[int, object, str | None, dict | None]
     return out
 
 
-def _line(n: int, qid, query: str, ranking, roots: dict[str, str], max_tokens: int) -> dict:
+def _line(n: int, qid, query: str, ranking, roots: dict[str, str], max_tokens: int, skipped: list[dict]) -> dict:
+    meta = {"skipped_repositories": skipped} if skipped else {}
     try:
-        return answer(ranking, {"id": qid, "line": n, "query": query, "metadata": {}}, roots, max_tokens,
+        return answer(ranking, {"id": qid, "line": n, "query": query, "metadata": meta}, roots, max_tokens,
                       compact_tokens)
     except UsageError as exc:
         return {"id": qid, "line": n, "query": None, "error": exc.to_dict()}
 
 
+def _rankings(kb, queries: list[str], repos, n_fragments: int, n_documents: int, mode: str) -> list[tuple]:
+    """(ranking or the error that stopped it, repositories left out) per query: all at once; after a failure
+    (a damaged repository searched alone) one by one, so that a query's failure is its line's alone."""
+    skipped: list[dict] = []
+    try:
+        rankings = search_all(kb, queries, repos, n_fragments, n_documents, mode, skipped) if queries else []
+        return [(ranking, skipped) for ranking in rankings]
+    except GsdError as exc:
+        if len(queries) == 1:
+            return [(exc, [])]
+    out: list[tuple] = []
+    for query in queries:
+        found: list[dict] = []
+        try:
+            out.append((search_all(kb, [query], repos, n_fragments, n_documents, mode, found)[0], found))
+        except GsdError as exc:
+            out.append((exc, []))
+    return out
+
+
 def run_batch(kb, path: str, repo_name, n_fragments: int, n_documents: int, mode: str, max_tokens: int) -> None:
-    """Print one JSON line per input line, in input order, each within `max_tokens`."""
+    """Print one JSON line per input line, in input order, each within `max_tokens`; a query that fails says so
+    on its line."""
     from gsd_research.core.output import dumps
     from gsd_research.core.secrets import scrub
 
@@ -97,9 +138,12 @@ def run_batch(kb, path: str, repo_name, n_fragments: int, n_documents: int, mode
     repos, _ = _repositories(kb, repo_name)
     roots = {r.name: r.path for r in repos}
     valid = [q for _, _, q, err in items if err is None]
-    results = iter(search_all(kb, valid, repos, n_fragments, n_documents, mode)) if valid else iter(())
+    results = iter(_rankings(kb, valid, repos, n_fragments, n_documents, mode))
     for n, qid, query, err in items:
+        if err is None:
+            ranking, skipped = next(results)
+            err = ranking.to_dict() if isinstance(ranking, GsdError) else None
         line = {"id": qid, "line": n, "query": None, "error": err} if err is not None else \
-            _line(n, qid, query, next(results), roots, max_tokens)
+            _line(n, qid, query, ranking, roots, max_tokens, skipped)
         sys.stdout.write(scrub(dumps(line)) + "\n")
     sys.stdout.flush()

@@ -6,6 +6,7 @@ import logging
 import re
 import shutil
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 
 from gsd_research.core.errors import GsdError, NetworkError, UsageError
@@ -119,9 +120,33 @@ class ChromaGateway:
     def add_fragments_with_embeddings(self, fragments: list[FragmentWithEmbedding]) -> None:
         if not fragments:
             return
-        self.collection.upsert(ids=[f.id for f in fragments], documents=[f.text for f in fragments],
-                               metadatas=[f.metadata for f in fragments],
-                               embeddings=[f.embedding for f in fragments])
+        with self._writing():
+            self.collection.upsert(ids=[f.id for f in fragments], documents=[f.text for f in fragments],
+                                   metadatas=[f.metadata for f in fragments],
+                                   embeddings=[f.embedding for f in fragments])
+
+    def delete_documents(self, paths: list[str]) -> None:
+        """Remove the fragments of these documents."""
+        if paths:
+            with self._writing():
+                self.collection.delete(where={"document_path": {"$in": list(paths)}})
+
+    @contextmanager
+    def _writing(self):
+        """A write that fails because the embedded store was removed or replaced under this process (SQLite:
+        "attempt to write a readonly database") is INDEX_DAMAGED with the fix, and the client is let go."""
+        try:
+            yield
+        except GsdError:
+            raise
+        except Exception:
+            key = str(self.persist_directory)
+            if self.url is not None or key not in _OPENED or \
+                    _OPENED[key] == health.identity(self.persist_directory / health.DB_NAME):
+                raise
+            _forget(key)
+            self._client = self._collection = None
+            raise health.removed(self.collection_name.removeprefix("researcher-"), key) from None
 
     def query_with_embedding(self, query_embedding: list[float], n_results: int = 10) -> list[SearchResult]:
         return self.query_many([query_embedding], n_results)[0]
@@ -163,7 +188,7 @@ class ChromaGateway:
         return out
 
     def delete_by_document(self, document_path: str) -> None:
-        self.collection.delete(where={"document_path": document_path})
+        self.delete_documents([document_path])
 
     def delete_collection(self, name: str | None = None) -> None:
         try:

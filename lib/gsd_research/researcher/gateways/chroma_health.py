@@ -26,7 +26,12 @@ class VectorStoreDamaged(GsdError):
     code = "INDEX_DAMAGED"
 
 
-def fix(repository: str) -> list[str]:
+def fix(repository: str, keywords: bool = True) -> list[str]:
+    """The advice: the index run; meanwhile a search by keywords, unless the keyword index is damaged or
+    missing too (`keywords` False), which the same run rebuilds."""
+    if not keywords:
+        return [f"Run: researcher index {repository} (its keyword index is damaged or missing too: the run "
+                "rebuilds both and embeds the documents again)"]
     return [f"Run: researcher index {repository} (embeds the documents whose vectors are missing again)",
             f"Meanwhile: researcher search --repo {repository} --mode lexical (keywords only; mode \"lexical\" "
             "in the MCP search tools)"]
@@ -41,6 +46,13 @@ def lost(repository: str, where: str, held: int, expected: int) -> VectorStoreDa
 def unreadable(repository: str, where: str, why: str) -> VectorStoreDamaged:
     return VectorStoreDamaged(f"The vector store {where} of repository '{repository}' cannot be read ({why})",
                               suggestions=fix(repository))
+
+
+def removed(repository: str, where: str) -> VectorStoreDamaged:
+    return VectorStoreDamaged(f"The vector store {where} of repository '{repository}' was removed (or replaced) "
+                              "while it was being written", suggestions=[
+                                  f"Run: researcher index {repository} again (it writes a new store and embeds "
+                                  "the documents the removed one held again)"])
 
 
 def identity(db: Path) -> tuple[int, int] | None:

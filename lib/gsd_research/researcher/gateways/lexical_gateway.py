@@ -157,6 +157,22 @@ class LexicalGateway:
             raise
         return conn
 
+    def answers(self) -> bool:
+        """Whether the keyword index could answer a search: a readable file holding fragments (not damaged,
+        missing or emptied). Read-only, nothing created; a lock is no damage."""
+        if not _regular_file(self.db_path):
+            return False
+        try:
+            conn = sqlite3.connect(f"{self.db_path.absolute().as_uri()}?mode=ro", uri=True)
+        except sqlite3.Error:
+            return False
+        try:
+            return conn.execute("SELECT count(*) FROM fragments").fetchone()[0] > 0
+        except sqlite3.DatabaseError as exc:
+            return "locked" in str(exc) or "busy" in str(exc)
+        finally:
+            conn.close()
+
     def set_aside(self) -> Path:
         """Move a damaged store (and its WAL files) aside, so the next use starts an empty one; its new name."""
         self.close()
@@ -188,6 +204,11 @@ class LexicalGateway:
     @_guarded
     def count(self) -> int:
         return self.conn.execute("SELECT count(*) FROM fragments").fetchone()[0]
+
+    @_guarded
+    def fragment_counts(self) -> dict[str, int]:
+        """Fragments held per document_path."""
+        return dict(self.conn.execute("SELECT document_path, count(*) FROM fragments GROUP BY document_path"))
 
     @_guarded
     def get_all_document_paths(self) -> list[str]:

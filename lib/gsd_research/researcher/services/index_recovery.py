@@ -47,6 +47,8 @@ class StoreRecovery:
             self.state.clear_journal()
         if self.lexical.count() != sum(m.fragment_count for m in self.checksums.values()):
             self._reconcile()
+            if repair:
+                self._check_keywords()
 
     def _check_vectors(self, repair: bool) -> None:
         """Documents recorded as indexed whose vectors the store no longer holds (its folder or database
@@ -80,6 +82,21 @@ class StoreRecovery:
         self.repaired = f"{damage.message}; {len(gone)} document(s) embedded again"
         log.event("index.repair", repository=self.name, damaged=damage.message, documents=len(gone))
 
+    def _check_keywords(self) -> None:
+        """Documents recorded as indexed whose fragments the keyword index no longer holds (lexical.sqlite deleted
+        or emptied by hand: SQLite starts an empty one): marked changed, so that this run indexes them again
+        (their old vectors replaced, not left behind)."""
+        counts = self.lexical.fragment_counts()
+        short = sorted(p for p, m in self.checksums.items() if counts.get(p, 0) < m.fragment_count)
+        if not short:
+            return
+        for path in short:
+            self.checksums[path] = self.checksums[path].model_copy(update={"checksum": ""})
+        note = (f"the keyword index {self.lexical.db_path} lacked the fragments of {len(short)} document(s); "
+                "indexed again")
+        self.repaired = f"{self.repaired}; {note}" if getattr(self, "repaired", None) else note[0].upper() + note[1:]
+        log.event("index.repair", repository=self.name, damaged=str(self.lexical.db_path), documents=len(short))
+
     def _reset(self) -> None:
         self.chroma.delete_collection()
         self._chroma = None
@@ -102,5 +119,5 @@ class StoreRecovery:
     def _delete_everywhere(self, paths: list[str]) -> None:
         for start in range(0, len(paths), 500):
             part = paths[start:start + 500]
-            self.chroma.collection.delete(where={"document_path": {"$in": part}})
+            self.chroma.delete_documents(part)
             self.lexical.replace_documents(part, [])

@@ -247,8 +247,7 @@ class IndexService(StoreRecovery):
         self.state.write_journal(paths)
         previously = [p for p in paths if p in self.checksums]
         chroma = self.chroma
-        if previously:
-            chroma.collection.delete(where={"document_path": {"$in": previously}})
+        chroma.delete_documents(previously)
         for start in range(0, len(records), 1000):
             chroma.add_fragments_with_embeddings(records[start:start + 1000])
         self.lexical.replace_documents(paths, rows)

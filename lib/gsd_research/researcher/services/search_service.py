@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from gsd_research.core.errors import GsdError
 from gsd_research.researcher.gateways.embedding_gateway import EmbeddingGateway
 from gsd_research.researcher.gateways.lexical_gateway import LexicalGateway, phrase
 from gsd_research.researcher.models import DocumentSearchResult, SearchResult
@@ -71,10 +72,11 @@ class SearchService:
                       query_embeddings: list[list[float]] | None = None) -> list[Evidence]:
         """This repository's candidates for each query, in order."""
         vectors: list[list[SearchResult]] = [[] for _ in queries]
-        held = self.vectors_held() if mode != "lexical" else 0
-        if held:
-            embeddings = query_embeddings or self.embedding.embed_queries(queries)
-            vectors = self.chroma.query_many(embeddings, depth, total=held)
+        if mode != "lexical":
+            try:
+                vectors = self._vectors(queries, depth, query_embeddings) or vectors
+            except GsdError as exc:
+                raise self._advised(exc) from None
         out = []
         for query, vector in zip(queries, vectors, strict=True):
             ev = Evidence(self.name, vector=vector)
@@ -84,6 +86,23 @@ class SearchService:
                 self._exact(query, ev)
             out.append(ev)
         return out
+
+    def _vectors(self, queries: list[str], depth: int, query_embeddings: list[list[float]] | None):
+        """The nearest fragments per query; None when the store holds none (nothing embedded yet)."""
+        held = self.vectors_held()
+        if not held:
+            return None
+        embeddings = query_embeddings or self.embedding.embed_queries(queries)
+        return self.chroma.query_many(embeddings, depth, total=held)
+
+    def _advised(self, exc: GsdError) -> GsdError:
+        """A damaged vector store's error; its advice names only the index run (which rebuilds both stores)
+        when the keyword index cannot answer either: a search by keywords would only meet its own damage."""
+        if exc.code == "INDEX_DAMAGED" and not self.lexical.answers():
+            from gsd_research.researcher.gateways.chroma_health import fix
+
+            exc.suggestions = fix(self.name, keywords=False)
+        return exc
 
     def _exact(self, query: str, ev: Evidence) -> None:
         for term in exact_terms(query):
@@ -118,20 +137,39 @@ class SearchService:
 
 
 def search_repositories(services: list[SearchService], queries: list[str], n_fragments: int, n_documents: int,
-                        mode: str = "hybrid") -> list[Ranking]:
+                        mode: str = "hybrid", skipped: list | None = None) -> list[Ranking]:
     """One ranking per query over all the repositories' evidence, normalized together (never per repository),
     repositories unrelated to the query admitted only with their identifier evidence (`ranking.admit`). Query
-    embeddings are computed once per embedding model."""
+    embeddings are computed once per embedding model. With `skipped` (a list), a repository whose index is
+    damaged (INDEX_DAMAGED) is left out, (name, error) appended to it, unless every repository is: then the
+    first one's error is raised, as it is without `skipped`."""
     depth = candidate_depth(n_fragments, n_documents)
     per_query: list[list[Evidence]] = [[] for _ in queries]
     embeddings: dict[str, list[list[float]]] = {}
+    damaged: list[tuple[str, GsdError]] = []
     for service in services:
-        vectors = None
-        if mode != "lexical":
-            sig = service.embedding.signature
-            if sig not in embeddings:
-                embeddings[sig] = service.embedding.embed_queries(queries)
-            vectors = embeddings[sig]
-        for i, ev in enumerate(service.evidence_many(queries, depth, mode, vectors)):
+        try:
+            evidence = service.evidence_many(queries, depth, mode, _embedded(service, queries, mode, embeddings))
+        except GsdError as exc:
+            if skipped is None or exc.code != "INDEX_DAMAGED":
+                raise
+            damaged.append((service.name, exc))
+            continue
+        for i, ev in enumerate(evidence):
             per_query[i].append(ev)
+    if damaged and len(damaged) == len(services):
+        raise damaged[0][1]
+    if skipped is not None:
+        skipped.extend(damaged)
     return [rank(admit(evidence), n_fragments, n_documents, mode) for evidence in per_query]
+
+
+def _embedded(service: SearchService, queries: list[str], mode: str,
+              embeddings: dict[str, list[list[float]]]) -> list[list[float]] | None:
+    """The queries' embeddings by this repository's model, computed once per model."""
+    if mode == "lexical":
+        return None
+    sig = service.embedding.signature
+    if sig not in embeddings:
+        embeddings[sig] = service.embedding.embed_queries(queries)
+    return embeddings[sig]
