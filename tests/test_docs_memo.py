@@ -116,7 +116,8 @@ def test_a_damaged_or_planted_entry_is_ignored_and_replaced(cli, fake, counted, 
     result = cli("docs", "react", "useEffect cleanup")
 
     assert result.stdout == good and len(counted) == 3 and "forged" not in result.stdout
-    assert not path.is_symlink() and answer_memo.get(memo_key) is not None  # a good entry in its place
+    recorded = json.loads(path.read_text())["expires"]
+    assert not path.is_symlink() and answer_memo.get(memo_key, recorded) is not None  # a good entry in its place
     if planted == "symlink":
         assert "forged" in outside.read_text()  # the link's target is left as it was
 
@@ -127,7 +128,7 @@ def test_cache_clear_removes_kept_answers(cli, fake):
     assert kept_files()
 
     assert cli("cache", "clear", "--expired").json["docs_answers_removed"] == 0
-    assert kept_files()  # an expired HTTP answer makes another key; the kept ones go with a full clear
+    assert kept_files()  # its HTTP answers are fresh: kept (see test_docs_memo_expiry.py for expired ones)
     assert cli("cache", "clear").json["docs_answers_removed"] == 1
     assert not kept_files()
 
@@ -138,11 +139,11 @@ def test_the_oldest_entries_go_beyond_the_limit_and_known_keys_are_scrubbed(monk
     monkeypatch.setattr(answer_memo, "MAX_ENTRIES", 3)
     monkeypatch.setattr(secrets, "known_secrets", lambda config=None: ["ctx7sk-canary-0123456789"])
     for n in range(5):
-        answer_memo.put(f"k{n}", {"metadata": {"note": f"n{n} ctx7sk-canary-0123456789"}})
+        answer_memo.put(f"k{n}", {"metadata": {"note": f"n{n} ctx7sk-canary-0123456789"}}, None)
         os.utime(answer_memo.memo_dir() / f"k{n}.json", (1000 + n, 1000 + n))
     assert [p.stem for p in kept_files()] == ["k2", "k3", "k4"]
     assert "canary" not in (answer_memo.memo_dir() / "k4.json").read_text()
-    assert answer_memo.get("k4") == {"metadata": {"note": "n4 ***"}}
+    assert answer_memo.get("k4", None) == {"metadata": {"note": "n4 ***"}}
 
 
 def test_a_lone_surrogate_in_context7s_answer_is_kept_and_printed_like_the_first_time(cli, fake, counted):
@@ -199,7 +200,7 @@ def test_an_entry_others_could_have_written_or_that_is_not_a_docs_answer_is_not_
     import threading
 
     box = []
-    reader = threading.Thread(target=lambda: box.append(answer_memo.get(path.stem)), daemon=True)
+    reader = threading.Thread(target=lambda: box.append(answer_memo.get(path.stem, None)), daemon=True)
     reader.start()
     reader.join(5)
     assert box == [None]  # read at once (a FIFO does not block) and refused

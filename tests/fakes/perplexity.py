@@ -13,6 +13,8 @@ Knobs in `server.state` (cleared per test by the `fake` fixture):
                     (float("inf"): until the test ends) - a provider that never answers
   pplx_lose         N: the next N submits are accepted (and paid) but their answer is lost: HTTP 500
   pplx_lose_kind    "500" (default) | "hang": how the answer of an accepted submit is lost
+  pplx_bad_id       N: the next N async submits are accepted (and paid) but their answer carries the id
+                    `pplx_bad_id_value` instead of theirs (no `id` field at all when that is not set)
 Counters: pplx_async (id -> record), pplx_async_keys (idempotency key -> id), pplx_agent (id -> record).
 Request log: pplx_paid, one entry per paid request the fake accepted ({"api", "id", "key", "at", "query"}):
 a submit repeated with the same idempotency key is not paid again.
@@ -187,7 +189,15 @@ class FakePerplexity:
         rid = self._new_async(request, body.get("idempotency_key"), req.headers["authorization"])
         if (lost := _lost(self.state)) is not None:
             return lost
-        return Reply(200, _async_doc(self.state, rid, self.state["pplx_async"][rid]))
+        doc = _async_doc(self.state, rid, self.state["pplx_async"][rid])
+        with _lock:
+            mangle = self.state.get("pplx_bad_id", 0) > 0
+            self.state["pplx_bad_id"] = max(0, self.state.get("pplx_bad_id", 0) - 1)
+        if mangle:
+            del doc["id"]
+            if "pplx_bad_id_value" in self.state:
+                doc["id"] = self.state["pplx_bad_id_value"]
+        return Reply(200, doc)
 
     def async_get(self, req: Request) -> Reply:
         if _hang(self.state, "poll"):

@@ -125,9 +125,10 @@ def stats(rt):
 
 
 @agent_command("clear")
-@click.option("--expired", is_flag=True, help="Remove only expired answers (keeps the counters).")
+@click.option("--expired", is_flag=True,
+              help="Remove only expired answers, and the kept docs answers made from them (keeps the counters).")
 def clear(rt, expired: bool):
-    """Empty the HTTP cache and reset its hit/miss counters."""
+    """Empty the HTTP cache (and the kept docs and deep answers) and reset its hit/miss counters."""
     from gsd_research.core.cache_stats import record_cache_event
     from gsd_research.core.http_cache import cache_backend_name, cache_file
 
@@ -148,8 +149,7 @@ def clear(rt, expired: bool):
     from gsd_research.docs import answer_memo
 
     deep_removed = result_cache.clear(expired, rt.config.ttl("deep"))
-    # kept docs answers are valid as long as their inputs (an expired HTTP answer makes another key)
-    docs_removed = 0 if expired else answer_memo.clear()
+    docs_removed = answer_memo.clear(expired, rt.config.ttl("docs"))  # --expired: those of expired HTTP answers
     if not expired:
         record_cache_event("", reset=True)
     doc = {"backend": backend, "removed": removed, "deep_results_removed": deep_removed,

@@ -182,6 +182,7 @@ class HttpClient:
         self.deadline = config.number("http.deadline", 120)
         self.upstream_requests = 0
         self.cache_hits = 0
+        self.cached_expiries: list = []  # when each answer served from the cache expires (a datetime; None: never)
         self.cache_broken: str | None = None  # why the cache is bypassed for the rest of this call
         self.cache_off = cache_backend_name(config) == "off"
 
@@ -301,6 +302,7 @@ class HttpClient:
         """Count the answer (this call and the persistent counters) and let callers evict it if unusable."""
         if getattr(resp, "from_cache", False):
             self.cache_hits += 1
+            self.cached_expiries.append(getattr(resp, "expires", None))
         else:
             self.upstream_requests += 1
         key = getattr(resp, "cache_key", None)

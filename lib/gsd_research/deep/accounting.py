@@ -2,7 +2,7 @@
 of it, each with a `ref` naming the job and its remote request so that it is written once.
 
 A request that ended without a report (failed polls, cancelled mid-run, a lost submit answer, a run the
-provider ended) has no usage figures: its line carries the price table's typical cost for the job's
+provider ended, a submit answered without a usable request id) has no usage figures: its line carries the price table's typical cost for the job's
 effort, marked `estimated: true`, so that the daily budget counts it.
 """
 
@@ -20,6 +20,8 @@ def ref_of(job_id: str, status: dict) -> str | None:
     (nothing accepted yet, or a Sonar submit whose answer never came: its idempotency key is reused)."""
     if status.get("remoteId"):
         return f"{job_id}:{status['remoteId']}"
+    if status.get("untracked") and status.get("submitKey"):  # taken, but answered without a usable id
+        return f"{job_id}:untracked:{status['submitKey']}"
     if status.get("agentSubmittedAt"):  # an Agent API submit that may have been accepted (no id came back)
         return f"{job_id}:agent@{status['agentSubmittedAt']}"
     return None
@@ -36,4 +38,5 @@ def record_unreported(config, job_id: str, status: dict, command: str, reason: s
     usd = costs.expected_cost(table, PROVIDER, model, str(status.get("effort") or "medium"))
     return usage_ledger.record(PROVIDER, model, 0, 0, float(usd or 0.0), command, cost_source="estimated", ref=ref,
                                extra={"api": api, "estimated": True, "reason": reason,
-                                      "remote_id": shown_id(status.get("remoteId"))})
+                                      "remote_id": shown_id(status.get("remoteId")),
+                                      **({"untracked": True} if status.get("untracked") else {})})

@@ -1,8 +1,9 @@
 """What a failed attempt does to its job: retried after a backoff, or failed for good.
 
 Failed for good: after `max_attempts`; at once for errors no retry can fix (a rejected key, a spent
-budget, a usage error), for a paid submit that may have been accepted without an id (never re-sent),
-for a remote request Perplexity no longer knows (never bought again by itself), and when Perplexity asks
+budget, a usage error), for a paid submit that may have been accepted without an id (never re-sent), for a
+Sonar submit answered without a usable request id (taken, so billed, but never trackable: `untracked`), for
+a remote request Perplexity no longer knows (never bought again by itself), and when Perplexity asks
 to wait longer than any backoff of ours (`deep.retry_backoff_max`): the error then says when to retry.
 A request the provider accepted gets its ledger line when it ends without a report (`accounting`).
 """
@@ -13,7 +14,7 @@ import time
 
 from gsd_research.core.errors import GsdError
 from gsd_research.deep import accounting
-from gsd_research.deep.perplexity import REMOTE_ID, BadRemoteId, RemoteGone, RemoteRunFailed
+from gsd_research.deep.perplexity import REMOTE_ID, BadRemoteId, RemoteGone, RemoteRunFailed, UntrackedRequest
 from gsd_research.deep.research import MaybeTaken
 from gsd_research.deep.settings import DeepSettings
 from gsd_research.deep.store import JobStore, now_iso, read_json
@@ -37,6 +38,14 @@ def _is_final(exc: GsdError, attempts: int, s: DeepSettings) -> bool:
             or _too_long_a_wait(exc, s) is not None)
 
 
+def _ended_marks(exc: GsdError) -> dict:
+    """What a final failure says of the remote request: it will never answer (`remoteDone`: asking again is a new
+    request), and it was taken without a usable id (`untracked`: its ledger line is named by its submit key)."""
+    if isinstance(exc, UntrackedRequest):
+        return {"remoteDone": True, "untracked": True}
+    return {"remoteDone": True} if isinstance(exc, (RemoteRunFailed, RemoteGone)) else {}
+
+
 def record(store: JobStore, s: DeepSettings, config, job_id: str, exc: GsdError, command: str) -> str:
     """Record a failed attempt (caller does not hold the job lock): "pending" (retried after a backoff),
     "failed" (for good) or "cancelled" (cancelled meanwhile)."""
@@ -58,10 +67,10 @@ def record(store: JobStore, s: DeepSettings, config, job_id: str, exc: GsdError,
                                  f"({s.retry_backoff_max:g} s): retry after {error['retryAfter']}")
         history = [*list(current.get("errors") or [])[-9:], error]
         if _is_final(exc, attempts, s):
-            ended = isinstance(exc, (RemoteRunFailed, RemoteGone))  # the remote request will never answer
-            store.finish(job_id, "failed", attempts=attempts, error=error, errors=history,
-                         **({"remoteDone": True} if ended else {}))
-            accounting.record_unreported(config, job_id, current, command, f"failed: {exc.code}")
+            marks = _ended_marks(exc)
+            store.finish(job_id, "failed", attempts=attempts, error=error, errors=history, **marks)
+            reason = "untracked: its answer had no usable request id" if marks.get("untracked") else f"failed: {exc.code}"
+            accounting.record_unreported(config, job_id, {**current, **marks}, command, reason)
             return "failed"
         wait = max(s.backoff(attempts), float(exc.retry_after or 0))
         changes = {"status": "pending", "attempts": attempts, "error": error, "errors": history,

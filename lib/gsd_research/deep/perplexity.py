@@ -53,6 +53,11 @@ class BadRemoteId(ProviderError):
     """A remote request id (from an answer or a job file) that is not one: never put into a URL, the job fails."""
 
 
+class UntrackedRequest(BadRemoteId):
+    """A submit Perplexity took (HTTP 200: billed) whose answer carries no usable request id: the request can never
+    be polled, so the job fails for good and the request gets its estimated ledger line."""
+
+
 ANSWER = "Perplexity's answer"
 
 
@@ -61,17 +66,38 @@ def shown_id(value) -> str | None:
     return value if isinstance(value, str) and REMOTE_ID.fullmatch(value) else None
 
 
+def _as_id(value) -> str:
+    return str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
+
+
+def _not_an_id(value) -> str:
+    """Why `value` is not a request id, without repeating its text."""
+    text = _as_id(value)
+    kind = f"{len(text)} characters" if text else type(value).__name__
+    return f"not a Perplexity request id ({kind}, not only letters, digits, '-' and '_')"
+
+
 def checked_id(value, where: str = ANSWER) -> str:
     """`value` as a remote request id when it has the shape of one, else BadRemoteId (the text never repeated)."""
-    text = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
-    if REMOTE_ID.fullmatch(text):
-        return text
-    kind = f"{len(text)} characters" if text else type(value).__name__
+    if REMOTE_ID.fullmatch(_as_id(value)):
+        return _as_id(value)
     details = {"provider": PROVIDER, **({"maybe_accepted": True} if where == ANSWER else {})}  # it took the request
-    raise BadRemoteId(f"The research request id in {where} is not a Perplexity request id ({kind}, not only letters, "
-                      "digits, '-' and '_'): it is never used in a request URL", details=details,
-                      suggestions=["Ask again (gsd-research deep ...): a new request is sent and paid",
-                                   "If it repeats, check PERPLEXITY_BASE_URL points at Perplexity"])
+    raise BadRemoteId(f"The research request id in {where} is {_not_an_id(value)}: it is never used in a request URL",
+                      details=details, suggestions=["Ask again (gsd-research deep ...): a new request is sent and paid",
+                                                    "If it repeats, check PERPLEXITY_BASE_URL points at Perplexity"])
+
+
+def untracked(value) -> UntrackedRequest:
+    """The error of a submit answered (and so billed) without a usable request id: `value` is the id it carried."""
+    what = f"a request id that is {_not_an_id(value)}" if value not in (None, "") else "no request id"
+    return UntrackedRequest(
+        f"Perplexity took the deep research request (HTTP 200: it is billed) but its answer carried {what}, so the "
+        "request could not be tracked: its report cannot be fetched and it is not sent again. It is recorded in the "
+        "usage ledger at its typical cost, marked estimated (gsd-research usage); asking again sends a new, paid "
+        "request. If this repeats, check that PERPLEXITY_BASE_URL points at Perplexity",
+        details={"provider": PROVIDER, "maybe_accepted": True, "untracked": True},
+        suggestions=["See what was spent: gsd-research usage (and the Perplexity dashboard)",
+                     "Ask again (gsd-research deep ...): a new request is sent and paid"])
 
 
 def attempt_timeout(maybe_accepted: bool = False) -> TimeoutError_:
@@ -267,9 +293,9 @@ class Perplexity:
         Sent again by the HTTP layer on 5xx and timeouts: the idempotency key makes that free."""
         body = self._send("POST", "/async/chat/completions", sonar=True, deadline=deadline, body={
             "request": self.chat_request(query, model, effort), "idempotency_key": idempotency_key})
-        if not body.get("id"):
-            raise _malformed("async request without id")
-        return checked_id(body["id"]), self.async_result(body)
+        if not REMOTE_ID.fullmatch(_as_id(body.get("id"))):
+            raise untracked(body.get("id"))
+        return _as_id(body["id"]), self.async_result(body)
 
     def poll_async(self, remote_id: str, deadline: float | None = None) -> dict | None:
         """The result when the async request is done, None while it runs; failures raise."""

@@ -13,7 +13,11 @@ Files: GSD_RESEARCH_HOME/cache/docs/<key>.json, 0600, written in one rename (ASC
 scrubbed). Read only from a private folder of ours (no symlink in place of `cache` or `cache/docs`, nobody
 else can write there), only a regular file of ours (never through a symlink, never blocking on a FIFO),
 and only a docs answer for that key: anything else is ignored (and overwritten). At most MAX_ENTRIES are
-kept (the oldest go first); `cache clear` removes them with the HTTP cache.
+kept (the oldest go first); `cache clear` removes them with the HTTP cache. Each entry records when the
+earliest of the HTTP answers it was made from expires (`expires`, Unix seconds; null: never), brought up to
+date when the answer is served again from refreshed HTTP answers; `cache clear --expired` removes the entries
+whose HTTP answers have expired (an entry without the field: once older than the docs TTL) and any file there
+that is not an entry of ours.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import json
 import os
 import stat
 import sys
+import time
 from pathlib import Path
 
 from gsd_research import __version__
@@ -32,6 +37,7 @@ from gsd_research.core.config import home
 FORMAT = 1
 MAX_ENTRIES = 200
 MAX_BYTES = 4_000_000
+TMP_GRACE = 3600  # seconds: a temporary file older than this was left by a killed writer
 _DATA_FILES = ("cl100k_vocab.txt", "cl100k_extra.txt", "confusables.txt")
 # what a docs answer holds at its top level (anything else, e.g. `success` or `exit_code`, is not ours)
 _ANSWER_KEYS = frozenset({"query", "library", "untrusted", "metadata", "results", "injection_flagged",
@@ -90,16 +96,33 @@ def key(**inputs) -> str:
     return hashlib.sha256(f"{FORMAT}\n{code_stamp()}\n{text}".encode()).hexdigest()[:40]
 
 
-def get(memo_key: str) -> dict | None:
+def earliest(expiries) -> float | None:
+    """When the first of the HTTP answers expires (Unix seconds; from their `expires`, aware datetimes); None
+    when none of them ever does."""
+    known = [e.timestamp() for e in expiries if e is not None]
+    return min(known) if known else None
+
+
+def get(memo_key: str, expires: float | None) -> dict | None:
     """The answer stored under `memo_key`, or None: none, unreadable, not a regular file of ours (a FIFO would
     block, a symlink leads elsewhere, another user's file was not written by us), too big, or not a docs
-    answer for this key."""
+    answer for this key. `expires` is when the HTTP answers it is served from expire: an entry that recorded
+    another time (they were refreshed since) is rewritten with it."""
     folder = _private_folder(create=False)
     if folder is None:
         return None
+    entry = _read(folder / f"{memo_key}.json")
+    doc = _answer(entry, memo_key)
+    if doc is not None and entry.get("expires", "unrecorded") != expires:
+        put(memo_key, doc, expires)
+    return doc
+
+
+def _read(path: Path) -> dict | None:
+    """The JSON object in `path` when it is a regular file of ours, private and not too big; else None."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        fd = os.open(folder / f"{memo_key}.json", flags)
+        fd = os.open(path, flags)
     except OSError:
         return None
     try:
@@ -111,7 +134,12 @@ def get(memo_key: str) -> dict | None:
             entry = json.loads(fh.read(MAX_BYTES).decode("utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(entry, dict) or entry.get("format") != FORMAT or entry.get("key") != memo_key:
+    return entry if isinstance(entry, dict) else None
+
+
+def _answer(entry: dict | None, memo_key: str) -> dict | None:
+    """The docs answer an entry holds for `memo_key`, or None."""
+    if entry is None or entry.get("format") != FORMAT or entry.get("key") != memo_key:
         return None
     doc = entry.get("answer")
     if (not isinstance(doc, dict) or not set(doc) <= _ANSWER_KEYS or not isinstance(doc.get("metadata"), dict)
@@ -120,8 +148,9 @@ def get(memo_key: str) -> dict | None:
     return doc
 
 
-def put(memo_key: str, doc: dict) -> None:
-    """Keep `doc` under `memo_key` (known keys scrubbed out); a failure to write only costs the next call time."""
+def put(memo_key: str, doc: dict, expires: float | None) -> None:
+    """Keep `doc` under `memo_key` (known keys scrubbed out) with when its HTTP answers expire (see `earliest`);
+    a failure to write only costs the next call time."""
     from gsd_research.core.secrets import scrub
 
     tmp = None
@@ -130,7 +159,7 @@ def put(memo_key: str, doc: dict) -> None:
         if folder is None:
             return
         tmp = folder / f".{memo_key}.{os.getpid()}.{os.urandom(3).hex()}.tmp"
-        text = scrub(json.dumps({"format": FORMAT, "key": memo_key, "answer": doc}))  # ASCII
+        text = scrub(json.dumps({"format": FORMAT, "key": memo_key, "expires": expires, "answer": doc}))  # ASCII
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
         with os.fdopen(fd, "w", encoding="ascii") as fh:
             fh.write(text)
@@ -157,18 +186,40 @@ def _mtime(path: Path) -> float:
         return 0.0
 
 
-def clear() -> int:
-    """Remove every kept answer (and what killed writers left); returns how many answers. A symlink in place of
-    the folder is removed itself, never followed."""
+def clear(expired_only: bool = False, ttl: float = -1) -> int:
+    """Remove every kept answer (and what killed writers left); returns how many answers. With `expired_only`,
+    only the answers whose HTTP answers have expired (recorded before expiries were: older than `ttl` seconds,
+    a negative `ttl` never expiring) and files that are no answer of ours. A symlink in place of the folder is
+    removed itself, never followed."""
     folder = memo_dir()
     if folder.is_symlink():
         folder.unlink()
         return 0
     if _private_folder(create=False) is None:
         return 0
+    now = time.time()
     removed = 0
-    for path in [*folder.glob("*.json"), *folder.glob(".*.tmp")]:
-        with contextlib.suppress(OSError):
-            path.unlink()
-            removed += path.suffix == ".json"
+    for path in folder.glob("*.json"):
+        if not expired_only or _expired(path, now, ttl):
+            with contextlib.suppress(OSError):
+                path.unlink()
+                removed += 1
+    for path in folder.glob(".*.tmp"):
+        if not expired_only or now - _mtime(path) > TMP_GRACE:
+            with contextlib.suppress(OSError):
+                path.unlink()
     return removed
+
+
+def _expired(path: Path, now: float, ttl: float) -> bool:
+    """Whether the entry at `path` can no longer be served: its HTTP answers expired, or it is no answer of ours
+    (unreadable, planted, damaged), which nothing would ever read."""
+    entry = _read(path)
+    if _answer(entry, path.stem) is None:
+        return True
+    if "expires" not in entry:  # kept before expiries were recorded
+        return 0 <= ttl < now - _mtime(path)
+    until = entry["expires"]
+    if until is None:
+        return False
+    return isinstance(until, bool) or not isinstance(until, int | float) or until <= now

@@ -38,12 +38,13 @@ def docs(rt, library: str, query: tuple[str, ...]):
                                    library_id=library_id, served_id=served_id,
                                    match=[match.id, match.title] if match else None, pin=version_meta,
                                    authenticated=bool(cfg.api_key("context7")), body=body)
-        kept = answer_memo.get(memo_key)
+        expires = answer_memo.earliest(rt.http.cached_expiries)
+        kept = answer_memo.get(memo_key, expires)
         if kept is not None:
             return kept
     doc = answer(rt, text, library, body, served_id, library_id, match, version_meta)
     if memo_key is not None:
-        answer_memo.put(memo_key, doc)
+        answer_memo.put(memo_key, doc, expires)
     return doc
 
 

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import re
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from gsd_research.core.tokens import count_tokens, cut_to_tokens
 from gsd_research.researcher.gateways.filesystem_gateway import REASONS
 
 # C0 (but tab and newline), DEL, C1, and the bidirectional embedding/override/isolate controls
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _CONTROL_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_ANSI = re.compile("\x1b\\[[0-9;?]*[A-Za-z]")  # rich's styling on a terminal (text shown never holds ESC: see clean)
+MIN_PASSAGE_TOKENS = 24  # a passage cut shorter than this is left out instead
 
 
 def _visible(match: re.Match) -> str:
@@ -71,7 +75,61 @@ def _index(out: Console, payload: dict) -> None:
 
 
 def _search(out: Console, payload: dict) -> None:
-    docs = Table("#", "score", "repository", "document", title="Documents")
+    """The documents table and the passages within the answer's --max-tokens, counted as printed (table lines and
+    rules too), like the JSON answer: the last passage is cut or left out, then the last document, until it fits.
+    When nothing of what was found fits, one line says so, naming the budget and how to raise it."""
+    budget = (payload.get("metadata") or {}).get("max_tokens")
+    shown: dict | None = payload
+    while shown is not None and (shown["documents"] or shown["fragments"] or not _truncated(shown)):
+        with out.capture() as captured:
+            _draw_search(out, shown)
+        text = captured.get()
+        over = count_tokens(_ANSI.sub("", text)) - budget if budget else 0
+        if over <= 0:
+            out.file.write(text)
+            out.file.flush()
+            return
+        shown = _smaller(shown, over)
+    out.print(f"Nothing found fits within --max-tokens {budget}: raise it, e.g. --max-tokens {max(500, 2 * budget)}",
+              markup=False, soft_wrap=True)
+
+
+def _truncated(payload: dict) -> bool:
+    return bool((payload.get("metadata") or {}).get("truncated"))
+
+
+def _passage(payload: dict, f: dict) -> str:
+    """The text a fragment prints: its own, or that of the document passage it points to (`see`)."""
+    if "text" in f:
+        return f["text"] or ""
+    for d in payload["documents"]:
+        for t in d["top_fragments"]:
+            if d["repository"] == f["repository"] and t["fragment_id"] == f["fragment_id"] and "text" in t:
+                return t["text"] or ""
+    return ""
+
+
+def _smaller(payload: dict, over: int) -> dict | None:
+    """`payload` with less to print, about `over` tokens less: the last passage cut (when enough of it stays),
+    else left out; with no passage left, the last document. None when nothing is left."""
+    documents, fragments = list(payload["documents"]), list(payload["fragments"])
+    if fragments:
+        last = fragments.pop()
+        text = _passage(payload, last)
+        keep = count_tokens(text) - over - 8
+        if keep >= MIN_PASSAGE_TOKENS:
+            cut, _ = cut_to_tokens(text, keep)
+            fragments.append({**{k: v for k, v in last.items() if k != "see"}, "text": cut + " …", "truncated": True})
+    elif documents:
+        documents.pop()
+    else:
+        return None
+    return {**payload, "documents": documents, "fragments": fragments,
+            "metadata": {**(payload.get("metadata") or {}), "truncated": True}}
+
+
+def _draw_search(out: Console, payload: dict) -> None:
+    docs = Table("#", "score", "repository", "document", title="Documents", box=box.SIMPLE_HEAD)  # light: tokens count
     texts: dict[str, str] = {}  # a fragment printed under its document points there ("see")
     for i, d in enumerate(payload["documents"], 1):
         docs.add_row(str(i), f"{d['score']:.4f}", safe(d["repository"]), safe(d["document_path"]))
@@ -86,7 +144,7 @@ def _search(out: Console, payload: dict) -> None:
         out.print(clean(text, multiline=True), markup=False)
     meta = payload.get("metadata", {})
     if meta.get("truncated"):
-        out.print(f"[dim]… more within a larger --max-tokens (now {meta.get('max_tokens')})[/]")
+        out.print(f"[dim]… more within a larger --max-tokens (now {meta.get('max_tokens')})[/]", soft_wrap=True)
     for s in meta.get("skipped_repositories", []):
         out.print(f"[bold red]left out {safe(s['repository'])}[/] ({safe(s['code'])}): {safe(s['message'])}. "
                   f"Run: {safe(s['fix'])}")
