@@ -35,13 +35,18 @@ def indexed(tmp_path, home):
 
 
 def next_process() -> None:
-    """What the next command sees: a fresh process, without Chroma's clients cached by this one."""
+    """What the next command sees: a fresh process, without Chroma's clients cached by this one, nor SQLite
+    connections an earlier command left to the garbage collector (SQLite shares one file's WAL index among a
+    process's connections, so a live one would serve a garbled keyword index from the old WAL)."""
+    import gc
+
     from chromadb.api.shared_system_client import SharedSystemClient
 
     from gsd_research.researcher.gateways import chroma_gateway
 
     SharedSystemClient.clear_system_cache()
     getattr(chroma_gateway, "_OPENED", {}).clear()
+    gc.collect()
 
 
 def empty(store: Path, *paths: str, collection: str = "researcher-r") -> None:

@@ -147,7 +147,7 @@ def _draw_search(out: Console, payload: dict) -> None:
         out.print(f"[dim]… more within a larger --max-tokens (now {meta.get('max_tokens')})[/]", soft_wrap=True)
     for s in meta.get("skipped_repositories", []):
         out.print(f"[bold red]left out {safe(s['repository'])}[/] ({safe(s['code'])}): {safe(s['message'])}. "
-                  f"Run: {safe(s['fix'])}")
+                  f"Run: {safe(s['fix'])}", soft_wrap=True)  # unbroken: the path and the command copy whole
 
 
 def _status(out: Console, payload: dict) -> None:
