@@ -157,7 +157,9 @@ def test_old_pickle_serializer_in_redis_would_have_run_the_payload(redis_home, t
     assert marker.exists()
 
 
-@pytest.mark.parametrize("value", [b"\x80\x04junk", b"", b"gsd-research-cache/json\nnot json", "caf\u00e9"])
+@pytest.mark.parametrize("value", [b"\x80\x04junk", b"", b"gsd-research-cache/json\nnot json", "caf\u00e9",
+                                   "gsd-research-cache/json\n" + "[" * 50_000 + "]" * 50_000],
+                         ids=["pickle", "empty", "not json", "untagged", "nested too deep"])
 def test_the_serializer_refuses_anything_it_did_not_write(value):
     from gsd_research.core.http_cache import safe_serializer
 

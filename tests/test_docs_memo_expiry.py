@@ -79,7 +79,7 @@ def test_an_answer_kept_before_expiries_were_recorded_goes_once_older_than_the_d
     assert answer_memo.clear(expired_only=True, ttl=50) == 1 and not kept_files()
 
 
-@pytest.mark.parametrize("expires", ["soon", True, [1]])
+@pytest.mark.parametrize("expires", ["soon", True, [1], float("nan"), float("inf"), float("-inf")])
 def test_an_entry_with_a_damaged_expiry_is_removed(cli, fake, expires):
     path = keep(cli, "react", "hooks")
     path.write_text(json.dumps(dict(entry(path), expires=expires)))
@@ -87,7 +87,7 @@ def test_an_entry_with_a_damaged_expiry_is_removed(cli, fake, expires):
     assert cli("cache", "clear", "--expired").json["docs_answers_removed"] == 1 and not kept_files()
 
 
-@pytest.mark.parametrize("planted", ["damaged", "other key", "symlink", "fifo", "directory"])
+@pytest.mark.parametrize("planted", ["damaged", "nested", "other key", "symlink", "fifo", "directory"])
 def test_clear_expired_removes_what_is_no_answer_of_ours_and_never_follows_a_link(cli, fake, tmp_path, planted):
     good = keep(cli, "react", "hooks")
     folder = answer_memo.memo_dir()
@@ -96,6 +96,9 @@ def test_clear_expired_removes_what_is_no_answer_of_ours_and_never_follows_a_lin
     path = folder / "planted.json"
     if planted == "damaged":
         path.write_text("{not json")
+    elif planted == "nested":  # deeper than the JSON parser goes: a RecursionError, not a ValueError
+        path.write_text("[" * 50_000 + "]" * 50_000)
+        path.chmod(0o600)  # private, as ours are: it is read
     elif planted == "other key":
         path.write_text(json.dumps(entry(good)))  # the key inside names another file
     elif planted == "symlink":
@@ -138,3 +141,15 @@ def test_clear_expired_removes_nothing_from_a_folder_that_is_not_ours_alone_nor_
     folder.symlink_to(elsewhere, target_is_directory=True)
     assert cli("cache", "clear", "--expired").json["docs_answers_removed"] == 0
     assert not folder.exists() and (elsewhere / path.name).exists()
+
+
+def test_a_plain_clear_needs_no_ttl_and_a_bad_one_stops_expired_before_anything_is_removed(cli, fake, home):
+    path = keep(cli, "react", "hooks")
+    (home / "config.yaml").write_text("cache:\n  ttl:\n    docs: abc\n")
+
+    refused = cli("cache", "clear", "--expired")
+
+    assert refused.code == 2 and refused.json["error"]["code"] == "USAGE_ERROR", refused.stdout
+    assert kept_files() == [path] and cli("cache", "stats").json["entries"] == 2  # nothing was removed
+    cleared = cli("cache", "clear")
+    assert cleared.code == 0 and cleared.json["docs_answers_removed"] == 1 and not kept_files(), cleared.stdout

@@ -133,6 +133,8 @@ def clear(rt, expired: bool):
     from gsd_research.core.http_cache import cache_backend_name, cache_file
 
     backend = cache_backend_name(rt.config)
+    # --expired needs the TTLs: a bad one fails here, before anything is removed; a plain clear reads none
+    deep_ttl, docs_ttl = (rt.config.ttl("deep"), rt.config.ttl("docs")) if expired else (0, -1)
     if backend == "off" or (backend == "sqlite" and not cache_file().exists()):
         removed = 0
     elif backend == "sqlite" and not expired and _sqlite_damage(cache_file()):
@@ -148,8 +150,8 @@ def clear(rt, expired: bool):
     from gsd_research.deep import result_cache
     from gsd_research.docs import answer_memo
 
-    deep_removed = result_cache.clear(expired, rt.config.ttl("deep"))
-    docs_removed = answer_memo.clear(expired, rt.config.ttl("docs"))  # --expired: those of expired HTTP answers
+    deep_removed = result_cache.clear(expired, deep_ttl)
+    docs_removed = answer_memo.clear(expired, docs_ttl)  # --expired: those of expired HTTP answers
     if not expired:
         record_cache_event("", reset=True)
     doc = {"backend": backend, "removed": removed, "deep_results_removed": deep_removed,

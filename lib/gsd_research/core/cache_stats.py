@@ -19,7 +19,7 @@ def read_cache_stats() -> dict:
         data = json.loads(stats_file().read_text(encoding="utf-8"))
         if isinstance(data, dict):
             return {k: data.get(k, 0) for k in ("hits", "misses", "refreshes")} | {"since": data.get("since")}
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         pass
     return {"hits": 0, "misses": 0, "refreshes": 0, "since": None}
 

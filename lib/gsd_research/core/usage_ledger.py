@@ -94,7 +94,7 @@ def entries(since: date | None = None, path: Path | None = None) -> Iterator[dic
         for line in fh:
             try:
                 entry = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             if not isinstance(entry, dict) or str(entry.get("day", "")) < low:
                 continue

@@ -62,7 +62,7 @@ def read_json(path: Path) -> dict | None:
     """A JSON document, or None when it is missing or unreadable."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
         return None
     return doc if isinstance(doc, dict) else None
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import stat
 import sys
@@ -132,7 +133,7 @@ def _read(path: Path) -> dict | None:
                     or info.st_size > MAX_BYTES):
                 return None
             entry = json.loads(fh.read(MAX_BYTES).decode("utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested deeper than the parser goes
         return None
     return entry if isinstance(entry, dict) else None
 
@@ -222,4 +223,5 @@ def _expired(path: Path, now: float, ttl: float) -> bool:
     until = entry["expires"]
     if until is None:
         return False
-    return isinstance(until, bool) or not isinstance(until, int | float) or until <= now
+    return (isinstance(until, bool) or not isinstance(until, int | float) or not math.isfinite(until)
+            or until <= now)
