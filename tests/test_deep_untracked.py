@@ -82,3 +82,46 @@ def test_asking_again_is_a_new_paid_request_beside_the_untracked_one(cli, pplx, 
     assert len(keys) == 2 and len(set(keys)) == 2 and len(paid(pplx.state)) == 2
     lines = ledger_lines(home)
     assert [bool(e.get("estimated")) for e in lines] == [True, False] and len({e["ref"] for e in lines}) == 2
+
+
+def test_the_line_is_written_before_the_job_is_marked_failed(cli, pplx, home, monkeypatch):
+    """A process killed between the two leaves the paid request counted (the job, still running, is taken up again
+    later and the line is not written twice: its ref is the submit's key)."""
+    from gsd_research.deep.store import JobStore
+
+    answer_without_a_usable_id(pplx, "a/b")
+    finish = JobStore.finish
+
+    def killed(self, job_id, status, **changes):
+        if status == "failed":
+            raise KeyboardInterrupt  # as a kill arriving between the ledger line and the job's end
+        return finish(self, job_id, status, **changes)
+
+    monkeypatch.setattr(JobStore, "finish", killed)
+    cli("deep", "what is new in python")  # interrupted: whatever it prints, the job was never marked failed
+
+    assert status_of(home, job_dirs(home)[0].name)["status"] != "failed"
+    [line] = ledger_lines(home)
+    assert line["untracked"] is True and len(paid(pplx.state)) == 1
+
+
+def test_a_submit_taken_without_an_id_while_a_cancel_ran_gets_its_line(cli, pplx, home):
+    from gsd_research.core.config import Config
+    from gsd_research.deep import failures, settings
+    from gsd_research.deep.perplexity import untracked
+    from gsd_research.deep.store import JobStore
+
+    job_id = cli("deep", "--async", "what is new in python").json["conversation_id"]
+    store = JobStore()
+    with store.lock(job_id):
+        store.update_status(job_id, submitKey="k-123")  # the submit was on its way: its key is in the job file
+    assert cli("jobs", "cancel", job_id).json["cancelled"] is True
+    assert ledger_lines(home) == []  # nothing had been accepted as far as the job file knew
+    config = Config()
+
+    state = failures.record(store, settings.load(config), config, job_id, untracked(None), "jobs worker")
+    again = failures.record(store, settings.load(config), config, job_id, untracked(None), "jobs worker")
+
+    assert (state, again) == ("cancelled", "cancelled")
+    [line] = ledger_lines(home)
+    assert line["untracked"] is True and line["ref"] == f"{job_id}:untracked:k-123" and line["cost_usd"] > 0

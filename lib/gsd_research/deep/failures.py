@@ -51,7 +51,10 @@ def record(store: JobStore, s: DeepSettings, config, job_id: str, exc: GsdError,
     "failed" (for good) or "cancelled" (cancelled meanwhile)."""
     with store.lock(job_id):
         current = read_json(store.dir(job_id) / "status.json") or {}
-        if current.get("status") == "cancelled":
+        if current.get("status") == "cancelled":  # a submit taken without an id while the cancel ran: still paid
+            if isinstance(exc, UntrackedRequest):
+                accounting.record_unreported(config, job_id, {**current, **_ended_marks(exc)}, command,
+                                             "untracked: its answer had no usable request id (cancelled meanwhile)")
             return "cancelled"
         attempts = int(current.get("attempts") or 0) + 1
         error = {"code": exc.code, "message": exc.message, "at": now_iso(), "attempt": attempts}
@@ -68,9 +71,10 @@ def record(store: JobStore, s: DeepSettings, config, job_id: str, exc: GsdError,
         history = [*list(current.get("errors") or [])[-9:], error]
         if _is_final(exc, attempts, s):
             marks = _ended_marks(exc)
-            store.finish(job_id, "failed", attempts=attempts, error=error, errors=history, **marks)
             reason = "untracked: its answer had no usable request id" if marks.get("untracked") else f"failed: {exc.code}"
+            # the line first (once per ref): a process killed between the two still leaves the paid request counted
             accounting.record_unreported(config, job_id, {**current, **marks}, command, reason)
+            store.finish(job_id, "failed", attempts=attempts, error=error, errors=history, **marks)
             return "failed"
         wait = max(s.backoff(attempts), float(exc.retry_after or 0))
         changes = {"status": "pending", "attempts": attempts, "error": error, "errors": history,
