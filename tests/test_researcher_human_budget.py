@@ -3,6 +3,9 @@ exit status; when nothing found fits, one short line says so, naming the budget 
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 
 from tests.researcher_fixtures import DOCS, kb, make_repo, seed_model
@@ -104,13 +107,38 @@ def test_documents_are_left_out_last_and_nothing_fitting_is_said_in_one_line(cap
     assert nothing == "Nothing found fits within --max-tokens 40: raise it, e.g. --max-tokens 500\n"
 
 
-def test_colours_on_a_terminal_are_not_counted_and_never_cut_into(capsys, cl100k, monkeypatch):
+def test_colours_on_a_terminal_are_not_counted_and_never_cut_into(cl100k, monkeypatch):
     import re
+    import select
 
+    from gsd_research.researcher.render import render
+
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "80")
+    master, slave = os.openpty()
+    terminal = os.fdopen(slave, "w", encoding="utf-8")
+    monkeypatch.setattr(sys, "stdout", terminal)
+    try:
+        render("search", payload(300, n_docs=3, n_frags=3))
+        terminal.flush()
+        chunks = []
+        while select.select([master], [], [], 0.5)[0]:
+            chunks.append(os.read(master, 65536))
+    finally:
+        terminal.close()
+        os.close(master)
+    out = b"".join(chunks).decode("utf-8").replace("\r\n", "\n")
+
+    plain = re.sub("\x1b\\[[0-9;?]*[A-Za-z]", "", out)
+    assert "\x1b[" in out and len(cl100k.encode(plain, disallowed_special=())) <= 300 and "…" in plain
+    assert len(cl100k.encode(out, disallowed_special=())) > 300  # the colours alone would not have fitted
+
+
+def test_colours_forced_into_a_pipe_are_counted_as_they_are_received(capsys, cl100k, monkeypatch):
+    """FORCE_COLOR set where an agent reads the output (a pipe): the escapes it receives are within the budget."""
     monkeypatch.setenv("FORCE_COLOR", "1")
     monkeypatch.setenv("COLUMNS", "80")
 
     out = printed(capsys, payload(300, n_docs=3, n_frags=3))
 
-    plain = re.sub("\x1b\\[[0-9;?]*[A-Za-z]", "", out)
-    assert "\x1b[" in out and len(cl100k.encode(plain, disallowed_special=())) <= 300 and "…" in plain
+    assert "\x1b[" in out and len(cl100k.encode(out, disallowed_special=())) <= 300 and "…" in out

@@ -84,7 +84,7 @@ def _search(out: Console, payload: dict) -> None:
         with out.capture() as captured:
             _draw_search(out, shown)
         text = captured.get()
-        over = count_tokens(_ANSI.sub("", text)) - budget if budget else 0
+        over = count_tokens(_as_read(out, text)) - budget if budget else 0
         if over <= 0:
             out.file.write(text)
             out.file.flush()
@@ -92,6 +92,16 @@ def _search(out: Console, payload: dict) -> None:
         shown = _smaller(shown, over)
     out.print(f"Nothing found fits within --max-tokens {budget}: raise it, e.g. --max-tokens {max(500, 2 * budget)}",
               markup=False, soft_wrap=True)
+
+
+def _as_read(out: Console, text: str) -> str:
+    """What the reader of `text` receives: on a terminal, without its colours (they are shown, not read); through
+    a pipe or into a file (an agent's Bash tool, with FORCE_COLOR set), with them."""
+    try:
+        on_terminal = out.file.isatty()
+    except (AttributeError, ValueError, OSError):
+        on_terminal = False
+    return _ANSI.sub("", text) if on_terminal else text
 
 
 def _truncated(payload: dict) -> bool:
