@@ -153,3 +153,13 @@ def test_a_plain_clear_needs_no_ttl_and_a_bad_one_stops_expired_before_anything_
     assert kept_files() == [path] and cli("cache", "stats").json["entries"] == 2  # nothing was removed
     cleared = cli("cache", "clear")
     assert cleared.code == 0 and cleared.json["docs_answers_removed"] == 1 and not kept_files(), cleared.stdout
+
+
+def test_a_hand_edited_ttl_too_large_for_a_date_means_ten_years_not_an_internal_error(cli, fake, home):
+    (home / "config.yaml").write_text("cache:\n  ttl:\n    docs: 1.0e+18\n    search: 1.0e+300\n")
+
+    path = keep(cli, "react", "hooks")
+
+    assert 9 * 365 * 86400 < entry(path)["expires"] - time.time() <= 10 * 365 * 86400
+    cleared = cli("cache", "clear", "--expired")
+    assert cleared.code == 0 and cleared.json["docs_answers_removed"] == 0 and kept_files() == [path], cleared.stdout

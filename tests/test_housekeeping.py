@@ -271,3 +271,41 @@ def test_config_set_takes_a_negative_value_without_a_double_dash(cli, home):
     assert stored.code == 0 and stored.json["value"] == -3
     assert Config().get("providers.custom.offset") == -3
     assert cli("config", "set", "cache.ttl.docs", "60", "--bogus").json["error"]["code"] == "USAGE_ERROR"
+
+
+def _hand_edit(key: str, value) -> None:
+    data = yaml.safe_load(config_path().read_text()) or {}
+    node = data
+    *parents, last = key.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[last] = value
+    config_path().write_text(yaml.safe_dump(data))
+
+
+@pytest.mark.parametrize(("key", "command"), [
+    ("fetch.max_bytes", ("fetch", "http://127.0.0.1:9/page")),
+    ("fetch.max_redirects", ("fetch", "http://127.0.0.1:9/page")),
+    ("cache.ttl.default", ("docs", "react", "hooks")),
+    ("search.ddgs.timeout", ("search", "what is a hook")),
+])
+def test_a_hand_edited_setting_that_is_no_number_is_a_usage_error_naming_it(cli, home, key, command):
+    """Regression: `fetch.max_bytes: abc` in config.yaml was an INTERNAL_ERROR (ValueError), and a bad
+    `cache.ttl.default` silently turned the HTTP cache off."""
+    _hand_edit(key, "abc")
+
+    result = cli(*command)
+
+    assert result.code == 2 and result.json["error"]["code"] == "USAGE_ERROR", result.stdout
+    assert key in result.json["error"]["message"] and "HTTP cache unavailable" not in result.stderr
+    assert_no_traceback(result)
+
+
+@pytest.mark.parametrize("key", ["cache.ttl.default", "cache.ttl.docs", "http.read_timeout", "http.deadline"])
+def test_a_hand_edited_setting_too_large_for_a_date_or_a_socket_still_answers(cli, fake, key):
+    _hand_edit(key, 1.0e18)
+
+    result = cli("docs", "react", "hooks")
+
+    assert result.code == 0 and result.json["success"] is True, result.stdout
+    assert "HTTP cache unavailable" not in result.stderr

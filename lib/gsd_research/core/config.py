@@ -142,7 +142,11 @@ class Config:
         return value
 
     def ttl(self, kind: str) -> int:
-        return int(self.number(f"cache.ttl.{kind}", 3600))
+        """Seconds a cached answer lives; a huge hand-edited value means "ten years", not an overflow."""
+        return int(min(self.number(f"cache.ttl.{kind}", 3600), TTL_CEILING))
+
+
+TTL_CEILING = 10 * 365 * 86400  # longer than any cache is kept; dates and SQLite integers stay in range
 
 
 def is_secret_key(name: str) -> bool:

@@ -116,7 +116,7 @@ def build_session(config: Config):
         allowable_methods=("GET", "POST"),
         ignored_parameters=IGNORED_PARAMETERS,
         match_headers=False,
-        expire_after=int(config.get("cache.ttl.default", 3600)),
+        expire_after=config.ttl("default"),
         stale_if_error=False,
     )
     if backend_name == "redis":

@@ -67,7 +67,7 @@ def _model_text(rt, task: str, prompt: str, system: str, markdown: str, focus: s
 def _prepare(rt, markdown: str) -> str:
     from gsd_research.llm.tasks import clip_input
 
-    limit = int(rt.config.get("llm.max_input_tokens", 24000))
+    limit = int(min(rt.config.number("llm.max_input_tokens", 24000), 2**40))
     return clip_input(markdown[: limit * 8], limit)[0]  # pre-cut by characters: huge pages stay fast
 
 

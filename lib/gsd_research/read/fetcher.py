@@ -232,8 +232,8 @@ class Fetcher:
         self.rt = rt
         self.stop_at = stop_at  # time.monotonic() by which the whole fetch must be over (None: http.deadline)
         cfg = rt.config
-        self.max_redirects = int(cfg.get("fetch.max_redirects", 5))
-        self.max_bytes = int(cfg.get("fetch.max_bytes", 10_000_000))
+        self.max_redirects = int(min(cfg.number("fetch.max_redirects", 5), 100))
+        self.max_bytes = int(min(cfg.number("fetch.max_bytes", 10_000_000), 2**62))
         self.ttl = cfg.ttl("fetch")
         self.allow = allowed_hosts()
         adapter = guarded_adapter()

@@ -102,7 +102,7 @@ def _no_results_or_raise(exc: BaseException) -> list[dict]:
 
 def make_backend(config) -> KeylessBackend:
     """The configured keyless backend (tests replace this function with a fake boundary)."""
-    return DdgsBackend(timeout=float(config.get("search.ddgs.timeout", 10)),
+    return DdgsBackend(timeout=min(config.number("search.ddgs.timeout", 10), 3600.0),
                        region=str(config.get("search.ddgs.region", "us-en")),
                        safesearch=str(config.get("search.ddgs.safesearch", "moderate")),
                        engines=str(config.get("search.ddgs.engines", "auto")))
