@@ -142,3 +142,30 @@ def test_colours_forced_into_a_pipe_are_counted_as_they_are_received(capsys, cl1
     out = printed(capsys, payload(300, n_docs=3, n_frags=3))
 
     assert "\x1b[" in out and len(cl100k.encode(out, disallowed_special=())) <= 300 and "…" in out
+
+
+@pytest.mark.parametrize("columns", ["0", "-3", "abc", "5000", "100000"])
+def test_a_width_rich_cannot_use_well_still_prints_the_answer_within_the_budget(capsys, cl100k, monkeypatch, columns):
+    """Regression: COLUMNS=0 printed nothing at all; COLUMNS=5000 drew rules of thousands of tokens each, so the
+    cutting loop ran for seconds before printing one line."""
+    monkeypatch.setenv("COLUMNS", columns)
+
+    out = printed(capsys, payload(400, n_docs=3, n_frags=3))
+
+    assert "ERR_WIDGET_4711" in out and "part-0" in out and "larger --max-tokens (now 400)" in out
+    assert len(cl100k.encode(out, disallowed_special=())) <= 400
+    assert max(len(line) for line in out.splitlines()) <= 200
+
+
+def test_a_known_key_in_a_document_or_an_error_is_never_printed(indexed, monkeypatch, capsys):
+    """The human output is scrubbed like the JSON answer: a document holding the user's own key (a .env pasted in
+    notes) shows *** in both, before rich can wrap the key across two lines."""
+    monkeypatch.setenv("TAVILY_API_KEY", "ERR_WIDGET_4711")
+    monkeypatch.setenv("COLUMNS", "40")
+
+    human, machine = both(2000)
+    failed = kb("search", QUERY, "--repo", "no-such-ERR_WIDGET_4711")
+
+    assert human.code == machine.code == 0 and failed.code != 0 and failed.stderr
+    for text in (human.stdout, machine.stdout, failed.stdout + failed.stderr):
+        assert "4711" not in text and "***" in text, text

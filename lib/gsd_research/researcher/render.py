@@ -38,11 +38,38 @@ def safe(value, multiline: bool = False) -> str:
     return escape(clean(value, multiline))
 
 
+MIN_WIDTH, MAX_WIDTH = 40, 200  # COLUMNS outside this prints nothing (0), a word a line, or rules of 5,000 tokens
+
+
 def console(stderr: bool = False) -> Console:
-    return Console(stderr=stderr, emoji=False, highlight=False)
+    out = Console(stderr=stderr, emoji=False, highlight=False)
+    if not MIN_WIDTH <= out.width <= MAX_WIDTH:
+        out = Console(stderr=stderr, emoji=False, highlight=False,
+                      width=80 if out.width <= 0 else min(max(out.width, MIN_WIDTH), MAX_WIDTH))
+    return out
+
+
+def _scrubbed(node, secrets: list[str]):
+    """`node` with every known key in its strings replaced by *** (before rich can wrap a key across lines)."""
+    from gsd_research.core.secrets import scrub
+
+    if isinstance(node, str):
+        return scrub(node, secrets)
+    if isinstance(node, dict):
+        return {k: _scrubbed(v, secrets) for k, v in node.items()}
+    if isinstance(node, list | tuple):
+        return [_scrubbed(v, secrets) for v in node]
+    return node
+
+
+def _secrets() -> list[str]:
+    from gsd_research.core.secrets import known_secrets
+
+    return known_secrets()
 
 
 def print_error(error: dict) -> None:
+    error = _scrubbed(error, _secrets())
     err = console(stderr=True)
     err.print(f"[bold red]Error[/] ({safe(error.get('code'))}): {safe(error.get('message'))}")
     for tip in error.get("suggestions") or []:
@@ -240,6 +267,7 @@ HANDLERS = {"repo list": _repos, "index": _index, "search": _search, "status": _
 
 
 def render(command: str, payload: dict) -> None:
+    payload = _scrubbed(payload, _secrets())
     out = console()
     handler = HANDLERS.get(command)
     if handler:
