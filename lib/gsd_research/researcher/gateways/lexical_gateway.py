@@ -201,6 +201,35 @@ class LexicalGateway:
     def delete_by_document(self, document_path: str) -> None:
         self.replace_documents([document_path], [])
 
+    def held(self) -> int | None:
+        """Fragments the keyword index holds, read from FTS5's size table (no scan); None when there is no index
+        file (nothing is created)."""
+        if not _regular_file(self.db_path):
+            return None
+        return self._held()
+
+    @_guarded
+    def _held(self) -> int:
+        try:
+            return self.conn.execute("SELECT count(*) FROM fragments_docsize").fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise
+            return self.count()
+
+    def lost(self, held: int | None, expected: int, vectors_answer: bool) -> LexicalStoreDamaged:
+        """The error of a keyword index holding fewer fragments than the index records: exact identifiers would
+        go unfound without a word. Its advice offers the vector store meanwhile only where it was found sound."""
+        name = self.repository or "REPOSITORY"
+        advice = [f"Run: researcher index {name} (indexes the documents missing from the keyword index again)"]
+        if vectors_answer:
+            advice.append(f"Meanwhile: researcher search --repo {name} --mode vector (meaning only; mode \"vector\" "
+                          "in the MCP search tools)")
+        what = (f"is missing (deleted since the index recorded {expected} fragments)" if held is None else
+                f"holds {held} of the {expected} fragments the index records (emptied or truncated since)")
+        return LexicalStoreDamaged(f"The keyword index {self.db_path} of repository '{name}' {what}",
+                                   suggestions=advice)
+
     @_guarded
     def count(self) -> int:
         return self.conn.execute("SELECT count(*) FROM fragments").fetchone()[0]

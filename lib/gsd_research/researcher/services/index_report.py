@@ -55,11 +55,13 @@ def repository_stats(service) -> IndexStats:
     state = service.state
     stats = index_stats(service.name, state.load_checksums() or {}, str(service.fs.base_path), service.store_label,
                         service.embedding.signature, state.load_meta().get("precisions"))
+    writing = bool(state.load_journal()) and service.lock.busy()  # a killed run's journal is no run
     try:
-        service.lexical.count()
+        held = service.lexical.held()  # nothing created when it is missing
+        if stats.total_fragments and (held or 0) < stats.total_fragments and not writing:
+            raise service.lexical.lost(held, stats.total_fragments, vectors_answer=False)
     except LexicalStoreDamaged as exc:
         stats.damaged = f"{exc.message}. {exc.suggestions[0]}"
-    writing = bool(state.load_journal()) and service.lock.busy()  # a killed run's journal is no run
     if not stats.damaged and stats.total_fragments and not writing:
         stats.damaged = vector_damage(service._chroma_factory(), service.name, stats.total_fragments)
     return stats

@@ -48,8 +48,7 @@ class SearchService:
         from gsd_research.researcher.gateways.state_gateway import StateGateway, recorded_fragments
 
         held = self.chroma.held(self.name)
-        db_path = getattr(self.lexical, "db_path", None)
-        repo_dir = self.repo_dir or (db_path.parent if db_path is not None else None)
+        repo_dir = self._state_dir()
         if repo_dir is None:  # no state of its own (a service built in memory)
             return held
         recorded = StateGateway(repo_dir).recorded_total()  # meta.json: a few bytes, not checksums.json
@@ -60,6 +59,25 @@ class SearchService:
             if expected:
                 raise lost(self.name, self.chroma.where(), held, expected)
         return held
+
+    def keywords_held(self, vectors_answer: bool = False) -> None:
+        """INDEX_DAMAGED when the keyword index holds fewer fragments than the index records (lexical.sqlite
+        deleted, emptied or truncated) and no index run is writing: a search would bury exact identifiers."""
+        from gsd_research.researcher.gateways.state_gateway import StateGateway, recorded_fragments
+
+        repo_dir = self._state_dir()
+        if repo_dir is None:
+            return
+        held = self.lexical.held()
+        recorded = StateGateway(repo_dir).recorded_total()
+        if recorded is None and held is None:  # an index older than meta.json's count, and no keyword index
+            recorded = recorded_fragments(repo_dir)
+        if recorded and (held or 0) < recorded and not self._index_writing(repo_dir):
+            raise self.lexical.lost(held, recorded, vectors_answer)
+
+    def _state_dir(self) -> Path | None:
+        db_path = getattr(self.lexical, "db_path", None)
+        return self.repo_dir or (db_path.parent if db_path is not None else None)
 
     @staticmethod
     def _index_writing(repo_dir) -> bool:
@@ -77,6 +95,8 @@ class SearchService:
                 vectors = self._vectors(queries, depth, query_embeddings) or vectors
             except GsdError as exc:
                 raise self._advised(exc) from None
+        if mode != "vector":
+            self.keywords_held(vectors_answer=mode == "hybrid")
         out = []
         for query, vector in zip(queries, vectors, strict=True):
             ev = Evidence(self.name, vector=vector)

@@ -1,0 +1,135 @@
+"""A keyword index deleted, emptied or cut short by hand: search names it (INDEX_DAMAGED, with the fix) instead of
+answering by meaning alone, which buried exact identifiers without a word; status reports it; no read creates an
+empty index in its place; the advice works when followed literally; `index` repairs it."""
+
+from __future__ import annotations
+
+import shlex
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tests.researcher_fixtures import kb, make_repo, seed_model
+from tests.test_researcher_vectors_lost import next_process
+
+# the identifier sits in a document whose words say little; its neighbours say more about "cold caches"
+DOCS = {
+    "a.md": "# Cold caches\n\nThe widget cache is cold after a restart; warm caches answer quickly.\n",
+    "b.md": "# Codes\n\nThe frobnicator reports ERRCODE_7712 when its spool folder is full.\n",
+    "c.md": "# Cache sizes\n\nA cold widget cache and a warm widget cache hold the same entries.\n",
+}
+QUERY = "ERRCODE_7712 cold widget cache"
+
+
+@pytest.fixture
+def indexed(tmp_path, home):
+    seed_model()
+    assert kb("repo", "add", "r", str(make_repo(tmp_path / "repo", DOCS)), "--json").code == 0
+    assert kb("index", "r", "--json").json["results"][0]["documents_indexed"] == 3
+    assert _top(kb("search", QUERY, "--repo", "r", "--json")) == "b.md"
+    return home / "repositories" / "r" / "lexical.sqlite"
+
+
+def _top(result) -> str:
+    assert result.code == 0, result.stdout
+    return result.json["documents"][0]["document_path"]
+
+
+def _hurt(db: Path, kind: str) -> None:
+    next_process()  # the commands before have let go of it, as their processes would have
+    if kind == "deleted":
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+        return
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("DELETE FROM fragments" + ("" if kind == "emptied" else " WHERE document_path = 'b.md'"))
+    conn.close()
+
+
+def _followed(suggestion: str) -> list[str]:
+    """The command a "Meanwhile: researcher search …" advice names, as a user would type it."""
+    command = suggestion.split("Meanwhile: ", 1)[1].split(" (", 1)[0]
+    words = shlex.split(command)
+    assert words[:2] == ["researcher", "search"], suggestion
+    return words[1:]
+
+
+@pytest.mark.parametrize("kind", ["deleted", "emptied", "cut_short"])
+def test_a_lost_keyword_index_is_named_by_search_and_status_then_indexed_again(indexed, kind):
+    _hurt(indexed, kind)
+
+    hybrid = kb("search", QUERY, "--repo", "r", "--json")
+    error = hybrid.json["error"]
+    assert hybrid.code != 0 and error["code"] == "INDEX_DAMAGED" and str(indexed) in error["message"], hybrid.stdout
+    assert ("is missing" if kind == "deleted" else f"holds {2 if kind == 'cut_short' else 0} of the 3") \
+        in error["message"]
+    run, meanwhile = error["suggestions"]
+    assert run.startswith("Run: researcher index r ")
+    by_meaning = kb(*_followed(meanwhile), QUERY, "--json")  # the advice, literally, with the query
+    assert by_meaning.code == 0 and by_meaning.json["metadata"]["mode"] == "vector", by_meaning.stdout
+    lexical = kb("search", QUERY, "--repo", "r", "--mode", "lexical", "--json").json["error"]
+    assert lexical["code"] == "INDEX_DAMAGED" and lexical["suggestions"] == [run]  # no store it has not checked
+    status = kb("status", "r", "--json").json["repositories"][0]
+    assert status["damaged"] and str(indexed) in status["damaged"] and "researcher index r" in status["damaged"]
+    human = kb("search", QUERY, "--repo", "r")
+    assert human.code != 0 and "INDEX_DAMAGED" in human.stderr and "researcher index r" in human.stderr
+    if kind == "deleted":
+        assert not indexed.exists()  # neither search nor status created an empty one
+
+    repaired = kb("index", "r", "--json").json["results"][0]
+
+    assert "keyword index" in repaired["repaired"] and repaired["documents_indexed"] == (1 if kind == "cut_short"
+                                                                                        else 3), repaired
+    next_process()
+    assert _top(kb("search", QUERY, "--repo", "r", "--json")) == "b.md"
+    assert kb("status", "r", "--json").json["repositories"][0]["damaged"] is None
+
+
+def test_a_search_of_all_repositories_leaves_it_out_and_names_it(indexed, tmp_path):
+    kb("repo", "add", "ok", str(make_repo(tmp_path / "ok", {"o.md": "# O\n\nA cold widget cache, again.\n"})))
+    assert kb("index", "ok", "--json").code == 0
+    _hurt(indexed, "deleted")
+
+    found = kb("search", QUERY, "--json")
+
+    assert found.code == 0 and {d["repository"] for d in found.json["documents"]} == {"ok"}, found.stdout
+    [left_out] = found.json["metadata"]["skipped_repositories"]
+    assert left_out["repository"] == "r" and left_out["fix"] == "researcher index r" and str(indexed) in \
+        left_out["message"]
+    assert found.json["metadata"]["repositories"] == ["ok"]
+
+
+def test_an_mcp_client_and_the_resident_process_are_told_too(indexed):
+    from gsd_research.researcher import resident
+    from gsd_research.researcher.mcp_server import KnowledgeBaseTools
+    from gsd_research.researcher.resident_server import Server
+    from gsd_research.researcher.service_factory import ServiceFactory
+
+    server = Server()
+    assert server.warm() is not None
+    _hurt(indexed, "emptied")  # emptied in place: the file stays, the warm process is not stale
+
+    tools = KnowledgeBaseTools(ServiceFactory())
+    damaged = tools.search_documents(QUERY, "r")
+    assert damaged["error"]["code"] == "INDEX_DAMAGED" and any('mode "vector"' in s for s in
+                                                                damaged["error"]["suggestions"])
+    assert tools.search_documents(QUERY, "r", mode="vector")["success"] is True
+    reply, stop = server.answer({"query": QUERY, "repo": "r", "n_fragments": 5, "n_documents": 5, "mode": "hybrid",
+                                 "max_tokens": 2000, "v": resident.PROTOCOL, "key": server.key})
+    assert stop is False and "ok" not in reply and "fallback" in reply, reply  # the caller's own search names it
+
+
+def test_a_healthy_index_and_a_memory_style_partial_write_are_not_taken_for_damage(indexed):
+    """More keyword rows than the index records (research memory writes them ahead of the embedding) is no damage;
+    nor is a repository never indexed."""
+    conn = sqlite3.connect(indexed)
+    with conn:
+        conn.execute("INSERT INTO fragments (fragment_id, text, document_path, fragment_index, breadcrumb) "
+                     "VALUES ('x:0', 'a note written ahead', 'x.md', 0, '')")
+    conn.close()
+    next_process()
+
+    assert _top(kb("search", QUERY, "--repo", "r", "--json")) == "b.md"
+    assert kb("status", "r", "--json").json["repositories"][0]["damaged"] is None
