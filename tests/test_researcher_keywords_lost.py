@@ -133,3 +133,104 @@ def test_a_healthy_index_and_a_memory_style_partial_write_are_not_taken_for_dama
 
     assert _top(kb("search", QUERY, "--repo", "r", "--json")) == "b.md"
     assert kb("status", "r", "--json").json["repositories"][0]["damaged"] is None
+
+
+def _garbled(db: Path) -> None:
+    next_process()
+    for suffix in ("-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    db.write_bytes(b"not a database " * 400)
+
+
+@pytest.mark.parametrize("kind", ["garbled", "deleted"])
+def test_writing_one_document_into_a_damaged_index_refuses_instead_of_emptying_the_repository(indexed, kind):
+    """Regression: `researcher remove` or the MCP `add_to_index` on a repository whose keyword index was damaged
+    set it aside and reset the whole repository, then wrote (or removed) one document: every other document was
+    gone from both stores, and status and search said nothing."""
+    from gsd_research.researcher.mcp_server import KnowledgeBaseTools
+    from gsd_research.researcher.service_factory import ServiceFactory
+
+    home = indexed.parent.parent.parent
+    checksums = (indexed.parent / "checksums.json").read_text()
+    _garbled(indexed) if kind == "garbled" else _hurt(indexed, "deleted")
+
+    removed = kb("remove", "r", "a.md", "--json")
+    added = KnowledgeBaseTools(ServiceFactory()).add_to_index("r", "c.md")
+
+    for error in (removed.json["error"], added["error"]):
+        assert error["code"] == "INDEX_DAMAGED" and str(indexed) in error["message"], error
+        assert error["suggestions"][0].startswith("Run: researcher index r "), error
+    assert (indexed.parent / "checksums.json").read_text() == checksums  # nothing forgotten
+    assert kb("status", "r", "--json").json["repositories"][0]["total_documents"] == 3
+    assert not list(indexed.parent.glob("lexical.sqlite.damaged-*"))  # set aside by the index run only
+    assert kind == "garbled" or not indexed.exists()
+
+    repaired = kb("index", "r", "--json").json["results"][0]
+
+    assert repaired["repaired"] and repaired["documents_indexed"] == 3, repaired
+    next_process()
+    assert _top(kb("search", QUERY, "--repo", "r", "--json")) == "b.md"
+    assert kb("remove", "r", "a.md", "--json").code == 0
+    assert kb("status", "r", "--json").json["repositories"][0]["total_documents"] == 2
+    assert not (home / "logs" / "errors.log").exists()
+
+
+@pytest.mark.parametrize("kind", ["folder", "link", "foreign"])
+def test_something_else_in_place_of_the_keyword_index_is_named_never_written_and_moved_aside(indexed, tmp_path, kind):
+    """A folder there made every command of every repository fail with STATE_NOT_WRITABLE and advice that repaired
+    nothing; a link was replaced by an empty index; another SQLite database was written into."""
+    _hurt(indexed, "deleted")
+    target = tmp_path / "elsewhere.sqlite"
+    if kind == "folder":
+        indexed.mkdir()
+    else:
+        conn = sqlite3.connect(target)
+        conn.execute("CREATE TABLE notes (x)")
+        conn.commit()
+        conn.close()
+        indexed.symlink_to(target) if kind == "link" else indexed.write_bytes(target.read_bytes())
+    before = target.read_bytes() if kind == "link" else None
+
+    alone = kb("search", QUERY, "--repo", "r", "--json").json["error"]
+    status = kb("status", "--json").json["repositories"][0]["damaged"]
+
+    assert alone["code"] == "INDEX_DAMAGED" and str(indexed) in alone["message"], alone
+    assert ("holds 0 of the 3" if kind == "foreign" else "not a regular file") in alone["message"], alone
+    assert status and "researcher index r" in status
+    repaired = kb("index", "r", "--json").json["results"][0]
+    assert repaired["documents_indexed"] == 3 and repaired["repaired"], repaired
+    next_process()
+    assert _top(kb("search", QUERY, "--repo", "r", "--json")) == "b.md"
+    if kind == "link":
+        assert target.read_bytes() == before  # the link's target never written
+        assert [p.is_symlink() for p in indexed.parent.glob("lexical.sqlite.damaged-*")] == [True]
+
+
+def test_a_recorded_count_edited_by_hand_is_corrected_by_the_index_run_its_advice_names(indexed):
+    meta = indexed.parent / "meta.json"
+    meta.write_text(meta.read_text().replace('"recorded_fragments": 3', '"recorded_fragments": 999999')
+                    .replace('"recorded_fragments":3', '"recorded_fragments":999999'))
+    assert "999999" in meta.read_text()
+    next_process()
+    damaged = kb("search", QUERY, "--repo", "r", "--json").json["error"]
+    assert damaged["code"] == "INDEX_DAMAGED" and damaged["suggestions"][0].startswith("Run: researcher index r")
+
+    assert kb("index", "r", "--json").code == 0
+
+    assert _top(kb("search", QUERY, "--repo", "r", "--json")) == "b.md" and "999999" not in meta.read_text()
+
+
+def test_the_human_answer_names_the_repositories_left_out_even_when_nothing_found_fits(indexed, tmp_path):
+    kb("repo", "add", "ok", str(make_repo(tmp_path / "ok", {"o.md": "# O\n\n" + "A cold widget cache. " * 80})))
+    assert kb("index", "ok", "--json").code == 0
+    _hurt(indexed, "deleted")
+
+    seen = 0
+    for budget in range(150, 400, 25):
+        human = kb("search", "cold widget cache", "--max-tokens", str(budget))
+        flat = " ".join(human.stdout.split())
+        if human.code != 0 or "Nothing found fits" not in flat:
+            continue
+        seen += 1
+        assert "left out r (INDEX_DAMAGED)" in flat and "Run: researcher index r" in flat, human.stdout
+    assert seen, "no budget left nothing that fits"

@@ -119,6 +119,7 @@ def _search(out: Console, payload: dict) -> None:
         shown = _smaller(shown, over)
     out.print(f"Nothing found fits within --max-tokens {budget}: raise it, e.g. --max-tokens {max(500, 2 * budget)}",
               markup=False, soft_wrap=True)
+    _left_out(out, payload.get("metadata") or {})  # what was not searched is said all the same
 
 
 def _as_read(out: Console, text: str) -> str:
@@ -182,6 +183,10 @@ def _draw_search(out: Console, payload: dict) -> None:
     meta = payload.get("metadata", {})
     if meta.get("truncated"):
         out.print(f"[dim]… more within a larger --max-tokens (now {meta.get('max_tokens')})[/]", soft_wrap=True)
+    _left_out(out, meta)
+
+
+def _left_out(out: Console, meta: dict) -> None:
     for s in meta.get("skipped_repositories", []):
         out.print(f"[bold red]left out {safe(s['repository'])}[/] ({safe(s['code'])}): {safe(s['message'])}. "
                   f"Run: {safe(s['fix'])}", soft_wrap=True)  # unbroken: the path and the command copy whole

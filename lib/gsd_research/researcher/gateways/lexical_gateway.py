@@ -119,12 +119,11 @@ def _guarded(method):
             if isinstance(exc, sqlite3.OperationalError) and "malformed" not in str(exc):
                 raise
             self.close()
-            fix = f"researcher index {self.repository}" if self.repository else "researcher index REPOSITORY"
-            raise LexicalStoreDamaged(
-                f"The keyword index {self.db_path} is damaged ({exc})",
-                suggestions=[f"Run: {fix} (sets the damaged file aside and rebuilds the index from the documents)"],
-            ) from None
+            raise self._damaged(f"is damaged ({exc})") from None
     return call
+
+
+HELD_UNKNOWN = 2**62  # what `held` answers for an index another process has locked: taken as holding everything
 
 
 class LexicalGateway:
@@ -179,7 +178,7 @@ class LexicalGateway:
         aside = self.db_path.with_name(f"{self.db_path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
         for suffix in ("", "-wal", "-shm"):
             part = Path(str(self.db_path) + suffix)
-            if part.exists():
+            if os.path.lexists(part):  # a link is moved itself, never followed
                 part.rename(Path(str(aside) + suffix))
         return aside
 
@@ -202,20 +201,40 @@ class LexicalGateway:
         self.replace_documents([document_path], [])
 
     def held(self) -> int | None:
-        """Fragments the keyword index holds, read from FTS5's size table (no scan); None when there is no index
-        file (nothing is created)."""
-        if not _regular_file(self.db_path):
+        """Fragments the keyword index file holds now, read-only from FTS5's size table (no scan, nothing
+        created or written, a file replaced under an open connection seen as it is); None when there is no file.
+        A file holding no index of ours holds 0; one that is no database, or no regular file, is
+        LexicalStoreDamaged; one another process has locked is taken as sound (HELD_UNKNOWN)."""
+        if not os.path.lexists(self.db_path):
             return None
-        return self._held()
-
-    @_guarded
-    def _held(self) -> int:
+        if not _regular_file(self.db_path):
+            raise self._damaged("is not a regular file (a folder, a link or a device in its place)")
         try:
-            return self.conn.execute("SELECT count(*) FROM fragments_docsize").fetchone()[0]
-        except sqlite3.OperationalError as exc:
-            if "no such table" not in str(exc):
-                raise
-            return self.count()
+            conn = sqlite3.connect(f"{self.db_path.absolute().as_uri()}?mode=ro", uri=True)
+        except sqlite3.Error as exc:
+            raise self._damaged(f"cannot be opened ({exc})") from None
+        try:
+            return conn.execute("SELECT count(*) FROM fragments_docsize").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                return HELD_UNKNOWN
+            if "no such table" in str(exc):
+                return 0
+            raise self._damaged(f"is damaged ({exc})") from None
+        finally:
+            conn.close()
+
+    def _damaged(self, what: str) -> LexicalStoreDamaged:
+        fix = f"researcher index {self.repository}" if self.repository else "researcher index REPOSITORY"
+        return LexicalStoreDamaged(f"The keyword index {self.db_path} {what}", suggestions=[
+            f"Run: {fix} (sets the damaged file aside and rebuilds the index from the documents)"])
+
+    def set_aside_misplaced(self) -> Path | None:
+        """Something other than a regular file where the index belongs (a folder, a link: never followed) moved
+        aside so that a new index can be written there; its new name, or None when nothing was misplaced."""
+        if not os.path.lexists(self.db_path) or _regular_file(self.db_path):
+            return None
+        return self.set_aside()
 
     def lost(self, held: int | None, expected: int, vectors_answer: bool) -> LexicalStoreDamaged:
         """The error of a keyword index holding fewer fragments than the index records: exact identifiers would

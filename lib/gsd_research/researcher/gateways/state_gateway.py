@@ -74,6 +74,11 @@ class StateGateway:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+        self.record_total(checksums)
+
+    def record_total(self, checksums: dict) -> None:
+        """meta.json's count of the fragments `checksums` record, written when it differs (an index run
+        corrects one edited or left behind, which search would take for a store short of fragments)."""
         total = sum(m.fragment_count for m in checksums.values())
         meta = self.load_meta()
         if meta.get("recorded_fragments") != total:  # what a search compares the store with (no checksums read)

@@ -21,13 +21,7 @@ class StoreRecovery:
             self._reconcile()
 
     def _load_state(self, repair: bool = False) -> None:
-        try:
-            self.lexical.count()
-        except LexicalStoreDamaged as exc:  # set aside, and everything indexed again (both stores agree then)
-            aside = self.lexical.set_aside()
-            log.event("index.repair", repository=self.name, damaged=str(aside))
-            self.repaired = f"{exc.message}; moved aside to {aside.name}, every document indexed again"
-            self._reset()
+        self._check_keyword_file(repair)
         checksums = self.state.load_checksums()
         meta = self.state.load_meta()
         journal = self.state.load_journal()
@@ -45,10 +39,37 @@ class StoreRecovery:
                 self.checksums.pop(path, None)
             self.state.save_checksums(self.checksums)
             self.state.clear_journal()
+        if not repair:
+            self._refuse_keyword_shortfall()
         if self.lexical.count() != sum(m.fragment_count for m in self.checksums.values()):
             self._reconcile()
             if repair:
                 self._check_keywords()
+
+    def _check_keyword_file(self, repair: bool) -> None:
+        """A keyword index that is no database, or no regular file (a folder, a link in its place): a
+        single-document call refuses it (INDEX_DAMAGED, the index run as its fix: writing one document must not
+        reset the repository), an index run sets it aside and indexes everything again (both stores agree then)."""
+        try:
+            if self.lexical.held() is not None:  # read-only: a missing file is created by the count only in a run
+                self.lexical.count()  # SQLite's own view through the connection the run writes with
+            elif repair:
+                self.lexical.count()
+        except LexicalStoreDamaged as exc:
+            if not repair:
+                raise
+            aside = self.lexical.set_aside()
+            log.event("index.repair", repository=self.name, damaged=str(aside))
+            self.repaired = f"{exc.message}; moved aside to {aside.name}, every document indexed again"
+            self._reset()
+
+    def _refuse_keyword_shortfall(self) -> None:
+        """A single-document call on a repository whose keyword index lacks fragments the checksums record
+        (deleted or emptied by hand): INDEX_DAMAGED with the index run as fix, which indexes them again."""
+        expected = sum(m.fragment_count for m in self.checksums.values())
+        held = self.lexical.held()
+        if expected and (held or 0) < expected:
+            raise self.lexical.lost(held, expected, vectors_answer=False)
 
     def _check_vectors(self, repair: bool) -> None:
         """Documents recorded as indexed whose vectors the store no longer holds (its folder or database

@@ -128,6 +128,7 @@ class IndexService(StoreRecovery):
         self._store_phase(expected, deleted, stale, result)
         if not self.state.checksums_path.exists():  # a folder with nothing to index is indexed all the same
             self.state.save_checksums(self.checksums)
+        self.state.record_total(self.checksums)
         result.repaired = getattr(self, "repaired", None)
         result.skipped = sorted({s["document_path"]: s for s in self.fs.skipped + result.skipped}.values(),
                                 key=lambda s: s["document_path"])
