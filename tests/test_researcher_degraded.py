@@ -102,13 +102,18 @@ def test_a_search_of_all_repositories_answers_from_the_healthy_ones_and_names_th
 def test_the_repositories_left_out_count_within_the_budget(two):
     where = _hurt(two, "deleted_folder")
 
-    for budget in (250, 400):
+    for budget in (250, 1000):
         out = kb("search", "axolotl", "--json", "--max-tokens", str(budget))
         assert out.code == 0, out.stdout
-        _skipped(out.json["metadata"], where)
+        if budget == 250:  # the envelope would take over a third of it: the fix without the story
+            [entry] = out.json["metadata"]["skipped_repositories"]
+            assert entry == {"repository": "r", "code": "INDEX_DAMAGED", "fix": "researcher index r"}, entry
+        else:
+            _skipped(out.json["metadata"], where)
         assert cl100k_tokens(out.stdout) <= budget
         assert out.json["metadata"]["tokens_used"] >= cl100k_tokens(out.stdout) - 2  # the field is counted
-    tight = kb("search", "axolotl", "--json", "--max-tokens", "120")  # its envelope alone does not fit
+    assert kb("search", "axolotl", "--json", "--max-tokens", "120").code == 0  # told briefly, it fits
+    tight = kb("search", "axolotl", "--json", "--max-tokens", "60")  # its envelope alone does not fit
     assert tight.json["error"]["code"] == "USAGE_ERROR" and "too small" in tight.json["error"]["message"]
 
 

@@ -234,3 +234,36 @@ def test_the_human_answer_names_the_repositories_left_out_even_when_nothing_foun
         seen += 1
         assert "left out r (INDEX_DAMAGED)" in flat and "Run: researcher index r" in flat, human.stdout
     assert seen, "no budget left nothing that fits"
+
+
+def test_the_human_answer_names_a_repository_not_indexed_that_a_search_of_all_left_out(indexed, tmp_path):
+    kb("repo", "add", "later", str(make_repo(tmp_path / "later", {"l.md": "# L\n\nA cold widget cache.\n"})))
+
+    human = kb("search", QUERY)
+    machine = kb("search", QUERY, "--json")
+
+    assert machine.json["metadata"]["not_indexed"] == ["later"]
+    flat = " ".join(human.stdout.split())
+    assert human.code == 0 and "not indexed, left out: later. Run: researcher index later" in flat, human.stdout
+
+
+def test_many_damaged_repositories_are_named_briefly_and_leave_room_for_the_answer(indexed, tmp_path):
+    """Regression: ten damaged repositories with long names took the whole budget (USAGE_ERROR "envelope alone
+    needs 848" at --max-tokens 800, no documents at 900)."""
+    names = [f"damaged-repository-with-a-long-name-{i:02d}" for i in range(10)]
+    for name in names:
+        kb("repo", "add", name, str(make_repo(tmp_path / name, {"x.md": f"# X\n\nNothing about {name}.\n"})))
+        assert kb("index", name, "--json").code == 0
+        _hurt(indexed.parent.parent / name / "lexical.sqlite", "deleted")
+
+    found = kb("search", QUERY, "--json", "--max-tokens", "800")
+    human = kb("search", QUERY, "--max-tokens", "800")
+
+    assert found.code == 0 and found.json["documents"][0]["document_path"] == "b.md", found.stdout
+    left_out = found.json["metadata"]["skipped_repositories"]
+    assert sorted(s["repository"] for s in left_out) == names
+    assert all(s["fix"] == f"researcher index {s['repository']}" and "message" not in s for s in left_out)
+    flat = " ".join(human.stdout.split())
+    assert human.code == 0 and f"left out {names[0]} (INDEX_DAMAGED). Run: researcher index {names[0]}" in flat
+    roomy = kb("search", QUERY, "--json", "--max-tokens", "6000").json["metadata"]["skipped_repositories"]
+    assert all("message" in s for s in roomy)  # told in full where the budget has room

@@ -25,6 +25,7 @@ from gsd_research.researcher.ranking import Ranking
 
 DEFAULT_MAX_TOKENS = 2000
 ECHO_SHARE, ECHO_MIN_TOKENS = 8, 16  # an echoed query gets at most max_tokens/8 tokens (16 at least)
+SKIPPED_SHARE = 3  # an envelope over max_tokens/3 with left-out repositories' messages: the messages go
 MIN_CUT_TOKENS = 40  # a passage cut shorter than this is left out (unless it would be the only one)
 Measure = Callable[[dict], int]
 
@@ -159,6 +160,9 @@ class AnswerBuilder:
         self.query = str(shell.get("query") or "")
         shell = self._echo(shell)
         empty = self.render(shell, [])
+        if empty["metadata"]["tokens_used"] > self.max_tokens // SKIPPED_SHARE and _left_out_said(shell):
+            shell = _left_out_briefly(shell)  # many damaged repositories: their names and fixes, not their stories
+            empty = self.render(shell, [])
         if empty["metadata"]["tokens_used"] > self.max_tokens:
             need = empty["metadata"]["tokens_used"]
             raise UsageError(f"{self.option} {self.max_tokens} is too small for this answer (its envelope alone "
@@ -209,6 +213,18 @@ class AnswerBuilder:
             chosen[-1:] = [(unit, cut)] if cut else []
             out = self.render(shell, chosen)
         return out
+
+
+def _left_out_said(shell: dict) -> bool:
+    return any("message" in s for s in (shell.get("metadata") or {}).get("skipped_repositories") or [])
+
+
+def _left_out_briefly(shell: dict) -> dict:
+    """The shell with each left-out repository's message dropped (its code and fix kept: a search of it alone
+    prints the message), when they would take over a third of the answer's budget."""
+    meta = shell["metadata"]
+    brief = [{k: v for k, v in s.items() if k != "message"} for s in meta["skipped_repositories"]]
+    return {**shell, "metadata": {**meta, "skipped_repositories": brief}}
 
 
 def _entries(documents: list[dict], fragments: list[dict]):

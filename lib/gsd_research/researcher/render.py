@@ -187,8 +187,14 @@ def _draw_search(out: Console, payload: dict) -> None:
 
 
 def _left_out(out: Console, meta: dict) -> None:
+    """The repositories a search of all did not search: damaged ones, each with its repair; those not indexed."""
+    if meta.get("not_indexed"):
+        names = meta["not_indexed"]
+        out.print(f"[yellow]not indexed, left out[/]: {safe(', '.join(names))}. Run: researcher index"
+                  + (f" {safe(names[0])}" if len(names) == 1 else ""), soft_wrap=True)
     for s in meta.get("skipped_repositories", []):
-        out.print(f"[bold red]left out {safe(s['repository'])}[/] ({safe(s['code'])}): {safe(s['message'])}. "
+        why = f": {safe(s['message'])}" if s.get("message") else ""
+        out.print(f"[bold red]left out {safe(s['repository'])}[/] ({safe(s['code'])}){why}. "
                   f"Run: {safe(s['fix'])}", soft_wrap=True)  # unbroken: the path and the command copy whole
 
 
