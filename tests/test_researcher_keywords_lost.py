@@ -267,3 +267,41 @@ def test_many_damaged_repositories_are_named_briefly_and_leave_room_for_the_answ
     assert human.code == 0 and f"left out {names[0]} (INDEX_DAMAGED). Run: researcher index {names[0]}" in flat
     roomy = kb("search", QUERY, "--json", "--max-tokens", "6000").json["metadata"]["skipped_repositories"]
     assert all("message" in s for s in roomy)  # told in full where the budget has room
+
+
+def test_with_every_repository_damaged_the_error_names_them_all_and_one_index_run_repairs_them(indexed, tmp_path):
+    kb("repo", "add", "ok", str(make_repo(tmp_path / "ok", {"o.md": "# O\n\nA cold widget cache, again.\n"})))
+    assert kb("index", "ok", "--json").code == 0
+    _hurt(indexed, "deleted")
+    _garbled(indexed.parent.parent / "ok" / "lexical.sqlite")
+
+    error = kb("search", QUERY, "--json").json["error"]
+
+    assert error["code"] == "INDEX_DAMAGED" and "ok too" in error["message"], error
+    assert error["suggestions"] == ["Run: researcher index (repairs every repository's index)"]
+    assert kb("index", "--json").code == 0  # the advice, literally
+    next_process()
+    found = kb("search", QUERY, "--json")
+    assert found.code == 0 and found.json["documents"][0]["document_path"] == "b.md", found.stdout
+    assert "skipped_repositories" not in found.json["metadata"]
+
+
+@pytest.mark.parametrize("kind", ["file", "link"])
+def test_a_file_or_a_link_in_place_of_a_repository_state_folder_is_moved_aside_by_index(indexed, tmp_path, kind):
+    """Regression: `researcher index r` failed with STATE_NOT_WRITABLE and advice to make the home writable."""
+    state = indexed.parent
+    elsewhere = tmp_path / "elsewhere"
+    next_process()
+    state.rename(elsewhere)
+    state.write_text("hi\n") if kind == "file" else state.symlink_to(elsewhere, target_is_directory=True)
+    before = sorted(p.name for p in elsewhere.iterdir())
+
+    if kind == "file":
+        assert kb("search", QUERY, "--json").json["error"]["code"] == "NOT_FOUND"  # "Not indexed yet"
+
+    out = kb("index", "r", "--json")
+
+    assert out.code == 0 and "moved aside" in out.json["results"][0]["repaired"], out.stdout
+    assert state.is_dir() and not state.is_symlink() and sorted(p.name for p in elsewhere.iterdir()) == before
+    next_process()
+    assert _top(kb("search", QUERY, "--repo", "r", "--json")) == "b.md"

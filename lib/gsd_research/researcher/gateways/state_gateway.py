@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 from gsd_research.researcher.models import DocumentMetadata
@@ -27,6 +29,15 @@ class StateGateway:
         self.checksums_path = self.repo_dir / "checksums.json"
         self.journal_path = self.repo_dir / "journal.json"
         self.meta_path = self.repo_dir / "meta.json"
+
+    def set_aside_misplaced(self) -> Path | None:
+        """Something other than a folder where the repository's state folder belongs (a file; a link is moved
+        itself, never followed) moved aside, so that an index run can write a new one; its new name, or None."""
+        if not os.path.lexists(self.repo_dir) or (self.repo_dir.is_dir() and not self.repo_dir.is_symlink()):
+            return None
+        aside = self.repo_dir.with_name(f"{self.repo_dir.name}.misplaced-{time.strftime('%Y%m%d-%H%M%S')}")
+        self.repo_dir.rename(aside)
+        return aside
 
     def _read(self, path: Path, default):
         try:

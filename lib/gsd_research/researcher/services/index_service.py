@@ -111,6 +111,10 @@ class IndexService(StoreRecovery):
         if not self.fs.base_path.is_dir():
             raise NotFound(f"Repository folder is missing: {self.fs.base_path}",
                            suggestions=[f"researcher repo remove {self.name}", "Restore the folder"])
+        aside = self.state.set_aside_misplaced()
+        if aside is not None:
+            self.repaired = (f"The state folder {self.state.repo_dir} was no folder (a file or a link); moved aside to "
+                             f"{aside.name}, every document indexed again")
         with self.lock.hold(wait):
             return self._index_repository(progress, on_plan)
 

@@ -178,10 +178,21 @@ def search_repositories(services: list[SearchService], queries: list[str], n_fra
         for i, ev in enumerate(evidence):
             per_query[i].append(ev)
     if damaged and len(damaged) == len(services):
-        raise damaged[0][1]
+        raise _every_one(damaged)
     if skipped is not None:
         skipped.extend(damaged)
     return [rank(admit(evidence), n_fragments, n_documents, mode) for evidence in per_query]
+
+
+def _every_one(damaged: list[tuple[str, GsdError]]) -> GsdError:
+    """The error of a search whose every repository is damaged: the first one's, naming the others, whose one
+    repair is an index run of them all."""
+    name, first = damaged[0]
+    if len(damaged) > 1:
+        others = ", ".join(n for n, _ in damaged[1:])
+        first.message = f"{first.message}; every repository searched is damaged, {others} too"
+        first.suggestions = ["Run: researcher index (repairs every repository's index)"]
+    return first
 
 
 def _embedded(service: SearchService, queries: list[str], mode: str,
