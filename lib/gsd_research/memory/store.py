@@ -261,6 +261,12 @@ def corrupt_error(exc: Exception, where: str):
     from gsd_research.core.errors import GsdError
 
     files = {"catalog": memory_dir() / "catalog.sqlite", "index": kb.repo_dir(REPOSITORY) / "lexical.sqlite"}
-    return GsdError(f"the research memory's {where} ({files[where]}) cannot be read ({type(exc).__name__}: "
-                    f"{str(exc)[:80]}); clear the memory and let fetch, search and deep fill it again",
-                    code="MEMORY_CORRUPT", suggestions=["gsd-research recall --clear"])
+    why = exc.message if isinstance(exc, GsdError) else f"{type(exc).__name__}: {str(exc)[:200]}"
+    if where == "index":  # the kept pages are intact: the index run rebuilds what searches them
+        return GsdError(f"the research memory's index ({files[where]}) cannot be searched ({why})",
+                        code="MEMORY_CORRUPT", suggestions=[
+                            f"Run: researcher index {REPOSITORY} (rebuilds it from the kept pages)",
+                            "Or start afresh: gsd-research recall --clear"])
+    return GsdError(f"the research memory's {where} ({files[where]}) cannot be read ({why}); clear the memory and "
+                    "let fetch, search and deep fill it again", code="MEMORY_CORRUPT",
+                    suggestions=["gsd-research recall --clear"])

@@ -17,7 +17,9 @@ def _vector(service, query: str, depth: int, paths: list[str] | None) -> list:
 
 
 def _candidates(service, query: str, depth: int, paths: list[str] | None, use_vector: bool):
-    """(vector, lexical, note): the two candidate lists; a vector failure leaves the lexical one."""
+    """(vector, lexical, note, mode): the two candidate lists; a vector failure leaves the lexical one, a
+    keyword index damaged or lost (INDEX_DAMAGED, nothing created in its place) the vector one, when there is
+    one; with neither, the keyword index's error."""
     vector, note = [], None
     if use_vector:
         try:
@@ -26,7 +28,15 @@ def _candidates(service, query: str, depth: int, paths: list[str] | None, use_ve
             note = f"vector ranking unavailable ({exc.code}): lexical ranking only"
         except Exception as exc:  # noqa: BLE001 - a damaged vector store must not hide the lexical results
             note = f"vector ranking unavailable ({exc.__class__.__name__}): lexical ranking only"
-    return vector, service.lexical.search(query, depth, paths), note
+    try:
+        service.keywords_held()
+    except GsdError as exc:
+        if exc.code != "INDEX_DAMAGED" or not vector:
+            raise
+        return vector, [], f"keyword ranking unavailable ({exc.message}; {exc.suggestions[0]}): vector ranking " \
+                           "only", "vector"
+    mode = "lexical" if note or not use_vector else "hybrid"
+    return vector, service.lexical.search(query, depth, paths), note, mode
 
 
 def filtered_search(name: str, query: str, *, paths: list[str] | None, n_fragments: int,
@@ -44,11 +54,10 @@ def filtered_search(name: str, query: str, *, paths: list[str] | None, n_fragmen
     sql_paths = None if post_filter is not None else paths
     depth = candidate_depth(n_fragments, n_fragments) * (4 if post_filter else 1)
     use_vector = mode in ("hybrid", "vector") or (mode == "auto" and recorded_fragments(factory.repo_dir(repo)) > 0)
-    vector, lexical, note = _candidates(service, query, depth, sql_paths, use_vector)
+    vector, lexical, note, fused_mode = _candidates(service, query, depth, sql_paths, use_vector)
     if post_filter is not None:
         vector = [r for r in vector if r.document_path in post_filter]
         lexical = [r for r in lexical if r.document_path in post_filter]
-    fused_mode = "hybrid" if use_vector and not note else "lexical"
     if mode == "vector" and not note:
         fused_mode = "vector"
     fragments = rank([Evidence(name, vector=vector, lexical=lexical)], n_fragments, n_fragments, fused_mode).fragments

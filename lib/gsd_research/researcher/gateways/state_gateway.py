@@ -21,6 +21,20 @@ def recorded_fragments(repo_dir: Path) -> int:
         return 0
 
 
+def writes_pending(repo_dir: Path) -> bool:
+    """Documents written or removed through `researcher.api` (research memory) since the embedding's last
+    complete pass (`embed.dirty` differs from `embed.done`): their keyword rows lead the checksums meanwhile,
+    so a keyword index short of what the checksums record is no damage then."""
+    def token(name: str) -> str:
+        try:
+            return (Path(repo_dir) / name).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            return ""
+
+    dirty = token("embed.dirty")
+    return bool(dirty) and dirty != token("embed.done")
+
+
 class StateGateway:
     """Per-repository state files: `checksums.json`, `journal.json` (documents being written), `meta.json`."""
 

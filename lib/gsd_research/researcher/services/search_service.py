@@ -54,7 +54,7 @@ class SearchService:
         recorded = StateGateway(repo_dir).recorded_total()  # meta.json: a few bytes, not checksums.json
         if recorded is not None and held < recorded and not self._index_writing(repo_dir):
             raise lost(self.name, self.chroma.where(), held, recorded)  # some documents' vectors lost, or another store
-        if not held:
+        if not held and not self._index_writing(repo_dir):  # a run rewriting every document empties it a moment
             expected = recorded_fragments(repo_dir)
             if expected:
                 raise lost(self.name, self.chroma.where(), held, expected)
@@ -63,17 +63,32 @@ class SearchService:
     def keywords_held(self, vectors_answer: bool = False) -> None:
         """INDEX_DAMAGED when the keyword index holds fewer fragments than the index records (lexical.sqlite
         deleted, emptied or truncated) and no index run is writing: a search would bury exact identifiers."""
-        from gsd_research.researcher.gateways.state_gateway import StateGateway, recorded_fragments
+        from gsd_research.researcher.gateways.state_gateway import (
+            StateGateway,
+            recorded_fragments,
+            writes_pending,
+        )
 
         repo_dir = self._state_dir()
         if repo_dir is None:
             return
         held = self.lexical.held()
         recorded = StateGateway(repo_dir).recorded_total()
-        if recorded is None and held is None:  # an index older than meta.json's count, and no keyword index
+        if recorded is None:  # an index older than meta.json's count, or meta.json lost: the checksums say
             recorded = recorded_fragments(repo_dir)
-        if recorded and (held or 0) < recorded and not self._index_writing(repo_dir):
+        if recorded and (held or 0) < recorded and not self._index_writing(repo_dir) \
+                and not (held is not None and writes_pending(repo_dir)):
             raise self.lexical.lost(held, recorded, vectors_answer)
+
+    def keywords_sound(self) -> bool:
+        """Whether a search by keywords alone would answer (no INDEX_DAMAGED of its own)."""
+        try:
+            self.keywords_held()
+        except GsdError as exc:
+            if exc.code != "INDEX_DAMAGED":
+                raise
+            return False
+        return True
 
     def _state_dir(self) -> Path | None:
         db_path = getattr(self.lexical, "db_path", None)
@@ -118,7 +133,7 @@ class SearchService:
     def _advised(self, exc: GsdError) -> GsdError:
         """A damaged vector store's error; its advice names only the index run (which rebuilds both stores)
         when the keyword index cannot answer either: a search by keywords would only meet its own damage."""
-        if exc.code == "INDEX_DAMAGED" and not self.lexical.answers():
+        if exc.code == "INDEX_DAMAGED" and not (self.lexical.answers() and self.keywords_sound()):
             from gsd_research.researcher.gateways.chroma_health import fix
 
             exc.suggestions = fix(self.name, keywords=False)
