@@ -159,18 +159,10 @@ class LexicalGateway:
     def answers(self) -> bool:
         """Whether the keyword index could answer a search: a readable file holding fragments (not damaged,
         missing or emptied). Read-only, nothing created; a lock is no damage."""
-        if not _regular_file(self.db_path):
-            return False
         try:
-            conn = sqlite3.connect(f"{self.db_path.absolute().as_uri()}?mode=ro", uri=True)
-        except sqlite3.Error:
+            return bool(self.held())
+        except LexicalStoreDamaged:
             return False
-        try:
-            return conn.execute("SELECT count(*) FROM fragments").fetchone()[0] > 0
-        except sqlite3.DatabaseError as exc:
-            return "locked" in str(exc) or "busy" in str(exc)
-        finally:
-            conn.close()
 
     def set_aside(self) -> Path:
         """Move a damaged store (and its WAL files) aside, so the next use starts an empty one; its new name."""
