@@ -195,15 +195,18 @@ def test_something_else_in_place_of_the_keyword_index_is_named_never_written_and
     status = kb("status", "--json").json["repositories"][0]["damaged"]
 
     assert alone["code"] == "INDEX_DAMAGED" and str(indexed) in alone["message"], alone
-    assert ("holds 0 of the 3" if kind == "foreign" else "not a regular file") in alone["message"], alone
+    assert ("another SQLite database" if kind == "foreign" else "not a regular file") in alone["message"], alone
     assert status and "researcher index r" in status
     repaired = kb("index", "r", "--json").json["results"][0]
     assert repaired["documents_indexed"] == 3 and repaired["repaired"], repaired
     next_process()
     assert _top(kb("search", QUERY, "--repo", "r", "--json")) == "b.md"
+    aside = list(indexed.parent.glob("lexical.sqlite.damaged-*"))
     if kind == "link":
         assert target.read_bytes() == before  # the link's target never written
-        assert [p.is_symlink() for p in indexed.parent.glob("lexical.sqlite.damaged-*")] == [True]
+        assert [p.is_symlink() for p in aside] == [True]
+    if kind == "foreign":  # moved aside as it was: no keyword index written into it
+        assert len(aside) == 1 and aside[0].read_bytes() == target.read_bytes()
 
 
 def test_a_recorded_count_edited_by_hand_is_corrected_by_the_index_run_its_advice_names(indexed):

@@ -211,10 +211,21 @@ class LexicalGateway:
             if "locked" in str(exc) or "busy" in str(exc):
                 return HELD_UNKNOWN
             if "no such table" in str(exc):
-                return 0
+                return self._foreign(conn)
             raise self._damaged(f"is damaged ({exc})") from None
         finally:
             conn.close()
+
+    def _foreign(self, conn: sqlite3.Connection) -> int:
+        """An empty database holds 0 fragments; one with tables but no keyword index is another database, which
+        an index run must move aside, not write its index into."""
+        try:
+            tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            raise self._damaged(f"is damaged ({exc})") from None
+        if tables:
+            raise self._damaged("is another SQLite database (it holds no keyword index)")
+        return 0
 
     def _damaged(self, what: str) -> LexicalStoreDamaged:
         fix = f"researcher index {self.repository}" if self.repository else "researcher index REPOSITORY"
