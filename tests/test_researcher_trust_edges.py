@@ -54,13 +54,18 @@ def test_with_vectors_lost_and_keywords_cut_short_the_advice_is_the_index_run_al
     assert error["suggestions"][0].startswith("Run: researcher index r") and "--mode" not in error["suggestions"][0]
 
 
+def _entry(i: int):
+    from gsd_research.memory.store import Entry
+
+    return Entry(kind="page", body=f"# Page {i}\n\nThe flux capacitor code FLUX_{9000 + i} matters; the gasket and "
+                 "the rotor valve are checked daily.", url=f"https://example.com/p{i}", title=f"Page {i}")
+
+
 def _memory(n: int):
-    from gsd_research.memory.store import Entry, MemoryStore
+    from gsd_research.memory.store import MemoryStore
 
     store = MemoryStore()
-    store.put_many([Entry(kind="page", body=f"# Page {i}\n\nThe flux capacitor code FLUX_{9000 + i} matters; the "
-                          "gasket and the rotor valve are checked daily.", url=f"https://example.com/p{i}",
-                          title=f"Page {i}") for i in range(n)])
+    store.put_many([_entry(i) for i in range(n)])
     return store
 
 
@@ -136,3 +141,78 @@ def test_recall_of_a_damaged_memory_index_advises_the_index_run_not_clearing_the
     next_process()
     repaired = cli("recall", "FLUX_9002")
     assert repaired.code == 0 and "FLUX_9002" in json.dumps(repaired.json["results"][0]), repaired.stdout
+
+
+def test_memory_index_emptied_while_its_writes_lead_the_embedding_is_still_named(cli, home, monkeypatch):
+    """With memory.embed off the writes lead the embedding for good: the check that waits for the embedding
+    left an emptied keyword index unnamed forever. Counts are no measure then, but an empty index beside kept
+    documents is."""
+    from gsd_research.researcher import api
+
+    monkeypatch.setattr(api, "schedule_embedding", lambda name: {"running": False})
+    seed_model()
+    store = _memory(5)
+    api.embed_now("research-memory")
+    store.put_many([_entry(9)])  # a write after the embedding: pending from now on
+    store.close()
+    lexical = Path(api.repo_dir("research-memory")) / "lexical.sqlite"
+    _hurt(lexical, "emptied")
+
+    found = kb("search", "flux capacitor", "--repo", "research-memory", "--json")
+    status = kb("status", "research-memory", "--json").json["repositories"][0]
+    recalled = cli("recall", "flux capacitor gasket")
+
+    assert found.json["error"]["code"] == "INDEX_DAMAGED", found.stdout
+    assert status["damaged"] and "research-memory" in status["damaged"]
+    assert recalled.code == 0 and "keyword ranking unavailable" in json.dumps(recalled.json), recalled.stdout
+
+
+def test_memory_removals_are_not_reported_as_repairs_by_the_next_index_run(home, monkeypatch):
+    from gsd_research.researcher import api
+
+    monkeypatch.setattr(api, "schedule_embedding", lambda name: {"running": False})
+    seed_model()
+    store = _memory(6)
+    assert kb("index", "research-memory", "--json").json["results"][0]["repaired"] is None
+    ids = [row[0] for row in store.conn.execute("SELECT id FROM entries ORDER BY id LIMIT 3")]
+    assert store.remove(ids) == 3
+    store.close()
+    next_process()
+
+    out = kb("index", "research-memory", "--json").json["results"][0]
+
+    assert out["documents_removed"] == 3 and out["repaired"] is None, out
+    assert kb("status", "research-memory", "--json").json["repositories"][0]["damaged"] is None
+
+
+def test_a_killed_index_run_is_named_as_such_with_the_run_that_resumes_it(indexed):  # noqa: F811
+    state = indexed.parent
+    (state / "journal.json").write_text(json.dumps(["b.md"]))  # left by the killed run: no run holds the lock
+    empty(state / "chroma", "b.md")
+    next_process()
+
+    error = kb("search", QUERY, "--repo", "r", "--json").json["error"]
+
+    assert error["code"] == "INDEX_DAMAGED" and "was interrupted" in error["message"], error
+    assert error["suggestions"][0].startswith("Run: researcher index r (it resumes"), error
+    assert kb("index", "r", "--json").code == 0
+    next_process()
+    assert kb("search", QUERY, "--repo", "r", "--json").json["documents"][0]["document_path"] == "b.md"
+
+
+def test_every_memory_entry_removed_ahead_of_the_embedding_is_no_damage(home, monkeypatch):
+    from gsd_research.researcher import api
+
+    monkeypatch.setattr(api, "schedule_embedding", lambda name: {"running": False})
+    seed_model()
+    store = _memory(4)
+    api.embed_now("research-memory")
+    ids = [row[0] for row in store.conn.execute("SELECT id FROM entries")]
+    assert store.remove(ids) == 4
+    store.close()
+    next_process()
+
+    found = kb("search", "flux capacitor", "--repo", "research-memory", "--json")
+
+    assert found.code == 0, found.stdout
+    assert kb("status", "research-memory", "--json").json["repositories"][0]["damaged"] is None

@@ -92,7 +92,7 @@ class ServiceFactory:
         from gsd_research.researcher.services.search_service import SearchService
 
         return SearchService(repository.name, self.chroma_factory(repository), self.lexical_gateway(repository),
-                             self.embedding_gateway(repository), self.repo_dir(repository))
+                             self.embedding_gateway(repository), self.repo_dir(repository), Path(repository.path))
 
     def is_indexed(self, repository: RepositoryConfig) -> bool:
         return (self.repo_dir(repository) / "checksums.json").is_file()

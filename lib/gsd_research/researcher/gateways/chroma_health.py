@@ -43,6 +43,16 @@ def lost(repository: str, where: str, held: int, expected: int) -> VectorStoreDa
                               suggestions=fix(repository))
 
 
+def interrupted(repository: str, where: str, held: int, expected: int) -> VectorStoreDamaged:
+    """The store short of what the index records because an index run was killed while it rewrote documents (its
+    journal is left, no run holds the lock): the next run resumes and stores them again."""
+    return VectorStoreDamaged(f"An index run of repository '{repository}' was interrupted while it rewrote "
+                              f"documents: the vector store {where} holds {held} of the {expected} fragments the "
+                              "index records", suggestions=[
+                                  f"Run: researcher index {repository} (it resumes and stores them again)",
+                                  *fix(repository)[1:]])
+
+
 def unreadable(repository: str, where: str, why: str) -> VectorStoreDamaged:
     return VectorStoreDamaged(f"The vector store {where} of repository '{repository}' cannot be read ({why})",
                               suggestions=fix(repository))

@@ -35,6 +35,35 @@ def writes_pending(repo_dir: Path) -> bool:
     return bool(dirty) and dirty != token("embed.done")
 
 
+def holds_files(folder: Path | None) -> bool:
+    """Whether `folder` holds at least one file, anywhere below it (stops at the first; links not followed)."""
+    if folder is None:
+        return False
+    stack = [Path(folder)]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    if entry.is_file(follow_symlinks=False):
+                        return True
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(Path(entry.path))
+        except OSError:
+            continue
+    return False
+
+
+def keywords_short(held: int | None, recorded: int, repo_dir: Path, documents: Path | None) -> bool:
+    """Whether a keyword index holding `held` fragments falls short of the `recorded` ones. While research
+    memory's writes lead the embedding, rows removed or rewritten ahead make counts no measure: only an index
+    emptied while documents remain is short then."""
+    if not recorded or (held or 0) >= recorded:
+        return False
+    if held is None or not writes_pending(repo_dir):
+        return True
+    return held == 0 and holds_files(documents)
+
+
 class StateGateway:
     """Per-repository state files: `checksums.json`, `journal.json` (documents being written), `meta.json`."""
 

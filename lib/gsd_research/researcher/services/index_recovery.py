@@ -107,12 +107,17 @@ class StoreRecovery:
         """Documents recorded as indexed whose fragments the keyword index no longer holds (lexical.sqlite deleted
         or emptied by hand: SQLite starts an empty one): marked changed, so that this run indexes them again
         (their old vectors replaced, not left behind)."""
+        from gsd_research.researcher.gateways.state_gateway import writes_pending
+
         counts = self.lexical.fragment_counts()
-        short = sorted(p for p, m in self.checksums.items() if counts.get(p, 0) < m.fragment_count)
-        if not short:
+        short = sorted(p for p, m in self.checksums.items()
+                       if counts.get(p, 0) < m.fragment_count and (self.fs.base_path / p).is_file())
+        if not short:  # a document whose file is gone is removed by this run: nothing was lost
             return
         for path in short:
             self.checksums[path] = self.checksums[path].model_copy(update={"checksum": ""})
+        if writes_pending(self.state.repo_dir):  # research memory rewrote their rows ahead: indexed, not repaired
+            return
         note = (f"the keyword index {self.lexical.db_path} lacked the fragments of {len(short)} document(s); "
                 "indexed again")
         self.repaired = f"{self.repaired}; {note}" if getattr(self, "repaired", None) else note[0].upper() + note[1:]

@@ -51,7 +51,7 @@ def index_stats(name: str, checksums: dict[str, DocumentMetadata], path: str, st
 def repository_stats(service) -> IndexStats:
     """`status` of one repository (`IndexService`): what its index records and whether its stores still hold it."""
     from gsd_research.researcher.gateways.lexical_gateway import LexicalStoreDamaged
-    from gsd_research.researcher.gateways.state_gateway import writes_pending
+    from gsd_research.researcher.gateways.state_gateway import keywords_short
 
     state = service.state
     stats = index_stats(service.name, state.load_checksums() or {}, str(service.fs.base_path), service.store_label,
@@ -59,8 +59,7 @@ def repository_stats(service) -> IndexStats:
     writing = bool(state.load_journal()) and service.lock.busy()  # a killed run's journal is no run
     try:
         held = service.lexical.held()  # nothing created when it is missing
-        if stats.total_fragments and (held or 0) < stats.total_fragments and not writing \
-                and not (held is not None and writes_pending(state.repo_dir)):
+        if keywords_short(held, stats.total_fragments, state.repo_dir, service.fs.base_path) and not writing:
             raise service.lexical.lost(held, stats.total_fragments, vectors_answer=False)
     except LexicalStoreDamaged as exc:
         stats.damaged = f"{exc.message}. {exc.suggestions[0]}"

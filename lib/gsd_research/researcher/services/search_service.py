@@ -28,11 +28,13 @@ class SearchService:
     """Gathers one repository's evidence for queries; ranking across repositories is `search_repositories`."""
 
     def __init__(self, repository_name: str, chroma_factory: Callable, lexical_gateway: LexicalGateway,
-                 embedding_gateway: EmbeddingGateway, repo_dir: Path | None = None) -> None:
+                 embedding_gateway: EmbeddingGateway, repo_dir: Path | None = None,
+                 documents: Path | None = None) -> None:
         self.name = repository_name
         self._chroma_factory, self._chroma = chroma_factory, None
         self.lexical, self.embedding = lexical_gateway, embedding_gateway
         self.repo_dir = repo_dir  # checksums.json's folder (by default the keyword index's)
+        self.documents = documents  # the repository's folder
 
     @property
     def chroma(self):
@@ -44,7 +46,7 @@ class SearchService:
         """Fragments the vector store holds (nothing created when there is none); INDEX_DAMAGED when it holds
         none, or cannot be read, while the index records some (its folder or database deleted, emptied or
         truncated): vector search would silently find nothing."""
-        from gsd_research.researcher.gateways.chroma_health import lost
+        from gsd_research.researcher.gateways.chroma_health import interrupted, lost
         from gsd_research.researcher.gateways.state_gateway import StateGateway, recorded_fragments
 
         held = self.chroma.held(self.name)
@@ -53,7 +55,8 @@ class SearchService:
             return held
         recorded = StateGateway(repo_dir).recorded_total()  # meta.json: a few bytes, not checksums.json
         if recorded is not None and held < recorded and not self._index_writing(repo_dir):
-            raise lost(self.name, self.chroma.where(), held, recorded)  # some documents' vectors lost, or another store
+            short = interrupted if (repo_dir / "journal.json").exists() else lost  # a killed run's journal is left
+            raise short(self.name, self.chroma.where(), held, recorded)  # some documents' vectors lost, or another store
         if not held and not self._index_writing(repo_dir):  # a run rewriting every document empties it a moment
             expected = recorded_fragments(repo_dir)
             if expected:
@@ -65,8 +68,8 @@ class SearchService:
         deleted, emptied or truncated) and no index run is writing: a search would bury exact identifiers."""
         from gsd_research.researcher.gateways.state_gateway import (
             StateGateway,
+            keywords_short,
             recorded_fragments,
-            writes_pending,
         )
 
         repo_dir = self._state_dir()
@@ -76,8 +79,7 @@ class SearchService:
         recorded = StateGateway(repo_dir).recorded_total()
         if recorded is None:  # an index older than meta.json's count, or meta.json lost: the checksums say
             recorded = recorded_fragments(repo_dir)
-        if recorded and (held or 0) < recorded and not self._index_writing(repo_dir) \
-                and not (held is not None and writes_pending(repo_dir)):
+        if keywords_short(held, recorded, repo_dir, self.documents) and not self._index_writing(repo_dir):
             raise self.lexical.lost(held, recorded, vectors_answer)
 
     def keywords_sound(self) -> bool:
