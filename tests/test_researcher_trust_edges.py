@@ -8,6 +8,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from gsd_research.researcher.gateways.lock_gateway import RepositoryLock
 from tests.researcher_fixtures import kb, seed_model
 from tests.test_researcher_keywords_lost import _garbled, _hurt, indexed  # noqa: F401 - the fixture
@@ -69,17 +71,19 @@ def _memory(n: int):
     return store
 
 
-def test_research_memory_removals_ahead_of_the_embedding_are_no_damage(home, monkeypatch):
+@pytest.mark.parametrize("removed", [2, 6])
+def test_research_memory_removals_ahead_of_the_embedding_are_no_damage(home, monkeypatch, removed):
     """Research memory removes an entry's keyword rows at once and its vectors at the embedding's next pass: the
-    repository was reported damaged meanwhile (and left out of every search of all repositories)."""
+    repository was reported damaged meanwhile (and left out of every search of all repositories). Some entries
+    removed, or every one."""
     from gsd_research.researcher import api
 
     monkeypatch.setattr(api, "schedule_embedding", lambda name: {"running": False})
     seed_model()
     store = _memory(6)
     api.embed_now("research-memory")
-    ids = [row[0] for row in store.conn.execute("SELECT id FROM entries ORDER BY id LIMIT 2")]
-    assert store.remove(ids) == 2
+    ids = [row[0] for row in store.conn.execute("SELECT id FROM entries ORDER BY id LIMIT ?", (removed,))]
+    assert store.remove(ids) == removed
     store.close()
     next_process()
 
@@ -198,21 +202,3 @@ def test_a_killed_index_run_is_named_as_such_with_the_run_that_resumes_it(indexe
     assert kb("index", "r", "--json").code == 0
     next_process()
     assert kb("search", QUERY, "--repo", "r", "--json").json["documents"][0]["document_path"] == "b.md"
-
-
-def test_every_memory_entry_removed_ahead_of_the_embedding_is_no_damage(home, monkeypatch):
-    from gsd_research.researcher import api
-
-    monkeypatch.setattr(api, "schedule_embedding", lambda name: {"running": False})
-    seed_model()
-    store = _memory(4)
-    api.embed_now("research-memory")
-    ids = [row[0] for row in store.conn.execute("SELECT id FROM entries")]
-    assert store.remove(ids) == 4
-    store.close()
-    next_process()
-
-    found = kb("search", "flux capacitor", "--repo", "research-memory", "--json")
-
-    assert found.code == 0, found.stdout
-    assert kb("status", "research-memory", "--json").json["repositories"][0]["damaged"] is None
