@@ -198,7 +198,68 @@ def test_a_killed_index_run_is_named_as_such_with_the_run_that_resumes_it(indexe
     error = kb("search", QUERY, "--repo", "r", "--json").json["error"]
 
     assert error["code"] == "INDEX_DAMAGED" and "was interrupted" in error["message"], error
-    assert error["suggestions"][0].startswith("Run: researcher index r (it resumes"), error
+    assert error["suggestions"][0].startswith("Run: researcher index r (it resumes the interrupted run)"), error
+    assert "was interrupted" in kb("status", "r", "--json").json["repositories"][0]["damaged"]
     assert kb("index", "r", "--json").code == 0
     next_process()
     assert kb("search", QUERY, "--repo", "r", "--json").json["documents"][0]["document_path"] == "b.md"
+
+
+def test_an_index_run_from_the_command_line_settles_memory_writes_so_later_damage_is_named(home, monkeypatch):
+    """With memory.embed off only `researcher index` embeds, and it recorded nothing: the writes stayed pending for
+    good, and a keyword index cut short was never named again."""
+    from gsd_research.researcher import api
+
+    monkeypatch.setattr(api, "schedule_embedding", lambda name: {"running": False})
+    seed_model()
+    _memory(6).close()
+    assert kb("index", "research-memory", "--json").code == 0
+    lexical = Path(api.repo_dir("research-memory")) / "lexical.sqlite"
+    next_process()
+    conn = sqlite3.connect(lexical)
+    with conn:
+        conn.execute("DELETE FROM fragments WHERE rowid > 1")
+    conn.close()
+
+    error = kb("search", "flux capacitor", "--repo", "research-memory", "--json").json["error"]
+
+    assert error["code"] == "INDEX_DAMAGED" and "holds 1 of the" in error["message"], error
+    repaired = kb("index", "research-memory", "--json").json["results"][0]
+    assert repaired["repaired"] and "keyword index" in repaired["repaired"], repaired
+
+
+def test_memory_marks_its_writes_pending_before_it_touches_the_keyword_index(home, monkeypatch):
+    """A removal wrote the keyword rows first and marked the writes pending after: a search in between, or after
+    a kill in between, took the rows removed ahead for damage."""
+    from gsd_research.researcher import api
+    from gsd_research.researcher.gateways import lexical_gateway
+    from gsd_research.researcher.gateways.state_gateway import writes_pending
+
+    monkeypatch.setattr(api, "schedule_embedding", lambda name: {"running": False})
+    seed_model()
+    store = _memory(4)
+    api.embed_now("research-memory")
+    assert not writes_pending(api.repo_dir("research-memory"))
+    seen, replace = [], lexical_gateway.LexicalGateway.replace_documents
+
+    def watched(self, paths, rows):
+        seen.append(writes_pending(api.repo_dir("research-memory")))
+        return replace(self, paths, rows)
+
+    monkeypatch.setattr(lexical_gateway.LexicalGateway, "replace_documents", watched)
+    assert store.remove([row[0] for row in store.conn.execute("SELECT id FROM entries LIMIT 1")]) == 1
+    store.put_many([_entry(7)])
+    store.close()
+
+    assert seen == [True, True]
+
+
+def test_a_resumed_index_run_is_not_reported_as_a_repair(indexed):  # noqa: F811
+    state = indexed.parent
+    (state / "journal.json").write_text(json.dumps(["b.md"]))
+    empty(state / "chroma", "b.md")
+    next_process()
+
+    out = kb("index", "r", "--json").json["results"][0]
+
+    assert out["repaired"] is None and out["documents_resumed"] + out["documents_indexed"] >= 1, out

@@ -139,6 +139,7 @@ def put_documents(name: str, documents: list[tuple[str, str, str | None]]) -> in
     if folder is None:
         raise GsdError(f"Repository '{name}' is not registered", code="REPOSITORY_NOT_FOUND")
     rows: list[tuple[str, str, str, int, str]] = []
+    mark_dirty(name)  # first: a search meanwhile (or after a kill) knows the keyword rows lead the embedding
     for rel_path, text, title in documents:
         target = _inside(folder, rel_path)
         write_private(target, text)
@@ -170,6 +171,7 @@ def remove_documents(name: str, rel_paths: list[str]) -> int:
     folder = repository_folder(name)
     if folder is None or not rel_paths:
         return 0
+    mark_dirty(name)  # first: a search meanwhile (or after a kill) knows the keyword rows lead the embedding
     removed = 0
     for rel in rel_paths:
         try:
@@ -182,7 +184,7 @@ def remove_documents(name: str, rel_paths: list[str]) -> int:
         lexical.replace_documents(list(rel_paths), [])
     finally:
         lexical.close()
-    mark_dirty(name)
+    mark_dirty(name)  # again: a pass that began in between must not cover this removal
     return removed
 
 

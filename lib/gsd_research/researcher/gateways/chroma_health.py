@@ -49,7 +49,7 @@ def interrupted(repository: str, where: str, held: int, expected: int) -> Vector
     return VectorStoreDamaged(f"An index run of repository '{repository}' was interrupted while it rewrote "
                               f"documents: the vector store {where} holds {held} of the {expected} fragments the "
                               "index records", suggestions=[
-                                  f"Run: researcher index {repository} (it resumes and stores them again)",
+                                  f"Run: researcher index {repository} (it resumes the interrupted run)",
                                   *fix(repository)[1:]])
 
 

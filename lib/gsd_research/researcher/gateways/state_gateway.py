@@ -82,6 +82,21 @@ class StateGateway:
         self.repo_dir.rename(aside)
         return aside
 
+    def writes_token(self) -> str:
+        """The token of research memory's last write (`embed.dirty`; empty when there is none)."""
+        try:
+            return (self.repo_dir / "embed.dirty").read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            return ""
+
+    def cover_writes(self, token: str) -> None:
+        """Record that a complete index run covered the writes up to `token` (`embed.done`), as the embedding
+        worker's passes do: an index run from the command line settles them too."""
+        if token:
+            from gsd_research.core.config import atomic_write_text
+
+            atomic_write_text(self.repo_dir / "embed.done", token)
+
     def _read(self, path: Path, default):
         try:
             return json.loads(path.read_text(encoding="utf-8"))

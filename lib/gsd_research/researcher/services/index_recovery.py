@@ -100,6 +100,8 @@ class StoreRecovery:
         gone = [p for p, m in self.checksums.items() if counts.get(p, 0) < m.fragment_count]
         for path in gone:  # embedded again by this run; not saved now: should the run fail, the checksums on
             self.checksums.pop(path)  # disk still record them and the next search still names the damage
+        if set(gone) <= set(self.state.load_journal()):  # a killed run's documents: resumed, not repaired
+            return
         self.repaired = f"{damage.message}; {len(gone)} document(s) embedded again"
         log.event("index.repair", repository=self.name, damaged=damage.message, documents=len(gone))
 

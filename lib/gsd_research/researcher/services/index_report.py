@@ -64,15 +64,16 @@ def repository_stats(service) -> IndexStats:
     except LexicalStoreDamaged as exc:
         stats.damaged = f"{exc.message}. {exc.suggestions[0]}"
     if not stats.damaged and stats.total_fragments and not writing:
-        stats.damaged = vector_damage(service._chroma_factory(), service.name, stats.total_fragments)
+        stats.damaged = vector_damage(service._chroma_factory(), service.name, stats.total_fragments,
+                                      interrupted_run=bool(state.load_journal()))
     return stats
 
 
-def vector_damage(store, repository: str, expected: int) -> str | None:
+def vector_damage(store, repository: str, expected: int, interrupted_run: bool = False) -> str | None:
     """The vector store holds fewer fragments than the index records (no index run is writing), or cannot be
     read: what and the fix."""
     from gsd_research.core.errors import GsdError
-    from gsd_research.researcher.gateways.chroma_health import VectorStoreDamaged, lost
+    from gsd_research.researcher.gateways.chroma_health import VectorStoreDamaged, interrupted, lost
 
     try:
         held = store.held(repository)
@@ -82,5 +83,5 @@ def vector_damage(store, repository: str, expected: int) -> str | None:
         return None
     if held >= expected:
         return None
-    damage = lost(repository, store.where(), held, expected)
+    damage = (interrupted if interrupted_run else lost)(repository, store.where(), held, expected)
     return f"{damage.message}. {damage.suggestions[0]}"

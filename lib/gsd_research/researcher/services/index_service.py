@@ -115,8 +115,11 @@ class IndexService(StoreRecovery):
         if aside is not None:
             self.repaired = (f"The state folder {self.state.repo_dir} was no folder (a file or a link); moved aside to "
                              f"{aside.name}, every document indexed again")
+        token = self.state.writes_token()  # research memory's writes this run covers
         with self.lock.hold(wait):
-            return self._index_repository(progress, on_plan)
+            result = self._index_repository(progress, on_plan)
+        self.state.cover_writes(token)
+        return result
 
     def _index_repository(self, progress: Progress | None, on_plan: Callable[[int], None] | None) -> IndexingResult:
         started = time.perf_counter()
