@@ -26,13 +26,6 @@ def _dir(name: str) -> Path:
     return home() / "repositories" / name
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8").strip()
-    except OSError:
-        return ""
-
-
 def _lock(name: str, blocking: bool = False):
     """The worker's exclusive flock; yields False at once when another process holds it (not blocking). A
     symlink planted at the lock path is refused, never followed."""
@@ -47,8 +40,9 @@ def alive(name: str) -> bool:
 
 
 def pending(name: str) -> bool:
-    dirty = _read(_dir(name) / "embed.dirty")
-    return bool(dirty) and dirty != _read(_dir(name) / "embed.done")
+    from gsd_research.researcher.gateways.state_gateway import writes_pending
+
+    return writes_pending(_dir(name))
 
 
 def failed_recently(name: str) -> bool:
@@ -68,15 +62,13 @@ def embed_now(name: str) -> dict:
 
 
 def run_once(name: str) -> dict:
-    """One index pass of repository `name` in this process (under the lock); records the token it covered."""
-    from gsd_research.core.config import atomic_write_text
+    """One index pass of repository `name` in this process (under the lock); the index run records the token it
+    covered (`embed.done`)."""
     from gsd_research.researcher.service_factory import ServiceFactory
 
-    token = _read(_dir(name) / "embed.dirty")
     factory = ServiceFactory()
     repo = factory.repository_service.get_repository(name)
     result = factory.index_service(repo).index_repository()
-    atomic_write_text(_dir(name) / "embed.done", token)
     (_dir(name) / "embed.failed").unlink(missing_ok=True)
     return result.model_dump(exclude={"errors"})
 

@@ -21,18 +21,19 @@ def recorded_fragments(repo_dir: Path) -> int:
         return 0
 
 
-def writes_pending(repo_dir: Path) -> bool:
-    """Documents written or removed through `researcher.api` (research memory) since the embedding's last
-    complete pass (`embed.dirty` differs from `embed.done`): their keyword rows lead the checksums meanwhile,
-    so a keyword index short of what the checksums record is no damage then."""
-    def token(name: str) -> str:
-        try:
-            return (Path(repo_dir) / name).read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
-            return ""
+def _token(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
 
-    dirty = token("embed.dirty")
-    return bool(dirty) and dirty != token("embed.done")
+
+def writes_pending(repo_dir: Path) -> bool:
+    """Documents written or removed through `researcher.api` (research memory) since the last complete index
+    run (`embed.dirty`, a fresh token per write, differs from `embed.done`, the token a run covered): their
+    keyword rows lead the checksums meanwhile, so a keyword index short of what they record is no damage then."""
+    dirty = _token(Path(repo_dir) / "embed.dirty")
+    return bool(dirty) and dirty != _token(Path(repo_dir) / "embed.done")
 
 
 def holds_files(folder: Path | None) -> bool:
@@ -84,10 +85,7 @@ class StateGateway:
 
     def writes_token(self) -> str:
         """The token of research memory's last write (`embed.dirty`; empty when there is none)."""
-        try:
-            return (self.repo_dir / "embed.dirty").read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
-            return ""
+        return _token(self.repo_dir / "embed.dirty")
 
     def cover_writes(self, token: str) -> None:
         """Record that a complete index run covered the writes up to `token` (`embed.done`), as the embedding

@@ -51,10 +51,8 @@ class StoreRecovery:
         single-document call refuses it (INDEX_DAMAGED, the index run as its fix: writing one document must not
         reset the repository), an index run sets it aside and indexes everything again (both stores agree then)."""
         try:
-            if self.lexical.held() is not None:  # read-only: a missing file is created by the count only in a run
+            if self.lexical.held() is not None or repair:  # read-only first: only a run creates a missing file
                 self.lexical.count()  # SQLite's own view through the connection the run writes with
-            elif repair:
-                self.lexical.count()
         except LexicalStoreDamaged as exc:
             if not repair:
                 raise
@@ -65,10 +63,12 @@ class StoreRecovery:
 
     def _refuse_keyword_shortfall(self) -> None:
         """A single-document call on a repository whose keyword index lacks fragments the checksums record
-        (deleted or emptied by hand): INDEX_DAMAGED with the index run as fix, which indexes them again."""
+        (deleted or emptied by hand; measured as search measures it): INDEX_DAMAGED with the index run as fix."""
+        from gsd_research.researcher.gateways.state_gateway import keywords_short
+
         expected = sum(m.fragment_count for m in self.checksums.values())
         held = self.lexical.held()
-        if expected and (held or 0) < expected:
+        if keywords_short(held, expected, self.state.repo_dir, self.fs.base_path):
             raise self.lexical.lost(held, expected, vectors_answer=False)
 
     def _check_vectors(self, repair: bool) -> None:
