@@ -1,4 +1,4 @@
-"""core.injection_scan's shortcuts and core.untrusted's batch, seam and folding shortcuts never change what is
+"""injection.scan's shortcuts and core.untrusted's batch, seam and folding shortcuts never change what is
 found: each is checked against the plain path on the hostile corpus (tests/injection), padded so the long-text
 paths run, and on the ordinary pages."""
 
@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from gsd_research.core import injection_scan, textfold, untrusted
-from gsd_research.core.textfold import Views
+from gsd_research.core import untrusted
+from gsd_research.injection import scan as injection_scan
+from gsd_research.injection import textfold
+from gsd_research.injection.textfold import Views
 from tests.injection import corpus
 
 HOSTILE = [item["text"] for item in corpus.hostile()]

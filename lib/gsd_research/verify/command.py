@@ -42,8 +42,8 @@ def read_file(file: str) -> tuple[Path, str]:
 def verify(rt, file: str, use_llm: bool, timeout: float):
     """Check FILE's citations: quotes located in their sources, unquoted claims against the best passage."""
     from gsd_research.core.untrusted import NOTICE
-    from gsd_research.memory.claims import extract_claims
-    from gsd_research.memory.verify import SEVERITY, Verifier
+    from gsd_research.verify.claims import extract_claims
+    from gsd_research.verify.verify import SEVERITY, Verifier
 
     started = time.perf_counter()
     path, text = read_file(file)
