@@ -1,5 +1,6 @@
 """The package layout: one package per capability over a small core, no cycles, no reaching into another
-capability's modules, small modules. Read from the source with `ast` (nothing is imported)."""
+capability's modules. Read from the source with `ast` (nothing is imported). Module sizes are a report
+(`bench/module_sizes.py`), not a gate: a module is split by idea, not by line count."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ CAPABILITIES = {"docs", "deep", "search", "read", "researcher", "memory", "verif
 SHARED = {"core", "llm"}
 ENGINE = {"injection"}
 HOUSEKEEPING = {"commands"}
-MAX_LINES = 400
 
 
 def _modules() -> dict[str, Path]:
@@ -117,12 +117,6 @@ def test_there_is_no_import_cycle():
         if node not in state:
             visit(node, [])
     assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
-
-
-@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_every_module_is_small(path):
-    lines = len(path.read_text(encoding="utf-8").splitlines())
-    assert lines <= MAX_LINES, f"{path.relative_to(PACKAGE)} has {lines} lines: it holds two ideas"
 
 
 def test_the_layout_checks_can_fail(tmp_path, monkeypatch):
