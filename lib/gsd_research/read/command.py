@@ -9,7 +9,7 @@ import click
 from gsd_research.core.budget import check_echo, fit_text, json_tokens
 from gsd_research.core.errors import ExtractionFailed, GsdError, UsageError
 from gsd_research.core.runtime import agent_command
-from gsd_research.read.inputs import convert, read_input, read_regular
+from gsd_research.read.inputs import convert, read_input
 
 
 def source_tokens(markdown: str) -> int:
@@ -218,7 +218,7 @@ def summarize(rt, source: str | None, focus: str | None):
 
     check_echo(focus or "", rt.max_tokens, "--focus text")
     rt.private_input = True
-    label, markdown, hidden = read_input(source)
+    label, markdown, hidden = read_input(source, rt.config)
     prompt = summary_prompt(_prepare(rt, markdown), focus, rt.max_tokens)
     text, meta = _model_text(rt, "summarize", prompt, SYSTEM_SUMMARY, markdown, focus)
     doc = {"source": label, "metadata": dict(meta, source_tokens=source_tokens(markdown))}
@@ -238,7 +238,7 @@ def analyze(rt, question: str, source: str | None):
         raise UsageError("analyze needs a question", suggestions=['gsd-research analyze "What changed?" notes.md'])
     check_echo(question, rt.max_tokens, "question")
     rt.private_input = True
-    label, markdown, hidden = read_input(source)
+    label, markdown, hidden = read_input(source, rt.config)
     prompt = analyze_prompt(_prepare(rt, markdown), question, rt.max_tokens)
     text, meta = _model_text(rt, "analyze", prompt, SYSTEM_ANALYZE, markdown, question)
     doc = {"question": question, "source": label, "metadata": dict(meta, source_tokens=source_tokens(markdown))}
@@ -266,13 +266,13 @@ def image(rt, path: str, question: str | None):
 
     check_echo(question or "", rt.max_tokens, "question")
     rt.private_input = True
+    from gsd_research.core.input_files import read_file
+
     file = Path(path).expanduser()
-    data = read_regular(file, path, MAX_IMAGE_BYTES + 1, "image file")
+    data = read_file(file, MAX_IMAGE_BYTES, shown=path, what="image file", suggestions=["Downscale it"])
     mime = image_mime(data[:16])
     if mime is None:
         raise UsageError(f"{path} is not a PNG, JPEG, GIF or WebP image", suggestions=["Convert it to PNG first"])
-    if len(data) > MAX_IMAGE_BYTES:
-        raise UsageError(f"{path} is larger than {MAX_IMAGE_BYTES // 1_000_000} MB", suggestions=["Downscale it"])
     ask = (question or "Describe this image for a researcher: what it shows, any text, numbers or diagrams.")
     ask += f" Answer in at most {words_for(rt.max_tokens)} words."
     router = Router(rt)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from gsd_research.core.errors import ExtractionFailed, GsdError, NotFound, UsageError
+from gsd_research.core.errors import ExtractionFailed, GsdError, UsageError
+from gsd_research.core.input_files import MB, read_file, read_stdin
 
 DOC_SUFFIXES = {".pdf": "pdf", ".docx": "docx", ".pptx": "pptx", ".xlsx": "xlsx"}
-MAX_INPUT_BYTES = 50_000_000
+MAX_INPUT_MB = 50  # a file or stdin for summarize/analyze; config inputs.max_mb
+INPUT_HINTS = ["Pass one file, or pipe text in with '-'"]
 
 
 def convert(body: bytes, kind: str) -> str:
@@ -24,13 +25,16 @@ def convert(body: bytes, kind: str) -> str:
                                suggestions=["Check that the file is not corrupt or password-protected"]) from None
 
 
-def read_input(source: str | None) -> tuple[str, str, list[str]]:
+def read_input(source: str | None, config) -> tuple[str, str, list[str]]:
     """(label, markdown, hidden texts) of FILE, or of stdin when FILE is '-' or absent."""
+    cap = int(config.number("inputs.max_mb", MAX_INPUT_MB) * MB)
     if source in (None, "-"):
-        data, label, suffix = _read_stdin(), "stdin", ""
+        data = read_stdin(cap, what="document", setting="inputs.max_mb", suggestions=INPUT_HINTS)
+        label, suffix = "stdin", ""
     else:
         path = Path(source).expanduser()
-        data, label, suffix = read_regular(path, source, MAX_INPUT_BYTES), str(path), path.suffix.lower()
+        data = read_file(path, cap, what="document", setting="inputs.max_mb", shown=source, suggestions=INPUT_HINTS)
+        label, suffix = str(path), path.suffix.lower()
     hidden: list[str] = []
     if suffix in DOC_SUFFIXES:
         return label, convert(data, DOC_SUFFIXES[suffix]), hidden
@@ -47,39 +51,3 @@ def read_input(source: str | None) -> tuple[str, str, list[str]]:
     if not text.strip():
         raise UsageError(f"Nothing to read in {label}", suggestions=["Pass a non-empty file or pipe text in"])
     return label, text, hidden
-
-
-def read_regular(path: Path, shown: str, limit: int, what: str = "file") -> bytes:
-    """The first `limit` bytes of a regular file. A folder, a device (/dev/zero) or a FIFO is refused
-    without blocking: opened non-blocking and checked on the open descriptor (no check-then-open race)."""
-    import os
-    import stat
-
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except IsADirectoryError:
-        raise UsageError(f"{shown} is a directory, not a {what}", suggestions=["Pass one file, or pipe text in"]) from None
-    except (FileNotFoundError, NotADirectoryError):
-        raise NotFound(f"No such {what}: {shown}", suggestions=["Check the path", "Pipe text in with '-'"]) from None
-    except PermissionError:
-        raise UsageError(f"Cannot read {shown}: permission denied", suggestions=["Check the file's permissions"]) from None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        if stat.S_ISDIR(mode):
-            raise UsageError(f"{shown} is a directory, not a {what}", suggestions=["Pass one file, or pipe text in"])
-        raise UsageError(f"{shown} is not a regular file (a device, FIFO or socket)",
-                         suggestions=["Pass a regular file", "Pipe the text in with '-' instead"])
-    with os.fdopen(fd, "rb") as fh:
-        return fh.read(limit)
-
-
-def _read_stdin() -> bytes:
-    """stdin's bytes; a closed stdin (`<&-`) reads as nothing."""
-    stream = sys.stdin
-    if stream is None:
-        return b""
-    try:
-        return stream.buffer.read(MAX_INPUT_BYTES) if hasattr(stream, "buffer") else stream.read().encode()
-    except (OSError, ValueError):  # a closed or unreadable descriptor
-        return b""
