@@ -23,6 +23,11 @@ install_with_uv() {  # uv from PATH, else the lock's own pinned uv bootstrapped 
   "$UV" pip install -q --python "$VENV/bin/python" --require-hashes -r "$LOCK" &&
     "$UV" pip install -q --python "$VENV/bin/python" --no-deps -e "$ROOT"
 }
+install_with_pip() {
+  { [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"; } &&
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check --require-hashes -r "$LOCK" &&
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps -e "$ROOT"
+}
 say "installing the locked dependencies ($(basename "$LOCK")) and the package into $VENV"
 install_with_uv || install_with_pip
 
