@@ -40,11 +40,9 @@ EXAMPLES = [b for b in BLOCKS if not any(line.split()[0] in SETUP for line in b[
 
 
 def command_and_comment(line: str) -> tuple[list[str], str]:
-    words = shlex.split(line, comments=False)
-    if "#" in words:
-        cut = words.index("#")
-        return words[:cut], " ".join(words[cut:])
-    return words, ""
+    """The words as the shell splits them, and the trailing `# comment` (a `#` inside a word is no comment)."""
+    comment = re.search(r"\s#\s.*$", line)
+    return shlex.split(line, comments=True), comment.group(0) if comment else ""
 
 
 def keys(value) -> set[str]:
@@ -89,7 +87,8 @@ def run_block(lines: list[str], folder, urls: dict[str, str]) -> list[tuple[str,
         assert words[0] in ("gsd-research", "researcher"), f"the README shows a command this test cannot run: {line}"
         args = [urls.get(w, os.path.expanduser(w)) for w in words]
         args = [job_id if a == "JOB_ID" else a for a in args]
-        proc = subprocess.run([str(BIN / args[0]), *args[1:]], cwd=folder, env=env, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run([str(BIN / args[0]), *args[1:]], cwd=folder, env=env, capture_output=True, text=True,
+                              timeout=120)
         doc = json.loads(proc.stdout) if proc.stdout.lstrip().startswith("{") else None
         expected = FAILS.search(comment)
         if expected:
