@@ -12,16 +12,16 @@ say() { printf '[test.sh] %s\n' "$*" >&2; }
 # The pinned lock (every transitive version, with hashes) is what users, install.sh, the plugin and CI get;
 # the package itself goes in editable on top, without dependencies. uv when present (faster), else venv + pip.
 LOCK="$ROOT/requirements-dev.lock"
-install_with_uv() {
-  command -v uv >/dev/null 2>&1 || return 1
-  { [ -x "$VENV/bin/python" ] || uv venv -q "$VENV"; } &&
-    uv pip install -q --python "$VENV/bin/python" --require-hashes -r "$LOCK" &&
-    uv pip install -q --python "$VENV/bin/python" --no-deps -e "$ROOT"
-}
-install_with_pip() {
-  { [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"; } &&
-    "$VENV/bin/python" -m pip install -q --disable-pip-version-check --require-hashes -r "$LOCK" &&
-    "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps -e "$ROOT"
+install_with_uv() {  # uv from PATH, else the lock's own pinned uv bootstrapped into the venv (minutes faster than pip)
+  { [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"; } || return 1
+  UV=$(command -v uv || true)
+  if [ -z "$UV" ]; then
+    awk '/^uv==/{p=1} p{print} p&&!/\\$/{exit}' "$LOCK" > "$VENV/uv-requirement.txt" &&
+      "$VENV/bin/python" -m pip install -q --disable-pip-version-check --require-hashes -r "$VENV/uv-requirement.txt" &&
+      UV="$VENV/bin/uv" || return 1
+  fi
+  "$UV" pip install -q --python "$VENV/bin/python" --require-hashes -r "$LOCK" &&
+    "$UV" pip install -q --python "$VENV/bin/python" --no-deps -e "$ROOT"
 }
 say "installing the locked dependencies ($(basename "$LOCK")) and the package into $VENV"
 install_with_uv || install_with_pip
@@ -60,4 +60,4 @@ say "ruff"
 "$VENV/bin/ruff" check lib tests bench installer hooks
 
 say "pytest"
-exec "$VENV/bin/python" -m pytest -p no:cacheprovider --timeout 600 -rs "$@"
+exec "$VENV/bin/python" -m pytest -p no:cacheprovider --timeout 600 -rs -n auto "$@"

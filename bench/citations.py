@@ -281,7 +281,7 @@ def main() -> None:
     dev = [c for c in claims if is_dev(c["page"])]
     held = [c for c in claims if not is_dev(c["page"])]
     threshold, table = sweep(dev)
-    from gsd_research.memory.support import COVERAGE
+    from gsd_research.verify.support import COVERAGE
 
     n = len([c for c in claims if c.get("result")])
     figures = {

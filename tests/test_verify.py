@@ -240,22 +240,6 @@ def test_no_cache_reads_the_sources_fresh_not_from_memory(cli, research, pages):
     assert "memory" not in doc["metadata"]["sources"] and doc["metadata"]["cache_hit"] is False
 
 
-@pytest.mark.parametrize("kind", ["fifo", "device"])
-def test_a_file_that_is_not_regular_is_refused_without_reading_it(cli, tmp_path, kind):
-    import os
-
-    if kind == "fifo":
-        path = tmp_path / "pipe.md"
-        os.mkfifo(path)  # opening it for reading would block until a writer comes
-    else:
-        path = "/dev/zero"
-
-    result = cli("verify", str(path))
-
-    assert result.code == 2 and result.json["error"]["code"] == "USAGE_ERROR"
-    assert "not a regular file" in result.json["error"]["message"]
-
-
 def test_cache_hit_is_false_when_no_source_was_read(cli, pages, tmp_path):
     path = tmp_path / "r.md"
     path.write_text("A private address [CITED: http://10.0.0.1/secret].\n\nNothing else.\n")

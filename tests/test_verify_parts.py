@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gsd_research.memory.claims import extract_claims, references
-from gsd_research.memory.quotes import closest, locate
-from gsd_research.memory.support import best_window, score, stem
+from gsd_research.verify.claims import extract_claims, references
+from gsd_research.verify.quotes import closest, locate
+from gsd_research.verify.support import best_window, score, stem
 
 RESEARCH = """# Widget research
 

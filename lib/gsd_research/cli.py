@@ -25,7 +25,7 @@ COMMANDS: dict[str, str] = {
     "image": "gsd_research.read.command:image",
     "web": "gsd_research.read.command:web",
     "recall": "gsd_research.memory.recall_command:recall",
-    "verify": "gsd_research.memory.verify_command:verify",
+    "verify": "gsd_research.verify.command:verify",
     "doctor": "gsd_research.commands.doctor:doctor",
     "cache": "gsd_research.commands.housekeeping:cache",
     "config": "gsd_research.commands.housekeeping:config",

@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from gsd_research.core.errors import UsageError
+from gsd_research.core.input_files import read_file
 from gsd_research.core.provider_env import PROVIDER_ENV
 
 CONFIG_FILE = "config.yaml"
+CONFIG_MAX_BYTES = 1_000_000  # a hand-written config is a few KB; a huge one is refused, not parsed
 
 DEFAULTS: dict[str, Any] = {
     "hooks": {"webfetch_mode": "suggest", "context7_mode": "suggest"},  # off | suggest | enforce
@@ -30,6 +32,7 @@ DEFAULTS: dict[str, Any] = {
         "retry_after_max": 30.0,
         "deadline": 120.0,
     },
+    "inputs": {"max_mb": 50},  # the cap on a file or stdin that summarize and analyze read
     # research memory: what fetch, search and deep read, kept for `recall` and `verify`
     "memory": {"enabled": True, "max_mb": 500, "embed": "background"},  # embed: background | off
     "providers": {
@@ -73,7 +76,7 @@ def load_user_config(path: Path | None = None) -> dict:
     import yaml
 
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = yaml.safe_load(read_file(path, CONFIG_MAX_BYTES, what="config file").decode("utf-8")) or {}
     except (yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
         raise UsageError(
             f"Cannot read config file {path}: {exc.__class__.__name__}",

@@ -17,7 +17,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-MAX_BYTES = 20_000_000
+from gsd_research.core.errors import GsdError
+from gsd_research.core.input_files import read_file
+
+MAX_BYTES = 20_000_000  # a lockfile larger than this is skipped with a note, never read whole
 ORDER = ("package-lock.json", "pnpm-lock.yaml", "yarn.lock", "uv.lock", "poetry.lock", "requirements*.txt",
          "Cargo.lock", "go.mod")
 NPM = ("package-lock.json", "pnpm-lock.yaml", "yarn.lock")
@@ -206,7 +209,12 @@ def lookup(names: list[str], folder: Path | None = None) -> Lookup:
             break
         parse = PARSERS.get(path.name, _requirements)
         try:
-            packages = parse(path.read_text(encoding="utf-8", errors="replace")[:MAX_BYTES])
+            text = read_file(path, MAX_BYTES, what="lockfile", shown=path.name).decode("utf-8", "replace")
+        except GsdError as exc:
+            notes.append(f"{exc.message}; it was skipped")
+            continue
+        try:
+            packages = parse(text)
         except Exception:  # noqa: BLE001 - a broken lockfile is skipped with a note, never a failed docs call
             notes.append(f"{path.name} could not be read (not valid for its format); it was skipped")
             continue

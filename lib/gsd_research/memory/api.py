@@ -10,6 +10,18 @@ from __future__ import annotations
 
 import threading
 
+_STORE_NAMES = ("MemoryStore", "REPOSITORY", "now_iso")  # what verify reads of the memory's store
+
+
+def __getattr__(name: str):
+    """The store's names verify uses, loaded on first use (the record_* callers never pay for them)."""
+    if name in _STORE_NAMES:
+        from gsd_research.memory import store
+
+        return getattr(store, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 DEFAULT_EMBED = "background"  # background: a detached worker embeds new entries; off: lexical only
 
 

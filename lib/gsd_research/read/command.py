@@ -8,8 +8,8 @@ import click
 
 from gsd_research.core.budget import check_echo, fit_text, json_tokens
 from gsd_research.core.errors import ExtractionFailed, GsdError, UsageError
+from gsd_research.core.input_files import MB, read_file, read_stdin
 from gsd_research.core.runtime import agent_command
-from gsd_research.read.inputs import convert, read_input, read_regular
 
 
 def source_tokens(markdown: str) -> int:
@@ -207,6 +207,54 @@ def _extract_page(rt, doc: dict, markdown: str, page: int, warnings: list[dict])
     return fit_text(doc, ("content",), rt.max_tokens)
 
 
+# -- local inputs of summarize and analyze: a regular file or stdin, documents converted ----------
+
+DOC_SUFFIXES = {".pdf": "pdf", ".docx": "docx", ".pptx": "pptx", ".xlsx": "xlsx"}
+MAX_INPUT_MB = 50  # a file or stdin for summarize/analyze; config inputs.max_mb
+INPUT_HINTS = ["Pass one file, or pipe text in with '-'"]
+
+
+def convert(body: bytes, kind: str) -> str:
+    """A PDF or Office document as Markdown (docling); a broken one is an extraction failure."""
+    from gsd_research.read.extract import convert_document
+
+    try:
+        return convert_document(body, kind)
+    except GsdError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a broken document is an extraction failure, not a crash
+        raise ExtractionFailed(f"Cannot convert the {kind.upper()} document ({exc.__class__.__name__})",
+                               suggestions=["Check that the file is not corrupt or password-protected"]) from None
+
+
+def read_input(source: str | None, config) -> tuple[str, str, list[str]]:
+    """(label, markdown, hidden texts) of FILE, or of stdin when FILE is '-' or absent."""
+    cap = int(config.number("inputs.max_mb", MAX_INPUT_MB) * MB)
+    if source in (None, "-"):
+        data = read_stdin(cap, what="document", setting="inputs.max_mb", suggestions=INPUT_HINTS)
+        label, suffix = "stdin", ""
+    else:
+        path = Path(source).expanduser()
+        data = read_file(path, cap, what="document", setting="inputs.max_mb", shown=source, suggestions=INPUT_HINTS)
+        label, suffix = str(path), path.suffix.lower()
+    hidden: list[str] = []
+    if suffix in DOC_SUFFIXES:
+        return label, convert(data, DOC_SUFFIXES[suffix]), hidden
+    if b"\0" in data[:8192]:
+        raise UsageError(f"{label} looks binary, not text",
+                         suggestions=["Pass text, Markdown, HTML, PDF, DOCX, PPTX or XLSX",
+                                      "For an image use gsd-research image PATH"])
+    text = data.decode("utf-8", "replace")
+    if suffix in (".html", ".htm") or text.lstrip()[:200].lower().startswith(("<!doctype html", "<html")):
+        from gsd_research.read.extract import extract
+
+        found = extract(data)
+        text, hidden = found.markdown, found.hidden_text
+    if not text.strip():
+        raise UsageError(f"Nothing to read in {label}", suggestions=["Pass a non-empty file or pipe text in"])
+    return label, text, hidden
+
+
 # -- summarize / analyze --------------------------------------------------------------------------
 
 @agent_command("summarize")
@@ -218,7 +266,7 @@ def summarize(rt, source: str | None, focus: str | None):
 
     check_echo(focus or "", rt.max_tokens, "--focus text")
     rt.private_input = True
-    label, markdown, hidden = read_input(source)
+    label, markdown, hidden = read_input(source, rt.config)
     prompt = summary_prompt(_prepare(rt, markdown), focus, rt.max_tokens)
     text, meta = _model_text(rt, "summarize", prompt, SYSTEM_SUMMARY, markdown, focus)
     doc = {"source": label, "metadata": dict(meta, source_tokens=source_tokens(markdown))}
@@ -238,7 +286,7 @@ def analyze(rt, question: str, source: str | None):
         raise UsageError("analyze needs a question", suggestions=['gsd-research analyze "What changed?" notes.md'])
     check_echo(question, rt.max_tokens, "question")
     rt.private_input = True
-    label, markdown, hidden = read_input(source)
+    label, markdown, hidden = read_input(source, rt.config)
     prompt = analyze_prompt(_prepare(rt, markdown), question, rt.max_tokens)
     text, meta = _model_text(rt, "analyze", prompt, SYSTEM_ANALYZE, markdown, question)
     doc = {"question": question, "source": label, "metadata": dict(meta, source_tokens=source_tokens(markdown))}
@@ -267,12 +315,10 @@ def image(rt, path: str, question: str | None):
     check_echo(question or "", rt.max_tokens, "question")
     rt.private_input = True
     file = Path(path).expanduser()
-    data = read_regular(file, path, MAX_IMAGE_BYTES + 1, "image file")
+    data = read_file(file, MAX_IMAGE_BYTES, shown=path, what="image file", suggestions=["Downscale it"])
     mime = image_mime(data[:16])
     if mime is None:
         raise UsageError(f"{path} is not a PNG, JPEG, GIF or WebP image", suggestions=["Convert it to PNG first"])
-    if len(data) > MAX_IMAGE_BYTES:
-        raise UsageError(f"{path} is larger than {MAX_IMAGE_BYTES // 1_000_000} MB", suggestions=["Downscale it"])
     ask = (question or "Describe this image for a researcher: what it shows, any text, numbers or diagrams.")
     ask += f" Answer in at most {words_for(rt.max_tokens)} words."
     router = Router(rt)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import sys
 import time
-from pathlib import Path
 
 from gsd_research.core.errors import GsdError, UsageError
 from gsd_research.researcher.answer import answer, compact_tokens
+
+QUERIES_MAX_BYTES = 10_000_000  # --queries-file (or stdin): about 50,000 queries; more is refused unread
 
 
 def _repositories(kb, repo_name: str | None):
@@ -77,8 +78,16 @@ def run_one(kb, text: str, repo_name, n_fragments: int, n_documents: int, mode: 
 def _read_queries(path: str) -> list[tuple[int, object, str | None, dict | None]]:
     """(line number, id, query, error) per non-blank line. A line without an id gets its line number as id;
     every answer line also carries `line`, so two lines can never be told apart only by a made-up id."""
+    from gsd_research.core.errors import NotFound
+    from gsd_research.core.input_files import read_file, read_stdin
+
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        data = read_stdin(QUERIES_MAX_BYTES, what="queries file") if path == "-" else \
+            read_file(path, QUERIES_MAX_BYTES, what="queries file")
+        text = data.decode("utf-8")
+    except NotFound:  # researcher's contract: an unreadable queries file is a usage error
+        raise UsageError(f"Cannot read queries file {path}: not found",
+                         suggestions=['One JSON object per line: {"id": "q1", "query": "..."}']) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"Cannot read queries file {path}: {exc.__class__.__name__}",
                          suggestions=['One JSON object per line: {"id": "q1", "query": "..."}']) from None

@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass, field
 
 from gsd_research.core.errors import GsdError
-from gsd_research.memory import quotes, support
-from gsd_research.memory.claims import MIN_QUOTE_WORDS
+from gsd_research.verify import quotes, support
+from gsd_research.verify.claims import MIN_QUOTE_WORDS
 
 SEVERITY = {"not_found": 0, "unreachable": 1, "no_source": 2, "too_short": 3, "related": 4, "supported": 5,
             "quote_found": 6}
@@ -69,7 +69,7 @@ class Verifier:
         self.read_urls(list(dict.fromkeys(u for c in claims for u in c.sources)))
 
     def read_urls(self, urls: list[str]) -> None:
-        from gsd_research.memory.reading import Reader
+        from gsd_research.verify.reading import Reader
 
         todo = []
         for url in urls:
@@ -101,7 +101,7 @@ class Verifier:
     def _from_memory(self, url: str, snippets: bool = True) -> SourceText | None:
         if not self.memory or self.rt.no_cache:  # --no-cache: every source read fresh
             return None
-        from gsd_research.memory.store import MemoryStore
+        from gsd_research.memory.api import MemoryStore
 
         store = MemoryStore()
         try:
@@ -129,7 +129,7 @@ class Verifier:
         status = record_fetch(self.rt, url=url, final_url=page.final_url, title=page.title, markdown=page.markdown,
                               warnings=page.warnings, extraction=page.extraction).finish()
         kinds = sorted({k for w in page.warnings for k in w.get("kinds", [])})
-        from gsd_research.memory.store import now_iso
+        from gsd_research.memory.api import now_iso
 
         src = SourceText(url, "cache" if page.from_cache else "fetched", page.markdown, page_text=page.page_text,
                          flags=kinds, fetched_at=page.fetched_at or now_iso())
@@ -288,7 +288,7 @@ class Verifier:
         """The source's fragments best ranked for the claim (knowledge base), else its paragraphs."""
         if src.path and self.memory:
             import gsd_research.researcher.api as kb
-            from gsd_research.memory.store import REPOSITORY
+            from gsd_research.memory.api import REPOSITORY
 
             try:
                 hits = kb.search(REPOSITORY, claim_text, paths=[src.path], n_fragments=CANDIDATE_FRAGMENTS)

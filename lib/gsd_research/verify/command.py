@@ -8,10 +8,10 @@ from pathlib import Path
 import click
 
 from gsd_research.core.budget import drop_cut_warnings, fit_results
-from gsd_research.core.errors import NotFound, UsageError
+from gsd_research.core.errors import UsageError
 from gsd_research.core.runtime import agent_command
 
-MAX_FILE_BYTES = 5_000_000
+MAX_FILE_BYTES = 5_000_000  # a research file of Markdown; larger is refused, never read whole
 MAX_WARNINGS = 10
 # Text of the research file or of its sources in an answer: every such field is fenced (core.untrusted).
 TEXT_FIELDS = ("claim", "quote", "passage", "unresolved", "missing", "quote_only", "source_only")
@@ -19,14 +19,11 @@ VERDICTS = ("quote_found", "supported", "related", "not_found", "too_short", "un
 
 
 def read_file(file: str) -> tuple[Path, str]:
+    from gsd_research.core.input_files import read_file as read_input_file
+
     path = Path(file).expanduser()
-    if path.is_dir():
-        raise UsageError(f"{file} is a directory, not a research file", suggestions=["gsd-research verify RESEARCH.md"])
-    if path.exists() and not path.is_file():  # a FIFO or a device: never opened (it may block or never end)
-        raise UsageError(f"{file} is not a regular file", suggestions=["Pass a Markdown research file"])
-    if not path.is_file():
-        raise NotFound(f"No such file: {file}", suggestions=["Check the path", "ls .planning/research/"])
-    data = path.read_bytes()[:MAX_FILE_BYTES]
+    data = read_input_file(path, MAX_FILE_BYTES, what="research file", shown=file,
+                           suggestions=["gsd-research verify .planning/research/RESEARCH.md"])
     if b"\0" in data[:8192]:
         raise UsageError(f"{file} looks binary, not Markdown", suggestions=["Pass a Markdown research file"])
     return path, data.decode("utf-8", "replace")
@@ -42,8 +39,8 @@ def read_file(file: str) -> tuple[Path, str]:
 def verify(rt, file: str, use_llm: bool, timeout: float):
     """Check FILE's citations: quotes located in their sources, unquoted claims against the best passage."""
     from gsd_research.core.untrusted import NOTICE
-    from gsd_research.memory.claims import extract_claims
-    from gsd_research.memory.verify import SEVERITY, Verifier
+    from gsd_research.verify.claims import extract_claims
+    from gsd_research.verify.verify import SEVERITY, Verifier
 
     started = time.perf_counter()
     path, text = read_file(file)

@@ -1,4 +1,4 @@
-"""The detection engine of `core.untrusted`: the patterns of `core.injection_patterns` run over folded views.
+"""The detection engine of `core.untrusted`: the patterns of `injection.patterns` run over folded views.
 
 Each pattern comes with needles: groups of substrings, one of each group in every match. A pattern runs only
 on a text whose view holds a member of every group, so most texts skip most patterns; what is left is the
@@ -19,8 +19,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from gsd_research.core.injection_patterns import NATIVE_PATTERNS, PATTERNS
-from gsd_research.core.textfold import Views
+from gsd_research.injection.patterns import NATIVE_PATTERNS, PATTERNS
+from gsd_research.injection.textfold import Views
 
 _TURN_START = re.compile(r"(?:^|[.!?] )[ \t>*#]*$")
 _NEGATED = re.compile(r"\b(?:not|never|don't|do not|doesn't|cannot|can't|shouldn't|won't)\s+(?:\w+\s+)?$")
@@ -40,7 +40,7 @@ def compiled() -> list[tuple[str, str, str, tuple]]:
 @lru_cache(maxsize=1)
 def compiled_native() -> list[tuple[str, str, str, tuple]]:
     """The patterns written in other scripts, folded as text is (see injection_patterns.NATIVE_PATTERNS)."""
-    from gsd_research.core.textfold import fold_native
+    from gsd_research.injection.textfold import fold_native
 
     return [(kind, pattern, view, _split(tuple(tuple(fold_native(n) for n in group) for group in needles)))
             for kind, view, needles, pattern in NATIVE_PATTERNS]
@@ -70,7 +70,7 @@ def _holds_all(in_runs, in_text, needles: tuple) -> bool:
 @lru_cache(maxsize=512)
 def regex(pattern: str, native: bool = False) -> re.Pattern:
     if native:
-        from gsd_research.core.textfold import fold_native
+        from gsd_research.injection.textfold import fold_native
 
         pattern = fold_native(pattern)
     return re.compile(pattern, re.M)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from gsd_research.core.textfold import LEET, View
+from gsd_research.injection.textfold import LEET, View
 
 TARGETS = ("enduntrustedtext", "untrustedtext")
 SIMILARITY = 0.85  # 1 - distance / length: two edits on the closing marker, one on the opening

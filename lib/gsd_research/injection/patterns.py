@@ -1,6 +1,6 @@
 """What instruction-like text looks like, per kind: the patterns `core.untrusted.scan` runs on folded views.
 
-Each entry is (kind, view, needles, pattern). Views (see `core.textfold`) are lower-case ASCII-folded text:
+Each entry is (kind, view, needles, pattern). Views (see `injection.textfold`) are lower-case ASCII-folded text:
 `words` (markup removed, spacing folded), `tags` (markup kept) and `compact` (letters only). `needles`
 are groups of substrings: the pattern runs only when every group has one member in the view's text, and
 every match of the pattern necessarily contains one member of each group (so skipping loses nothing;

@@ -1,0 +1,1 @@
+"""Citation checks of a research file: claims, their quotes, and whether the cited sources support them."""
