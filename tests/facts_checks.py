@@ -23,7 +23,7 @@ TEXT_SUFFIXES = {".md", ".json", ".txt", ".yaml", ".yml", ".py"}
 
 def _text_files(root: Path) -> list[Path]:
     files = [root / "README.md", root / "plugin.json", *sorted((root / ".claude-plugin").glob("[!.]*.json"))]
-    for folder in ("agents", "commands", "skills", "hooks"):
+    for folder in ("agents", "commands", "skills", "hooks", "docs"):
         files += sorted(p for p in (root / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts
                         and p.suffix in TEXT_SUFFIXES)
     return [p for p in files if p.is_file()]

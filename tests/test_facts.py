@@ -1,4 +1,4 @@
-"""One voice: every text a user or an agent is shown (README, agent, skills with all their files, slash commands,
+"""One voice: every text a user or an agent is shown (README, docs/, agent, skills with all their files, slash commands,
 hooks and hooks.json, plugin manifests, every `--help`, the CLI's messages and suggestions) states the facts of
 lib/gsd_research/data/facts.yaml and no other figure or rule for them (the checker: tests/facts_checks.py).
 The mutation tests write each known rewording of a contradiction into a copy and prove the checker catches it."""
@@ -21,7 +21,7 @@ STATED = [(name, rel) for name, fact in FACTS.items() for rel in fact.get("state
 
 
 def test_every_kind_of_text_is_read():
-    kinds = {"README.md", "agents/gsd-researcher.md", "skills/deep-research/SKILL.md", "commands/deep.md",
+    kinds = {"README.md", "docs/deep-research.md", "agents/gsd-researcher.md", "skills/deep-research/SKILL.md", "commands/deep.md",
              "hooks/hooks.json", "plugin.json", ".claude-plugin/plugin.json", "help: gsd-research deep",
              "help: gsd-research jobs wait", "help: researcher status", "strings:gsd_research/deep/command.py"}
     assert kinds <= set(TEXTS), kinds - set(TEXTS)
