@@ -174,6 +174,19 @@ def test_a_command_that_repeats_its_argument_answers_within_the_budget(cli, argv
     assert "yyyy" in result.json["error"]["message"] and cl100k_tokens(result.stdout) <= budget
 
 
+def test_a_key_in_an_echoed_argument_is_scrubbed_before_it_is_clipped(monkeypatch):
+    from gsd_research.core import edge
+
+    key = "tvly-" + "k3y" * 12
+    monkeypatch.setenv("TAVILY_API_KEY", key)
+    shape = edge.Edge(prog="gsd-research", name=lambda: "usage", report=print, render=print, budget=lambda: 2000)
+    message = "x" * (edge.ECHO_CHARS - 12) + key  # the clip falls inside the key
+
+    fitted = edge.fit_error({"code": "USAGE_ERROR", "message": message}, shape)
+
+    assert fitted["message"].endswith("***") and key[:8] not in fitted["message"]
+
+
 # -- strict JSON ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("prog", "path", "cmd"), COMMANDS, ids=IDS)
