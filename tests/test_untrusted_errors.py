@@ -190,20 +190,6 @@ def test_model_fallback_reasons_carry_no_provider_text(cli, fake, monkeypatch, t
     assert CANARY not in json.dumps(tried).lower() and "curl" not in json.dumps(tried)
 
 
-def test_an_internal_error_quotes_its_text_only_fenced(cli, monkeypatch):
-    from gsd_research.docs import command
-
-    def boom(*a, **k):
-        raise KeyError(HOSTILE)
-
-    monkeypatch.setattr(command, "Context7", boom)
-
-    err = cli("docs", "react", "hooks").json["error"]
-
-    assert err["code"] == "INTERNAL_ERROR" and err["message"] == "Unexpected KeyError"
-    assert assert_no_loose_text({"error": err}) == [".error.details.detail"]
-
-
 # -- URLs and dates from outside -------------------------------------------------------------------
 
 def test_search_urls_and_dates_are_reduced_to_safe_forms_and_warnings_name_only_the_index(cli, fake, monkeypatch,

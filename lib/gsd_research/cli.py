@@ -9,7 +9,8 @@ import sys
 import click
 
 from gsd_research import __version__
-from gsd_research.core.errors import GsdError, check_arguments, reinstall_hint
+from gsd_research.core import edge
+from gsd_research.core.errors import GsdError, reinstall_hint
 from gsd_research.core.runtime import DEFAULT_MAX_TOKENS, Runtime
 
 # name -> "module:attribute"; modules are imported only when their command runs (start-up time).
@@ -99,28 +100,28 @@ def cli(ctx: click.Context, max_tokens: int, no_cache: bool, pretty: bool):
     rt.max_tokens, rt.no_cache, rt.pretty = max_tokens, no_cache, pretty
 
 
-def _guess_command(argv: list[str]) -> str | None:
-    for arg in argv:
-        if arg in COMMANDS:
-            return arg
-    return None
-
-
 def run(group: click.Group, argv: list[str] | None, prog_name: str, known: dict) -> int:
-    """Invoke `group`, print the envelope, return the exit status. The one edge where errors become JSON."""
+    """Invoke `group`, print the envelope, return the exit status (errors become JSON at core.edge)."""
     from gsd_research.core.private import private_process
 
     argv = list(sys.argv[1:] if argv is None else argv)
     # state is 0700/0600 whoever writes it (this call, its worker, SQLite); --version and --help touch no folder
     previous_umask = private_process(close=not _informational(argv))
     try:
-        return _run(group, argv, prog_name, known)
-    except BaseException as exc:  # a Rust library's panic (pyo3's PanicException is no Exception): no traceback
-        if exc.__class__.__name__ != "PanicException":
-            raise
-        return _unexpected(exc, Runtime(), argv)  # type: ignore[arg-type]
+        rt = Runtime()
+        if _wants_help(argv):
+            return _help(group, argv, prog_name, rt)
+        return edge.run(_edge(prog_name, rt), group, argv, rt, before=lambda: _refuse_unsafe_state(argv))
     finally:
         os.umask(previous_umask)
+
+
+def _edge(prog_name: str, rt: Runtime) -> edge.Edge:
+    from gsd_research.core.output import emit, failure
+
+    return edge.Edge(prog=prog_name, name=lambda: rt.command, budget=lambda: rt.max_tokens,
+                     pretty=lambda: rt.pretty, render=lambda rv: _render(rv, rt),
+                     report=lambda cmd, error: emit(failure(cmd, error), rt.pretty))
 
 
 def _informational(argv: list[str]) -> bool:
@@ -139,59 +140,6 @@ def _refuse_unsafe_state(argv: list[str]) -> None:
             raise unsafe
 
 
-def _run(group: click.Group, argv: list[str], prog_name: str, known: dict) -> int:
-    from gsd_research.core.output import emit, failure
-
-    rt = Runtime()
-    if _wants_help(argv):
-        return _help(group, argv, prog_name, rt)
-    try:
-        _refuse_unsafe_state(argv)
-        check_arguments(argv)
-        rv = group.main(args=argv, prog_name=prog_name, standalone_mode=False, obj=rt)
-    except click.exceptions.NoArgsIsHelpError as exc:
-        return _no_command(exc, prog_name, known, rt)
-    except click.UsageError as exc:
-        cmd = rt.command or _guess_command(argv)
-        hint = f"{prog_name} {cmd} --help" if cmd else f"{prog_name} --help"
-        emit(failure(cmd, {"code": "USAGE_ERROR", "message": exc.format_message(), "suggestions": [hint]}), rt.pretty)
-        return 2
-    except click.exceptions.Exit as exc:
-        return exc.exit_code
-    except click.Abort:
-        emit(failure(rt.command, {"code": "INTERRUPTED", "message": "Aborted"}), rt.pretty)
-        return 130
-    except GsdError as exc:
-        emit(failure(rt.command or _guess_command(argv), exc.to_dict()), rt.pretty)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        emit(failure(rt.command, {"code": "INTERRUPTED", "message": "Interrupted"}), rt.pretty)
-        return 130
-    except Exception as exc:  # the last line of defence: never a traceback
-        return _unexpected(exc, rt, argv)
-    return _render(rv, rt)
-
-
-def _unexpected(exc: Exception, rt: Runtime, argv: list[str]) -> int:
-    """An exception no command turned into a GsdError: state we cannot write, else an internal error."""
-    from gsd_research.core.internal_errors import cache_error, log_internal_error, state_error
-    from gsd_research.core.output import emit, failure
-
-    state = state_error(exc) or cache_error(exc)
-    if state is not None:
-        emit(failure(rt.command or _guess_command(argv), state.to_dict()), rt.pretty)
-        return state.exit_code
-    from gsd_research.core.external import excerpt
-
-    log_internal_error(exc)
-    error = {"code": "INTERNAL_ERROR", "message": f"Unexpected {exc.__class__.__name__}",
-             "suggestions": ["Retry; if it persists, report it with the log under GSD_RESEARCH_HOME/logs"]}
-    if str(exc):  # it may quote what an answer held (a key, a value): fenced, apart from our message
-        error["details"] = {"detail": excerpt(str(exc)[:300])}
-    emit(failure(rt.command or _guess_command(argv), error), rt.pretty)
-    return 1
-
-
 def _render(rv, rt: Runtime) -> int:
     """Print what a command returned (a payload dict or a whole document) and give the exit status."""
     from gsd_research.core.output import emit, success
@@ -203,21 +151,6 @@ def _render(rv, rt: Runtime) -> int:
         emit(doc, rt.pretty)
         return 0 if doc.get("success", True) else int(doc.get("exit_code", 1))
     return 0
-
-
-def _no_command(exc: click.exceptions.NoArgsIsHelpError, prog_name: str, known: dict, rt: Runtime) -> int:
-    """A group called without a subcommand: its help on stderr, a usage error naming its commands on stdout."""
-    from gsd_research.core.output import emit, failure
-
-    click.echo(exc.ctx.get_help() if exc.ctx else "", err=True)
-    sub = exc.ctx is not None and exc.ctx.parent is not None
-    group = exc.ctx.command if exc.ctx is not None else None
-    names = ", ".join(sorted(group.list_commands(exc.ctx) if isinstance(group, click.Group) else known))
-    where = exc.ctx.command_path if sub else prog_name
-    emit(failure(exc.ctx.command_path.split(" ", 1)[1] if sub else None,
-                 {"code": "USAGE_ERROR", "message": f"No command given. Commands: {names}",
-                  "suggestions": [f"{where} --help"]}), rt.pretty)
-    return 2
 
 
 def _wants_help(argv: list[str]) -> bool:
@@ -253,10 +186,4 @@ def _help(group: click.Group, argv: list[str], prog_name: str, rt: Runtime) -> i
 
 
 def main(argv: list[str] | None = None) -> None:
-    try:
-        code = run(cli, argv, "gsd-research", COMMANDS)
-        sys.stdout.flush()
-    except BrokenPipeError:  # the reader went away (`| head`): no traceback, nothing more to say
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = 1
-    sys.exit(code)
+    edge.leave(lambda: run(cli, argv, "gsd-research", COMMANDS))

@@ -14,7 +14,7 @@ from gsd_research.core.config import (
     load_user_config,
     redact,
 )
-from gsd_research.core.errors import GsdError, UsageError
+from gsd_research.core.errors import InternalError, UsageError
 from gsd_research.core.provider_env import PROVIDER_ENV
 from gsd_research.core.runtime import agent_command
 
@@ -70,8 +70,8 @@ def _open_cache(rt):
     """The configured cache backend, or a clear error when it cannot be opened."""
     session = rt.http.session
     if rt.http.cache_broken:
-        raise GsdError(f"The HTTP cache cannot be opened: {rt.http.cache_broken}", code="INTERNAL_ERROR",
-                       suggestions=["gsd-research cache clear (removes a damaged SQLite cache file)",
+        raise InternalError(f"The HTTP cache cannot be opened: {rt.http.cache_broken}",
+                            suggestions=["gsd-research cache clear (removes a damaged SQLite cache file)",
                                     "gsd-research doctor", "gsd-research config set cache.backend sqlite"])
     return session.cache
 

@@ -1,45 +1,21 @@
-"""Typed errors: each carries the envelope code, an actionable message and the exit status."""
+"""Typed errors: one class per envelope code, carrying its exit status; callers raise and catch classes."""
 
 from __future__ import annotations
 
-# Exit status of DESIGN.md: 0 ok, 2 usage, 3 missing configuration, 4 not found,
-# 5 provider failure after retries, 6 timeout, 1 anything else.
-EXIT_CODES: dict[str, int] = {
-    "USAGE_ERROR": 2,
-    "BLOCKED_URL": 2,
-    "MISSING_API_KEY": 3,
-    "INVALID_API_KEY": 3,
-    "ENVIRONMENT_MISSING": 3,
-    "LIBRARY_NOT_FOUND": 4,
-    "JOB_NOT_FOUND": 4,
-    "JOB_CANCELLED": 1,
-    "JOB_RUNNING": 6,  # jobs wait: still running, wait again
-    "JOB_FAILED": 5,  # jobs wait/result: the job failed for good (cause in the message and details)
-    "NOT_FOUND": 4,
-    "REPOSITORY_NOT_FOUND": 4,
-    "DOCUMENT_NOT_FOUND": 4,
-    "RATE_LIMITED": 5,
-    "UPSTREAM_ERROR": 5,
-    "NETWORK_ERROR": 5,
-    "QUOTA_EXCEEDED": 5,
-    "NO_BACKEND": 5,
-    "LIBRARY_NOT_READY": 5,
-    "TIMEOUT": 6,
-    "EXTRACTION_FAILED": 1,
-    "REPORT_FAILED": 1,
-    "BUDGET_EXCEEDED": 1,
-    "INTERNAL_ERROR": 1,
-    "STATE_NOT_WRITABLE": 1,
-    "STATE_UNSAFE": 1,
-    "ACCESS_DENIED": 5,
-    "INTERRUPTED": 130,  # SIGINT; SIGTERM: 143
-}
-
 
 class GsdError(Exception):
-    """An error that becomes the JSON error envelope."""
+    """An error that becomes the JSON error envelope. Exit status of DESIGN.md: 0 ok, 2 usage, 3 missing
+    configuration, 4 not found, 5 provider failure after retries, 6 timeout, 1 anything else."""
 
     code = "INTERNAL_ERROR"
+    exit_status = 1
+
+    def __new__(cls, *args, code: str | None = None, **kwargs):
+        # Transitional: `code="..."` picks the class of that code. Only researcher/, deep/ and memory/store.py
+        # still pass it; the issue-23 merge switches them to the classes and drops this.
+        if code is not None and code in _BY_CODE and issubclass(_BY_CODE[code], cls):
+            cls = _BY_CODE[code]  # (a subclass with its own behaviour keeps it, and the code as an attribute)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -52,7 +28,7 @@ class GsdError(Exception):
     ) -> None:
         super().__init__(message)
         self.message = message
-        if code:
+        if code and code != self.code:  # a code no class owns yet (transitional, see __new__)
             self.code = code
         self.suggestions = list(suggestions or [])
         self.details = dict(details or {})
@@ -60,7 +36,8 @@ class GsdError(Exception):
 
     @property
     def exit_code(self) -> int:
-        return EXIT_CODES.get(self.code, 1)
+        # By code while researcher/ and deep/ still declare their own classes of our codes (transitional).
+        return EXIT_CODES.get(self.code, self.exit_status)
 
     def to_dict(self) -> dict:
         err: dict = {"code": self.code, "message": self.message}
@@ -73,33 +50,56 @@ class GsdError(Exception):
         return err
 
 
+class InternalError(GsdError):
+    """Anything no other class names; the edge's answer to an unexpected exception."""
+
+
+# -- usage (2) ---------------------------------------------------------------------------------------
 class UsageError(GsdError):
-    code = "USAGE_ERROR"
+    code, exit_status = "USAGE_ERROR", 2
 
 
-def check_arguments(argv: list[str]) -> None:
-    """An argument whose bytes are not UTF-8 (Python keeps them as lone surrogates) can be neither sent to a
-    provider or a model nor printed back: a usage error naming which one, instead of an internal error later."""
-    for number, arg in enumerate(argv, start=1):
-        if any("\udc80" <= c <= "\udcff" for c in arg):
-            raise UsageError(f"Argument {number} is not valid UTF-8 text",
-                             suggestions=["Pass every argument as UTF-8 text (check the locale: LANG, LC_ALL)"])
+class BlockedUrl(GsdError):
+    code, exit_status = "BLOCKED_URL", 2
 
 
+# -- configuration (3) ---------------------------------------------------------------------------------
 class MissingApiKey(GsdError):
-    code = "MISSING_API_KEY"
+    code, exit_status = "MISSING_API_KEY", 3
 
 
 class InvalidApiKey(GsdError):
-    code = "INVALID_API_KEY"
+    code, exit_status = "INVALID_API_KEY", 3
 
 
+class EnvironmentMissing(GsdError):
+    code, exit_status = "ENVIRONMENT_MISSING", 3
+
+
+# -- not found (4) -------------------------------------------------------------------------------------
 class NotFound(GsdError):
-    code = "NOT_FOUND"
+    code, exit_status = "NOT_FOUND", 4
 
 
+class LibraryNotFound(NotFound):
+    code = "LIBRARY_NOT_FOUND"
+
+
+class JobNotFound(NotFound):
+    code = "JOB_NOT_FOUND"
+
+
+class RepositoryNotFound(NotFound):
+    code = "REPOSITORY_NOT_FOUND"
+
+
+class DocumentNotFound(NotFound):
+    code = "DOCUMENT_NOT_FOUND"
+
+
+# -- providers (5) -------------------------------------------------------------------------------------
 class ProviderError(GsdError):
-    code = "UPSTREAM_ERROR"
+    code, exit_status = "UPSTREAM_ERROR", 5
 
 
 class RateLimited(ProviderError):
@@ -110,30 +110,83 @@ class NetworkError(ProviderError):
     code = "NETWORK_ERROR"
 
 
-class TimeoutError_(GsdError):
-    code = "TIMEOUT"
+class QuotaExceeded(ProviderError):
+    code = "QUOTA_EXCEEDED"
 
 
-class BlockedUrl(GsdError):
-    code = "BLOCKED_URL"
+class AccessDenied(GsdError):
+    code, exit_status = "ACCESS_DENIED", 5
+
+
+class NoBackend(GsdError):
+    """No model backend can serve this call (unconfigured, unreachable, no such capability)."""
+
+    code, exit_status = "NO_BACKEND", 5
+
+
+class LibraryNotReady(GsdError):
+    code, exit_status = "LIBRARY_NOT_READY", 5
+
+
+class JobFailed(GsdError):
+    """jobs wait/result: the job failed for good (cause in the message and details)."""
+
+    code, exit_status = "JOB_FAILED", 5
+
+
+# -- time (6) ------------------------------------------------------------------------------------------
+class TimeoutError_(GsdError):  # noqa: N801 - the builtin TimeoutError is another thing
+    code, exit_status = "TIMEOUT", 6
+
+
+class JobRunning(GsdError):
+    """jobs wait: still running, wait again."""
+
+    code, exit_status = "JOB_RUNNING", 6
+
+
+# -- everything else (1) -------------------------------------------------------------------------------
+class JobCancelled(GsdError):
+    code = "JOB_CANCELLED"
 
 
 class ExtractionFailed(GsdError):
     code = "EXTRACTION_FAILED"
 
 
+class ReportFailed(GsdError):
+    code = "REPORT_FAILED"
+
+
 class BudgetExceeded(GsdError):
     code = "BUDGET_EXCEEDED"
 
 
-class JobNotFound(NotFound):
-    code = "JOB_NOT_FOUND"
+class StateNotWritable(GsdError):
+    code = "STATE_NOT_WRITABLE"
+
+
+class StateUnsafe(GsdError):
+    code = "STATE_UNSAFE"
+
+
+class IndexDamaged(GsdError):
+    """A knowledge-base index (keywords or vectors) cannot be read as it should."""
+
+    code = "INDEX_DAMAGED"
+
+
+class MemoryCorrupt(GsdError):
+    code = "MEMORY_CORRUPT"
 
 
 class CallInterrupted(GsdError):
     """A signal stopped the call; the exit status is 128 + its number (130 SIGINT, 143 SIGTERM)."""
 
-    code = "INTERRUPTED"
+    code, exit_status = "INTERRUPTED", 130
+
+    def __new__(cls, signum: int, message: str, **kwargs):
+        return super().__new__(cls)
 
     def __init__(self, signum: int, message: str, **kwargs) -> None:
         super().__init__(message, **kwargs)
@@ -143,6 +196,33 @@ class CallInterrupted(GsdError):
     @property
     def exit_code(self) -> int:
         return 128 + self.signum
+
+
+def _classes(base: type[GsdError]) -> list[type[GsdError]]:
+    found = []
+    for sub in base.__subclasses__():
+        found += [sub, *_classes(sub)]
+    return found
+
+
+# code -> its class and exit status, derived from the classes above (defined in this module only).
+_BY_CODE: dict[str, type[GsdError]] = {GsdError.code: InternalError} | {
+    c.code: c for c in _classes(GsdError) if c.__module__ == __name__ and c is not InternalError}
+EXIT_CODES: dict[str, int] = {code: c.exit_status for code, c in _BY_CODE.items()}
+
+
+def error_class(code: str) -> type[GsdError]:
+    """The class of an envelope code (a stored job's error, read back); InternalError for one we do not know."""
+    return _BY_CODE.get(code, InternalError)
+
+
+def check_arguments(argv: list[str]) -> None:
+    """An argument whose bytes are not UTF-8 (Python keeps them as lone surrogates) can be neither sent to a
+    provider or a model nor printed back: a usage error naming which one, instead of an internal error later."""
+    for number, arg in enumerate(argv, start=1):
+        if any("\udc80" <= c <= "\udcff" for c in arg):
+            raise UsageError(f"Argument {number} is not valid UTF-8 text",
+                             suggestions=["Pass every argument as UTF-8 text (check the locale: LANG, LC_ALL)"])
 
 
 def reinstall_hint() -> str:

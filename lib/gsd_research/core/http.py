@@ -19,6 +19,7 @@ from gsd_research.core.errors import (
     NetworkError,
     NotFound,
     ProviderError,
+    QuotaExceeded,
     RateLimited,
     TimeoutError_,
 )
@@ -135,7 +136,7 @@ def raise_for_status(provider: str, response: requests.Response, key_hint: str |
             details=details,
         )
     if status == 402 or status in (432, 433):
-        raise ProviderError(f"{name} plan or spending limit reached (HTTP {status})", code="QUOTA_EXCEEDED",
+        raise QuotaExceeded(f"{name} plan or spending limit reached (HTTP {status})",
                             details=details, suggestions=[f"Check the {name} plan and credits", "gsd-research usage"])
     if status == 408:
         raise TimeoutError_(f"{name} timed out (HTTP 408)", details=details,

@@ -28,7 +28,7 @@ def state_error(exc: BaseException):
     from pathlib import Path
 
     from gsd_research.core.config import home
-    from gsd_research.core.errors import GsdError
+    from gsd_research.core.errors import StateNotWritable
 
     if not isinstance(exc, OSError):
         return None
@@ -36,9 +36,8 @@ def state_error(exc: BaseException):
     name = exc.filename
     if not name or not (Path(str(name)) == root or root in Path(str(name)).parents):
         return None
-    return GsdError(f"Cannot write gsd-research state at {name}: {exc.strerror or exc.__class__.__name__}",
-                    code="STATE_NOT_WRITABLE",
-                    suggestions=[f"Make {root} a writable directory (GSD_RESEARCH_HOME)",
+    return StateNotWritable(f"Cannot write gsd-research state at {name}: {exc.strerror or exc.__class__.__name__}",
+                            suggestions=[f"Make {root} a writable directory (GSD_RESEARCH_HOME)",
                                  "Or point GSD_RESEARCH_HOME at a writable directory", "gsd-research doctor"])
 
 
@@ -50,12 +49,12 @@ def cache_error(exc: BaseException):
     redis = sys.modules.get("redis")
     if redis is None or not isinstance(exc, redis.exceptions.RedisError):
         return None
-    from gsd_research.core.errors import GsdError, NetworkError
+    from gsd_research.core.errors import NetworkError, UsageError
 
     fix = ["Check cache.redis_url (gsd-research config show): redis://:PASSWORD@HOST:PORT/DB",
            "Or use the local cache: gsd-research config set cache.backend sqlite"]
     if isinstance(exc, redis.exceptions.AuthenticationError) or "NOAUTH" in str(exc) or "WRONGPASS" in str(exc):
-        return GsdError("The Redis cache refused the credentials of cache.redis_url (wrong or missing password)",
-                        code="USAGE_ERROR", suggestions=fix)
+        return UsageError("The Redis cache refused the credentials of cache.redis_url (wrong or missing password)",
+                          suggestions=fix)
     return NetworkError(f"Cannot use the Redis cache of cache.redis_url ({exc.__class__.__name__})", suggestions=fix)
 

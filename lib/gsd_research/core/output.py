@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import Any
 
@@ -27,9 +28,22 @@ def set_command(name: str | None) -> None:
 
 
 def dumps(doc: Any, pretty: bool = False) -> str:
-    if pretty:
-        return json.dumps(doc, ensure_ascii=False, indent=2, default=str)
-    return json.dumps(doc, ensure_ascii=False, separators=(",", ":"), default=str)
+    """Strict JSON (RFC 8259): a non-finite number (`1e999` read from a file) is null, never `Infinity`."""
+    layout = {"indent": 2} if pretty else {"separators": (",", ":")}
+    try:
+        return json.dumps(doc, ensure_ascii=False, default=str, allow_nan=False, **layout)
+    except ValueError:  # the rare document with a non-finite number: walked once
+        return json.dumps(_finite(doc), ensure_ascii=False, default=str, allow_nan=False, **layout)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def document_tokens(doc: Any) -> int:

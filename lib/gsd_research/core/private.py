@@ -124,11 +124,11 @@ def unsafe_state(*configs: str):
 
 
 def _unsafe(root: Path, path: Path, what: str, problem: str):
-    from gsd_research.core.errors import GsdError
+    from gsd_research.core.errors import StateUnsafe
 
-    return GsdError(
+    return StateUnsafe(
         f"Refusing to use {what} {path}: it {problem}. Whoever controls it controls where API keys are sent "
-        "and what the caches answer", code="STATE_UNSAFE",
+        "and what the caches answer",
         suggestions=["Point GSD_RESEARCH_HOME at a folder of your own (unset it for ~/.gsd-research)",
                      f"Or make it yours and private: chown -R {os.getuid()} {root} && chmod 700 {root} "
                      f"&& chmod 600 {root / 'config.yaml'}"],
@@ -189,8 +189,8 @@ def flock(path: Path, blocking: bool = True):
 
 
 def _planted(path: Path, problem: str):
-    from gsd_research.core.errors import GsdError
+    from gsd_research.core.errors import StateUnsafe
 
-    return GsdError(f"Refusing the lock file {path}: it {problem}, which we never create. Someone may have planted "
-                    "it to make us write elsewhere", code="STATE_UNSAFE",
+    return StateUnsafe(f"Refusing the lock file {path}: it {problem}, which we never create. Someone may have planted "
+                    "it to make us write elsewhere",
                     suggestions=[f"Check what it points at, then remove it: rm {path}"], details={"path": str(path)})

@@ -7,7 +7,14 @@ import re
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-from gsd_research.core.errors import GsdError, NotFound, ProviderError, RateLimited
+from gsd_research.core.errors import (
+    GsdError,
+    LibraryNotFound,
+    LibraryNotReady,
+    NotFound,
+    ProviderError,
+    RateLimited,
+)
 from gsd_research.core.external import safe_url
 from gsd_research.core.http import HttpClient, forget, parse_json, provider_details, raise_for_status
 
@@ -15,10 +22,6 @@ LIBRARY_ID = re.compile(r"^/[^/\s]+/[^/\s]+([/@][^/\s]+)?$")
 SAFE_ID = re.compile(r"^/[A-Za-z0-9._+-]+/[A-Za-z0-9._+-]+(?:[/@][A-Za-z0-9._+-]+)?$")  # ids Context7 sends us
 KEY_HINT = "CONTEXT7_API_KEY (or unset it to use anonymous access)"
 SKIP_STATES = {"error", "delete"}
-
-
-class LibraryNotFound(NotFound):
-    code = "LIBRARY_NOT_FOUND"
 
 
 @dataclass
@@ -185,9 +188,8 @@ class Context7:
             raise ProviderError(f"Context7 says {library_id} moved but gave no new id",
                                 details={"status": resp.status_code, "provider": "context7"})
         if resp.status_code == 202:
-            raise GsdError(
+            raise LibraryNotReady(
                 f"Context7 is still processing {library_id}; its documentation is not ready yet",
-                code="LIBRARY_NOT_READY",
                 suggestions=["Retry in a few minutes", "Try another version or a related library"],
             )
         if resp.status_code == 404:

@@ -4,13 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gsd_research.core.errors import GsdError
+from gsd_research.core.errors import GsdError, NoBackend
 
-
-class BackendUnavailable(GsdError):
-    """A backend that cannot serve this call (unconfigured, unreachable, no such capability)."""
-
-    code = "NO_BACKEND"
+BackendUnavailable = NoBackend  # a backend that cannot serve this call; the class lives with the other codes
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from gsd_research.core.errors import GsdError, UsageError
+from gsd_research.core.errors import GsdError, MissingApiKey, NoBackend, UsageError
 from gsd_research.llm.base import Backend, BackendUnavailable, Generation
 
 # summarize text: Ollama first (local, cheap); analyze (reasoning): OpenAI first; a URL summary: Gemini
@@ -91,13 +91,13 @@ class Router:
         errors = getattr(self, "errors", [])
         if len(errors) == 1 and all(t["status"] != "unhealthy" for t in self.tried):
             only = errors[0]  # the one backend that could be tried failed: its error is the answer
-            return GsdError(f"{only.message} (no other backend of the {task} chain is configured)", code=only.code,
+            return type(only)(f"{only.message} (no other backend of the {task} chain is configured)",
                             suggestions=[*only.suggestions, "gsd-research doctor"], retry_after=only.retry_after,
                             details={"tried": self.tried})
         if self.tried and all(t["status"] == "skipped" and "not set" in t.get("reason", "") for t in self.tried):
             hint = {"gemini": "GEMINI_API_KEY", "openai": "OPENAI_API_KEY", "ollama": "OLLAMA_HOST"}
-            return GsdError(f"No model backend is configured for {task} (chain: {' -> '.join(chain)})",
-                            code="MISSING_API_KEY" if task == "web" else "NO_BACKEND",
+            unset = MissingApiKey if task == "web" else NoBackend
+            return unset(f"No model backend is configured for {task} (chain: {' -> '.join(chain)})",
                             suggestions=[f"Set {hint[n]}" for n in chain] + ["gsd-research doctor"],
                             details={"tried": self.tried})
         return BackendUnavailable(

@@ -179,7 +179,7 @@ def _search(text: str, since_iso: str | None, prefixes: tuple[str, ...]) -> tupl
     """(entries kept, results, the search's mode and note); an unreadable memory file is a clear error."""
     import sqlite3
 
-    from gsd_research.core.errors import GsdError
+    from gsd_research.core.errors import GsdError, IndexDamaged
     from gsd_research.memory.store import MemoryStore, corrupt_error
 
     store = MemoryStore()
@@ -196,7 +196,8 @@ def _search(text: str, since_iso: str | None, prefixes: tuple[str, ...]) -> tupl
         except sqlite3.DatabaseError as exc:
             raise corrupt_error(exc, "index") from None
         except GsdError as exc:  # the knowledge base's INDEX_DAMAGED: here the fix is the memory's own
-            if exc.code != "INDEX_DAMAGED":
+            # (the .code half goes once researcher's gateways raise IndexDamaged: issue 23's merge)
+            if not isinstance(exc, IndexDamaged) and exc.code != IndexDamaged.code:
                 raise
             raise corrupt_error(exc, "index") from None
         return total, results, meta

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from gsd_research.core.budget import check_echo, fit_text, json_tokens
-from gsd_research.core.errors import ExtractionFailed, GsdError, UsageError
+from gsd_research.core.errors import ExtractionFailed, GsdError, MissingApiKey, NoBackend, UsageError
 from gsd_research.core.input_files import MB, read_file, read_stdin
 from gsd_research.core.runtime import agent_command
 
@@ -52,7 +52,7 @@ def _model_text(rt, task: str, prompt: str, system: str, markdown: str, focus: s
         gen = router.run(task, lambda b: b.generate(prompt, system=system,
                                                     max_output_tokens=output_tokens_for(rt.max_tokens)))
     except GsdError as exc:
-        if exc.code not in ("NO_BACKEND", "MISSING_API_KEY") and "tried" not in exc.details:
+        if not isinstance(exc, NoBackend | MissingApiKey) and "tried" not in exc.details:
             raise  # the chain's own verdict (details.tried) always falls back to the extractive summary
         text, dropped = extractive.summarize(markdown[:EXTRACTIVE_CHARS], focus, max(50, rt.max_tokens - 500))
         meta = {"backend": "extractive", "summary_type": "extractive", "label": extractive.LABEL,
@@ -327,8 +327,8 @@ def image(rt, path: str, question: str | None):
                                                             max_output_tokens=output_tokens_for(rt.max_tokens)),
                          need="vision")
     except GsdError as exc:
-        if exc.code in ("NO_BACKEND", "MISSING_API_KEY"):
-            raise GsdError("No vision backend is reachable to analyze the image", code="NO_BACKEND",
+        if isinstance(exc, NoBackend | MissingApiKey):
+            raise NoBackend("No vision backend is reachable to analyze the image",
                            suggestions=["Start Ollama with a vision model: ollama pull qwen3-vl:8b",
                                         "Or set GEMINI_API_KEY or OPENAI_API_KEY", "gsd-research doctor"],
                            details=exc.details) from None

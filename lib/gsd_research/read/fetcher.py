@@ -9,7 +9,7 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
-from gsd_research.core.errors import BlockedUrl, ExtractionFailed, GsdError
+from gsd_research.core.errors import AccessDenied, BlockedUrl, ExtractionFailed, GsdError, NotFound
 
 REDIRECTS = (301, 302, 303, 307, 308)
 HTML_TYPES = ("text/html", "application/xhtml+xml")
@@ -31,11 +31,11 @@ def page_error(exc: GsdError, url: str) -> GsdError:
     url = shown(url)
     status = exc.details.get("status") if isinstance(exc.details, dict) else None
     if status in (401, 403):
-        return GsdError(f"The site refused the request (HTTP {status}) for {url}", code="ACCESS_DENIED",
+        return AccessDenied(f"The site refused the request (HTTP {status}) for {url}",
                         suggestions=["The page needs a login or blocks automated readers; try another source",
                                      "gsd-research search for another page on the topic"], details=exc.details)
     if status in (404, 410):
-        return GsdError(f"No page at {url} (HTTP {status})", code="NOT_FOUND", details=exc.details,
+        return NotFound(f"No page at {url} (HTTP {status})", details=exc.details,
                         suggestions=["Check the URL", "gsd-research search for the page's current address"])
     if status and not exc.suggestions:
         exc.suggestions = ["Retry later, or read another source on the topic"]
@@ -252,8 +252,8 @@ class Fetcher:
                     raise ExtractionFailed(f"Redirect without a Location header at {shown(current)}")
                 hops += 1
                 if hops > self.max_redirects:
-                    raise GsdError(f"Too many redirects (more than {self.max_redirects}) from {url}",
-                                   code="EXTRACTION_FAILED", suggestions=["Fetch the final URL directly"])
+                    raise ExtractionFailed(f"Too many redirects (more than {self.max_redirects}) from {url}",
+                                           suggestions=["Fetch the final URL directly"])
                 current = urljoin(current, location)
                 continue
             return self._page(url, current, resp, hops, from_cache)
@@ -322,7 +322,7 @@ class Fetcher:
         body, capped = (resp.content, False) if from_cache else self._read_capped(resp)
         if capped and kind not in ("html", "text"):
             raise ExtractionFailed(
-                f"The document is larger than the {self.max_bytes}-byte cap", code="EXTRACTION_FAILED",
+                f"The document is larger than the {self.max_bytes}-byte cap",
                 suggestions=["Raise fetch.max_bytes with gsd-research config set fetch.max_bytes N"],
                 details={"max_bytes": self.max_bytes})
         if not from_cache and not capped:

@@ -323,4 +323,6 @@ def run(argv: list[str] | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
-    sys.exit(run(argv))
+    from gsd_research.core.edge import leave
+
+    leave(lambda: run(argv))

@@ -8,7 +8,7 @@ from datetime import timezone
 import click
 
 from gsd_research.core.budget import fit_results
-from gsd_research.core.errors import GsdError, UsageError
+from gsd_research.core.errors import GsdError, MissingApiKey, UsageError
 from gsd_research.core.output import document_tokens
 from gsd_research.core.runtime import agent_command
 from gsd_research.core.tokens import count_tokens, cut_to_tokens
@@ -164,12 +164,12 @@ def run_chain(rt, names: list[str], query: str, params: dict) -> tuple[dict, lis
             errors.append(exc)
     if len(errors) == 1:
         raise errors[0]
-    primary = next((e for e in errors if e.code != "MISSING_API_KEY"), errors[0])
+    primary = next((e for e in errors if not isinstance(e, MissingApiKey)), errors[0])
     suggestions = list(primary.suggestions)
-    if any(f["code"] == "MISSING_API_KEY" for f in failures):
+    if any(isinstance(e, MissingApiKey) for e in errors):
         suggestions.insert(0, "Set TAVILY_API_KEY (or OD_TAVILY_API_KEY) to search through Tavily")
-    raise GsdError("Every search provider failed: " + "; ".join(f"{f['provider']}: {f['message']}" for f in failures),
-                   code=primary.code, suggestions=list(dict.fromkeys(suggestions))[:4],
+    raise type(primary)("Every search provider failed: " + "; ".join(f"{f['provider']}: {f['message']}" for f in failures),
+                   suggestions=list(dict.fromkeys(suggestions))[:4],
                    details={"failures": failures}, retry_after=primary.retry_after)
 
 
@@ -177,7 +177,7 @@ def fallback_note(answer: dict, failures: list[dict]) -> str | None:
     if not failures:
         return None
     name = answer["provider"]
-    if any(f["provider"] == "tavily" and f["code"] == "MISSING_API_KEY" for f in failures):
+    if any(f["provider"] == "tavily" and f["code"] == MissingApiKey.code for f in failures):
         return (f"No Tavily key is set (TAVILY_API_KEY or OD_TAVILY_API_KEY), so the keyless {name} fallback "
                 "answered: results scraped from public search engines, without a provider summary.")
     failed = ", ".join(f"{f['provider']} ({f['code']})" for f in failures)

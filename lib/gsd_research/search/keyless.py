@@ -13,8 +13,8 @@ from typing import Protocol
 from urllib.parse import urlencode, urlsplit
 
 from gsd_research.core.errors import (
-    GsdError,
     NetworkError,
+    NoBackend,
     ProviderError,
     RateLimited,
     TimeoutError_,
@@ -57,7 +57,7 @@ class DdgsBackend:
             from ddgs import DDGS
             from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
         except ImportError:
-            raise GsdError("The keyless search library ddgs is not installed", code="NO_BACKEND",
+            raise NoBackend("The keyless search library ddgs is not installed",
                            suggestions=[reinstall_hint(), "Set TAVILY_API_KEY to use Tavily"]) from None
         try:
             client = DDGS(timeout=int(self.timeout))

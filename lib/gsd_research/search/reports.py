@@ -8,7 +8,7 @@ import re
 import unicodedata
 from pathlib import Path
 
-from gsd_research.core.errors import GsdError, UsageError
+from gsd_research.core.errors import ReportFailed, UsageError
 
 SLUG_MAX = 60
 MAX_NAME_BYTES = 200  # of each part of a report path: room for the -999.md a name may get, under NAME_MAX
@@ -16,10 +16,6 @@ MAX_COLLISIONS = 999
 REPORT_SUFFIX = ".md"
 _WINDOWS_RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(1, 10)), *(f"lpt{i}" for i in range(1, 10))}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-class ReportFailed(GsdError):
-    code = "REPORT_FAILED"
 
 
 # -- paths ------------------------------------------------------------------------------------------

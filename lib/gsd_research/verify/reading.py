@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from types import SimpleNamespace
 
-from gsd_research.core.errors import GsdError
+from gsd_research.core.errors import ExtractionFailed, GsdError
 
 THREADS = 3  # distinct sources read side by side
 
@@ -76,5 +76,5 @@ class Reader:
             except GsdError as exc:
                 outcome = exc
             except Exception as exc:  # noqa: BLE001 - one unreadable page must not end the others' reading
-                outcome = GsdError(f"Reading the page failed ({exc.__class__.__name__})", code="EXTRACTION_FAILED")
+                outcome = ExtractionFailed(f"Reading the page failed ({exc.__class__.__name__})")
             done.put((url, outcome))

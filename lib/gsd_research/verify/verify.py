@@ -13,7 +13,7 @@ import json
 import time
 from dataclasses import dataclass, field
 
-from gsd_research.core.errors import GsdError
+from gsd_research.core.errors import GsdError, TimeoutError_
 from gsd_research.verify import quotes, support
 from gsd_research.verify.claims import MIN_QUOTE_WORDS
 
@@ -94,9 +94,9 @@ class Verifier:
         return self.sources[url]
 
     def _late(self) -> dict:
-        return {"code": "TIMEOUT", "message": f"Not read in time: verify's --timeout of {self.timeout:g} s was spent",
-                "suggestions": [f"gsd-research verify FILE --timeout {max(2 * self.timeout, 120):g}",
-                                "gsd-research fetch URL first: verify reads what fetch kept"]}
+        return TimeoutError_(f"Not read in time: verify's --timeout of {self.timeout:g} s was spent",
+                             suggestions=[f"gsd-research verify FILE --timeout {max(2 * self.timeout, 120):g}",
+                                          "gsd-research fetch URL first: verify reads what fetch kept"]).to_dict()
 
     def _from_memory(self, url: str, snippets: bool = True) -> SourceText | None:
         if not self.memory or self.rt.no_cache:  # --no-cache: every source read fresh
@@ -123,7 +123,7 @@ class Verifier:
         from gsd_research.memory.api import record_fetch
 
         if isinstance(page, GsdError):
-            if page.code == "TIMEOUT" and time.monotonic() >= self.stop_at - 0.5:
+            if isinstance(page, TimeoutError_) and time.monotonic() >= self.stop_at - 0.5:
                 return SourceText(url, "unreachable", error=self._late())
             return SourceText(url, "unreachable", error={"code": page.code, "message": _shown(page.message, url)})
         status = record_fetch(self.rt, url=url, final_url=page.final_url, title=page.title, markdown=page.markdown,
@@ -157,7 +157,7 @@ class Verifier:
                 src.page_text = page_text(self.rt, src.url, self.stop_at)
             except GsdError as exc:
                 src.page_text = ""
-                src.late = exc.code == "TIMEOUT"
+                src.late = isinstance(exc, TimeoutError_)
         return src.page_text
 
     # -- claims ------------------------------------------------------------------------------------
