@@ -22,6 +22,7 @@ import uninstall as removal
 from install_lock import InstallLock
 from layout import (
     BIN_DIR,
+    BIN_DIR_FILE,
     CLAUDE,
     DATA,
     GSD_SKILLS,
@@ -69,12 +70,19 @@ def _tree(src_dir: Path, dst_dir: Path) -> list[tuple[Path, Path]]:
             if p.is_file() and "__pycache__" not in p.parts]
 
 
-def planned_files() -> list[tuple[Path, Path]]:
-    """(source, destination) of everything copied into a Claude config directory."""
-    pairs = []
+# Files an earlier install wrote under a name it no longer uses. GSD's installers delete every
+# ~/.claude/agents/gsd-*.md, so the agent is research-scout now; the old file goes when still as installed.
+RETIRED = [CLAUDE / "agents" / "gsd-researcher.md"]
+
+
+def planned_files() -> list[tuple[Path | bytes, Path]]:
+    """(source file or bytes, destination) of everything copied into a Claude config directory."""
+    pairs: list[tuple[Path | bytes, Path]] = []
     if claude_files == "1":
         pairs += [(src, dst) for src, dst in _tree(ROOT / "hooks", HOOK_DIR)  # the entry and its modules
                   if src != ROOT / "hooks" / "hooks.json"]
+        # where the commands are linked: SessionStart puts it on the Bash tool's PATH when it is missing there
+        pairs.append(((str(BIN_DIR) + "\n").encode(), HOOK_DIR / BIN_DIR_FILE))
         pairs += [(p, CLAUDE / "agents" / p.name) for p in sorted((ROOT / "agents").glob("*.md"))]
         pairs += [(p, CLAUDE / "commands" / "research" / p.name) for p in sorted((ROOT / "commands").glob("*.md"))]
     skill_dirs = [CLAUDE / "skills"] if claude_files == "1" else []
@@ -149,15 +157,27 @@ def inspect_project(project: Path) -> tuple[Path, dict, bytes]:
 
 # -- changes --------------------------------------------------------------------------------------------
 
-def copy_files(journal: Journal, manifest: dict, pairs: list[tuple[Path, Path]]) -> int:
+def retire_files(journal: Journal, manifest: dict) -> None:
+    for path in RETIRED:
+        digest = manifest["files"].pop(str(path), None)
+        if digest is None:
+            continue  # never ours: left alone
+        if path.is_file() and not path.is_symlink() and sha(path.read_bytes()) == digest:
+            journal.remove(path)
+            say(f"removed {path} (an earlier install's; replaced by {path.parent / 'research-scout.md'})")
+        elif os.path.lexists(path):
+            say(f"kept (changed since install, yours now): {path}")
+
+
+def copy_files(journal: Journal, manifest: dict, pairs: list[tuple[Path | bytes, Path]]) -> int:
     changed = 0
     for src, dst in pairs:
-        blob = src.read_bytes()
+        blob = src if isinstance(src, bytes) else src.read_bytes()
         if os.path.lexists(dst) and str(dst) not in manifest["files"]:
             if not dst.is_file() or dst.read_bytes() != blob:
                 say(f"left alone (not ours, differs): {dst}")
             continue  # the same file was there before: not ours, never removed
-        mode = 0o755 if os.access(src, os.X_OK) else 0o644
+        mode = 0o755 if not isinstance(src, bytes) and os.access(src, os.X_OK) else 0o644
         if journal.write(dst, blob, mode=mode):
             changed += 1
         manifest["files"][str(dst)] = sha(blob)
@@ -232,6 +252,7 @@ def apply(journal: Journal, manifest: dict, settings: tuple, wired: list) -> Non
         link(journal, default_venv, venv_path, manifest)  # hooks copied into ~/.claude find the environment here
     for name in ("gsd-research", "researcher"):
         link(journal, BIN_DIR / name, ROOT / "bin" / name, manifest)
+    retire_files(journal, manifest)
     changed = copy_files(journal, manifest, planned_files())
     if claude_files == "1":
         say(f"agents, skills, commands and hooks in {CLAUDE} ({changed} file(s) written)")
@@ -303,8 +324,20 @@ def install() -> None:
                 except OSError:
                     pass
         lock.release()
-    if str(BIN_DIR) not in os.environ.get("PATH", "").split(os.pathsep):
-        say(f"note: {BIN_DIR} is not on your PATH; add it to use gsd-research outside Claude Code")
+    path_note()
+
+
+def path_note() -> None:
+    """Whether the commands are reachable, said plainly (from a terminal; from Claude Code's Bash tool)."""
+    if str(BIN_DIR) in os.environ.get("PATH", "").split(os.pathsep):
+        return
+    line = f'export PATH="$PATH:{BIN_DIR}"'
+    if claude_files == "1":
+        say(f"note: {BIN_DIR} is not on your PATH. Claude Code: the SessionStart hook adds it to the Bash tool's "
+            f"PATH for each session (nothing to do). A terminal: add `{line}` to your shell profile")
+    else:
+        say(f"note: {BIN_DIR} is not on your PATH: Claude Code's Bash tool finds the commands only through the "
+            f"plugin (it puts its bin/ there); a terminal needs `{line}` in your shell profile")
 
 
 def uninstall() -> int:

@@ -72,7 +72,7 @@ def ids(paths):
 
 def test_the_expected_files_exist():
     assert (ROOT / "skills" / "library-docs" / "SKILL.md") in SKILLS
-    assert (ROOT / "agents" / "gsd-researcher.md") in AGENTS
+    assert (ROOT / "agents" / "research-scout.md") in AGENTS
     assert {p.stem for p in COMMAND_FILES} >= {"docs", "deep", "search", "fetch", "kb"}
 
 
@@ -144,7 +144,7 @@ def test_no_two_files_claim_the_same_slash_name():
 
 
 def test_researcher_agent_covers_every_tool_and_gsd_output():
-    _, body = frontmatter(ROOT / "agents" / "gsd-researcher.md")
+    _, body = frontmatter(ROOT / "agents" / "research-scout.md")
 
     for cmd in ("docs", "deep", "jobs", "search", "fetch", "summarize", "analyze", "web"):
         assert f"gsd-research {cmd}" in body, cmd
@@ -195,7 +195,7 @@ def _options_of(words: list[str]) -> set[str] | None:
     return names
 
 
-@pytest.mark.parametrize("path", [ROOT / "agents" / "gsd-researcher.md", ROOT / "skills" / "library-docs" / "SKILL.md",
+@pytest.mark.parametrize("path", [ROOT / "agents" / "research-scout.md", ROOT / "skills" / "library-docs" / "SKILL.md",
                                   *[p for p in COMMAND_FILES if "gsd-research" in p.read_text()]],
                          ids=lambda p: str(p.relative_to(ROOT)))
 def test_command_lines_use_real_subcommands_and_options(path):

@@ -196,7 +196,7 @@ def test_a_second_install_waits_for_the_first_instead_of_rolling_it_back(user_ho
     a = _popen(checkout / "install.sh", "--skip-venv", "--no-demo", log=a_log)
     b = None
     try:
-        assert _wait_for(lambda: (user_home / ".claude" / "agents" / "gsd-researcher.md").exists()), "A never started"
+        assert _wait_for(lambda: (user_home / ".claude" / "agents" / "research-scout.md").exists()), "A never started"
         b = _popen(checkout / "install.sh", "--skip-venv", "--no-demo", log=b_log)
         assert _wait_for(lambda: "waiting for it to finish" in b_log.read_text()), b_log.read_text()
         assert journal.is_file() and a.poll() is None and b.poll() is None
