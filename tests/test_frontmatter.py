@@ -41,6 +41,9 @@ OWN = {
     "commands/fetch": {"gsd-research fetch"},
     "commands/kb": {"researcher"},
     "commands/verify": {"gsd-research verify"},
+    "commands/setup": {"python3", "gsd-research doctor"},  # python3: installer/allow_rules.py, stdlib only
+    "skills/research-tools": {"gsd-research docs", "gsd-research search", "gsd-research fetch", "gsd-research web",
+                              "gsd-research deep", "gsd-research jobs", "gsd-research verify", "researcher"},
 }
 RULE = re.compile(r"^Bash\((?P<cmd>[a-z0-9][a-z0-9 -]*?)(?::\*| \*)?\)$")
 
@@ -117,7 +120,8 @@ def test_allowed_tools_are_pinned_to_the_files_own_command(path):
         if words[0] == "gsd-research":
             assert len(words) >= 2 and words[1] in COMMANDS, f"{rule!r}: name a gsd-research subcommand"
         else:
-            assert words[0] == "researcher", f"{rule!r}: not a gsd-research or researcher command"
+            assert words[0] == "researcher" or cmd in OWN.get(key_of(path), ()), \
+                f"{rule!r}: not a gsd-research or researcher command"
         commands.add(cmd)
     own = OWN.get(key_of(path))
     if own is not None:
