@@ -85,12 +85,11 @@ def planned_files() -> list[tuple[Path | bytes, Path]]:
         pairs.append(((str(BIN_DIR) + "\n").encode(), HOOK_DIR / BIN_DIR_FILE))
         pairs += [(p, CLAUDE / "agents" / p.name) for p in sorted((ROOT / "agents").glob("*.md"))]
         pairs += [(p, CLAUDE / "commands" / "research" / p.name) for p in sorted((ROOT / "commands").glob("*.md"))]
-    skill_dirs = [CLAUDE / "skills"] if claude_files == "1" else []
-    if projects and GSD_SKILLS not in skill_dirs:
-        skill_dirs.append(GSD_SKILLS)
-    for skills in skill_dirs:
+    if claude_files == "1":
         for name in skill_names():
-            pairs += _tree(ROOT / "skills" / name, skills / name)
+            pairs += _tree(ROOT / "skills" / name, CLAUDE / "skills" / name)
+    if projects and (claude_files != "1" or GSD_SKILLS != CLAUDE / "skills"):  # GSD resolves global:<name> there
+        pairs += _tree(ROOT / "skills" / gsd_config.SKILL, GSD_SKILLS / gsd_config.SKILL)
     return pairs
 
 
@@ -140,7 +139,7 @@ def inspect_settings() -> tuple[dict | None, bytes | None]:
     return value, raw
 
 
-def inspect_project(project: Path) -> tuple[Path, dict, bytes]:
+def inspect_project(project: Path) -> tuple[Path, dict, bytes, list[str]]:
     cfg_path = project / ".planning" / "config.json"
     if not cfg_path.is_file():
         raise InstallError(f"{project} is not a GSD project (no .planning/config.json)")
@@ -151,8 +150,9 @@ def inspect_project(project: Path) -> tuple[Path, dict, bytes]:
         raise InstallError(f"{cfg_path} is not plain JSON ({exc}); nothing was changed") from None
     except cs.ShapeError as exc:
         raise InstallError(f"cannot wire skills into {cfg_path}: {exc}; nothing was changed") from None
-    _writable(gsd_config.wire(cfg, gsd_config.entries(skill_names())), cfg_path)
-    return cfg_path, cfg, raw
+    ours = gsd_config.entries(gsd_config.line_of(project), plugin_route=claude_files != "1")
+    _writable(gsd_config.wire(cfg, ours), cfg_path)
+    return cfg_path, cfg, raw, ours
 
 
 # -- changes --------------------------------------------------------------------------------------------
@@ -220,12 +220,23 @@ def install_settings(journal: Journal, manifest: dict, current: dict, raw: bytes
         f"{manifest['settings']['backup'] or 'none, new file'}")
 
 
-def wire_project(journal: Journal, manifest: dict, cfg_path: Path, cfg: dict, raw: bytes) -> None:
-    ours = gsd_config.entries(skill_names())
-    merged = gsd_config.wire(cfg, ours)
+def _retire_entries(manifest: dict, key: str, cfg: dict, ours: list[str]) -> dict:
+    """An earlier install's entries that are no longer ours (all seven skills, another form) taken out."""
+    info = manifest["projects"].get(key)
+    retired = [e for e in (info or {}).get("skills", []) if e not in ours]
+    if not retired:
+        return cfg
+    backup = Path(info["backup"])
+    original = gsd_config.normalize(cs.parse(backup.read_bytes())) if backup.is_file() else {}
+    info["skills"] = ours
+    return gsd_config.unwire(cfg, original, retired)
+
+
+def wire_project(journal: Journal, manifest: dict, cfg_path: Path, cfg: dict, raw: bytes, ours: list[str]) -> None:
+    key = str(cfg_path.parent.parent)
+    merged = gsd_config.wire(_retire_entries(manifest, key, cfg, ours), ours)
     if cs.same(merged, cfg):
         return
-    key = str(cfg_path.parent.parent)
     if key not in manifest["projects"]:
         backup = DATA / "backup" / f"gsd-config-{sha(key.encode())[:12]}.json"
         journal.mkdirs(backup.parent, mode=0o700)
@@ -233,8 +244,7 @@ def wire_project(journal: Journal, manifest: dict, cfg_path: Path, cfg: dict, ra
         manifest["projects"][key] = {"config": str(cfg_path), "backup": str(backup), "skills": ours,
                                      "mtime_ns": real_target(cfg_path).stat().st_mtime_ns}
     journal.write(cfg_path, cs.dump(merged), in_place=True)
-    say(f"wired {', '.join(ours)} into {cfg_path} agent_skills for {', '.join(gsd_config.RESEARCHERS)} "
-        f"(GSD reads them from {GSD_SKILLS})")
+    say(f"wired {', '.join(ours)} into {cfg_path} agent_skills for {', '.join(gsd_config.RESEARCHERS)}")
 
 
 def save_manifest(journal: Journal, manifest: dict) -> None:
