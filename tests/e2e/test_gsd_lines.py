@@ -1,0 +1,90 @@
+"""Both GSD lines of today, installed from the npm registry (pinned, cached under <repo>/.e2e) into a temporary
+HOME beside install.sh's gsd-research: GSD's installer run again keeps our agent, hooks and rules, and a
+GSD researcher starting in a GSD project gets our guidance for that line."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import E2E_DIR
+from tests.test_install import install
+
+LINES = {  # line -> (npm package, pinned version, installer inside the package, folder it installs)
+    "original": ("get-shit-done-cc", "1.42.3", "bin/install.js", "get-shit-done"),
+    "core": ("@opengsd/gsd-core", "1.14.0", "bin/install.js", "gsd-core"),
+}
+
+
+def gsd_package(line: str) -> Path:
+    """The pinned package's folder (npm install once into .e2e/gsd-<line>); skips when npm cannot fetch it."""
+    name, version, _, _ = LINES[line]
+    prefix = E2E_DIR / f"gsd-{line}"
+    package = prefix / "node_modules" / name
+    if not shutil.which("npm"):
+        pytest.skip("npm is not installed")
+    prefix.mkdir(parents=True, exist_ok=True)
+    with open(prefix / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (package / "package.json").is_file() or \
+                json.loads((package / "package.json").read_text()).get("version") != version:
+            (prefix / "package.json").write_text('{"private": true}\n')  # npm installs here, not in a parent
+            proc = subprocess.run(["npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--no-save",
+                                   f"{name}@{version}"], capture_output=True, text=True, timeout=600)
+            if proc.returncode != 0:
+                pytest.skip(f"npm could not install {name}@{version}: {proc.stderr[-300:]}")
+    return package
+
+
+def run_gsd_installer(line: str, home: Path) -> None:
+    package = gsd_package(line)
+    proc = subprocess.run(["node", str(package / LINES[line][2]), "--claude", "--global"], cwd=home,
+                          capture_output=True, text=True, timeout=300,
+                          env={"HOME": str(home), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stdout[-800:] + proc.stderr[-800:]
+
+
+@pytest.mark.parametrize("line", list(LINES))
+def test_gsd_reinstall_keeps_our_agent_hooks_and_rules(home, line):
+    user = Path(str(home)).parent / "user-home"
+    (user / ".claude").mkdir(exist_ok=True)
+    run_gsd_installer(line, user)
+    assert install("--skip-venv", "--no-demo").returncode == 0
+
+    run_gsd_installer(line, user)  # GSD's update: it deletes every agents/gsd-*.md first
+
+    claude = user / ".claude"
+    assert (claude / "agents" / "research-scout.md").is_file()
+    assert (claude / LINES[line][3]).is_dir() and list((claude / "agents").glob("gsd-phase-researcher*.md"))
+    settings = json.loads((claude / "settings.json").read_text())
+    run = str(claude / "hooks" / "gsd-research" / "run")
+    commands = [h["command"] for groups in settings["hooks"].values() for g in groups for h in g.get("hooks", [])]
+    assert f"{run} subagent-start" in commands and f"{run} session-start" in commands
+    assert {"Bash(gsd-research:*)", "Bash(researcher:*)"} <= set(settings["permissions"]["allow"])
+
+
+@pytest.mark.parametrize("line, has_map", [("original", False), ("core", True)])
+def test_a_gsd_researcher_in_a_project_gets_its_lines_guidance(home, tmp_path, line, has_map):
+    user = Path(str(home)).parent / "user-home"
+    (user / ".claude").mkdir(exist_ok=True)
+    run_gsd_installer(line, user)
+    assert install("--skip-venv", "--no-demo").returncode == 0
+    project = tmp_path / "app"
+    (project / ".planning").mkdir(parents=True)
+    (project / ".planning" / "config.json").write_text("{}")
+    env_file = tmp_path / "claude-env"
+    env_file.write_text("")
+    event = {"hook_event_name": "SubagentStart", "agent_type": "gsd-phase-researcher", "cwd": str(project)}
+
+    proc = subprocess.run([str(user / ".claude" / "hooks" / "gsd-research" / "run"), "subagent-start"],
+                          input=json.dumps(event), capture_output=True, text=True, timeout=10,
+                          env={"HOME": str(user), "PATH": f"{user / '.local' / 'bin'}:/usr/bin:/bin"})
+    text = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+
+    assert "gsd-research docs" in text
+    assert ("`perplexity`: `gsd-research deep" in text) == has_map
