@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ROOT
 from tests.e2e.conftest import E2E_DIR
 from tests.test_install import install
 
@@ -88,3 +89,43 @@ def test_a_gsd_researcher_in_a_project_gets_its_lines_guidance(home, tmp_path, l
 
     assert "gsd-research docs" in text
     assert ("`perplexity`: `gsd-research deep" in text) == has_map
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("line, has_map", [("original", False), ("core", True)])
+def test_a_spawned_gsd_researcher_gets_our_guidance_and_runs_our_commands_unprompted(
+        home, tmp_path, claude_bin, fake_api, fake, line, has_map):
+    """Plugin route beside each GSD line: guidance (the provider map on GSD Core) reaches the spawned
+    gsd-phase-researcher, and after /research:setup's rules its Bash call runs with no prompt (print mode
+    denies a call that would prompt)."""
+    from tests.e2e.conftest import clean_env
+    from tests.e2e.fake_anthropic import request_text, tool_results
+    from tests.e2e.test_claude_code import bash, result_json, steps
+
+    user = Path(str(home)).parent / "user-home"
+    (user / ".claude").mkdir(exist_ok=True)
+    run_gsd_installer(line, user)
+    env = clean_env(ANTHROPIC_BASE_URL=fake_api.url, CONTEXT7_API_URL=fake.url + "/api")
+    setup = subprocess.run(["python3", str(ROOT / "installer" / "allow_rules.py"), "allow"], env=env,
+                           capture_output=True, text=True, timeout=30)
+    assert setup.returncode == 0, setup.stdout + setup.stderr
+    project = tmp_path / "app"
+    (project / ".planning").mkdir(parents=True)
+    (project / ".planning" / "config.json").write_text("{}")
+    sub = steps(bash("gsd-research docs react 'useEffect cleanup' --max-tokens 300"))
+    agent = {"tool": "Agent", "input": {"subagent_type": "gsd-phase-researcher", "description": "Research Phase 1",
+                                        "prompt": "Research phase 1. " + sub}}
+
+    proc = subprocess.run([str(claude_bin), "-p", "Plan phase 1. " + steps(agent), "--plugin-dir", str(ROOT),
+                           "--output-format", "json", "--no-session-persistence", "--allowedTools", "Agent"],
+                          env=env, cwd=project, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+    assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr[-1500:]
+    subs = [b for b in fake_api.messages() if "Research phase 1." in request_text(b)
+            and not any(t.get("name") == "Agent" for t in b["tools"])]
+    assert subs, "the researcher never made a request"
+    first = request_text(subs[0]) + json.dumps(subs[0].get("system"))
+    assert "gsd-research tools run through Bash" in first
+    assert ("`perplexity`: `gsd-research deep" in first and "research-store put" in first) == has_map
+    docs = result_json(tool_results(subs[-1])[0])
+    assert docs["success"] is True and docs["metadata"]["library_id"] == "/facebook/react"
