@@ -129,3 +129,18 @@ def test_a_spawned_gsd_researcher_gets_our_guidance_and_runs_our_commands_unprom
     assert ("`perplexity`: `gsd-research deep" in first and "research-store put" in first) == has_map
     docs = result_json(tool_results(subs[-1])[0])
     assert docs["success"] is True and docs["metadata"]["library_id"] == "/facebook/react"
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("line", list(LINES))
+def test_gsd_installs_and_updates_keep_the_marketplace_plugin_enabled(claude_bin, tmp_path, line):
+    from tests.e2e.test_plugin_install import install_from_clone
+
+    inst = install_from_clone(claude_bin, tmp_path, {})
+
+    run_gsd_installer(line, inst.home)
+    run_gsd_installer(line, inst.home)  # its update rewrites settings.json and deletes agents/gsd-*
+
+    settings = json.loads((inst.home / ".claude" / "settings.json").read_text())
+    assert settings.get("enabledPlugins", {}).get("research@gsd-research") is True
+    assert "research@gsd-research" in inst.cli("plugin", "list")
