@@ -8,8 +8,8 @@
 #
 #   ./install.sh                       install (idempotent: a second run changes nothing)
 #   ./install.sh --uninstall           remove exactly what was added; settings.json restored byte for byte
-#   ./install.sh --gsd-project DIR     also wire the skills into DIR/.planning/config.json agent_skills
-#                                      (as global:<skill>, which GSD reads from ~/.claude/skills/ only)
+#   ./install.sh --gsd-project DIR     also wire the research-tools skill into DIR/.planning/config.json agent_skills
+#                                      of every GSD researcher type (global:research-tools; on GSD Core with --no-claude, the plugin form global:research:research-tools)
 #
 # Options: --venv DIR (default ${XDG_DATA_HOME:-~/.local/share}/gsd-research/venv, or $GSD_RESEARCH_VENV)
 #          --skip-venv   reuse an existing environment (GSD_RESEARCH_VENV, <repo>/.venv or the default) as is

@@ -166,9 +166,22 @@ def merge(settings: dict, run: str) -> dict:
         if matcher:
             group = {"matcher": matcher, **group}
         groups.append(group)
-    allow = merged.setdefault("permissions", {}).setdefault("allow", [])
-    allow.extend(rule for rule in PERMISSIONS if rule not in allow)
+    return allow(merged)
+
+
+def allow(settings: dict) -> dict:
+    """Normalized settings with our permission rules added (each once): install.sh and /research:setup."""
+    merged = json.loads(json.dumps(settings))
+    rules = merged.setdefault("permissions", {}).setdefault("allow", [])
+    rules.extend(rule for rule in PERMISSIONS if rule not in rules)
     return merged
+
+
+def revoke(current: dict, original: dict) -> dict:
+    """Normalized current settings without the rules `allow` added to `original` (the user's own stay)."""
+    cleaned = json.loads(json.dumps(current))
+    _clean_permissions(cleaned, original)
+    return cleaned
 
 
 def _clean_hooks(settings: dict, original: dict, run: str) -> None:

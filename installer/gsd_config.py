@@ -1,26 +1,48 @@
-"""A GSD project's .planning/config.json `agent_skills`: our `global:<skill>` entries for its researchers.
+"""A GSD project's .planning/config.json `agent_skills`: our one short skill for its researchers, in the form
+the project's GSD line resolves.
 
-Today's GSD (`gsd-sdk query agent-skills <agent type>`) reads `agent_skills[<agent type>]` as a string or a
-list of strings and resolves `global:<name>` to `~/.claude/skills/<name>/SKILL.md` only (the home directory's,
-whatever CLAUDE_CONFIG_DIR says; `<name>` must match [A-Za-z0-9_-]+): the skills must be there."""
+Both lines read `agent_skills[<agent type>]` as a string or a list of strings. The original
+(`get-shit-done-cc`) resolves `global:<name>` to `~/.claude/skills/<name>/SKILL.md` only (the home directory's,
+whatever CLAUDE_CONFIG_DIR says; `<name>` must match [A-Za-z0-9_-]+). GSD Core resolves that too, and also
+`global:<plugin>:<skill>`, a Claude Code plugin's skill the agent loads by name."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
+from pathlib import Path
 
 from claude_settings import ShapeError, _kind, same
 
-# the agent types GSD's research workflows ask for (plan-phase, new-project / new-milestone)
-RESEARCHERS = ["gsd-phase-researcher", "gsd-project-researcher"]
+# the researcher agent types of both lines (GSD Core kept the names)
+RESEARCHERS = ["gsd-phase-researcher", "gsd-project-researcher", "gsd-ui-researcher", "gsd-advisor-researcher",
+               "gsd-ai-researcher", "gsd-domain-researcher"]
+SKILL, PLUGIN = "research-tools", "research"  # skills/research-tools, the plugin's name in plugin.json
 GLOBAL_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
-def entries(names: list[str]) -> list[str]:
-    bad = [n for n in names if not GLOBAL_NAME.match(n)]
-    if bad:
-        raise ShapeError(f"skill names GSD cannot resolve as global:<name>: {', '.join(bad)}")
-    return [f"global:{n}" for n in names]
+def _gsd_line():
+    """hooks/gsd_research_hooks/gsd_line.py, the one detector the hooks use too (stdlib only)."""
+    path = Path(__file__).resolve().parents[1] / "hooks" / "gsd_research_hooks" / "gsd_line.py"
+    spec = importlib.util.spec_from_file_location("gsd_line", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def line_of(project: Path) -> str:
+    return _gsd_line().detect(str(project))
+
+
+def entries(line: str, plugin_route: bool) -> list[str]:
+    """The agent_skills entry for our skill: the plugin form only where GSD Core and the plugin serve it; else
+    global:<name>, which both lines resolve from ~/.claude/skills/ (install.sh puts the skill there)."""
+    if not GLOBAL_NAME.match(SKILL):
+        raise ShapeError(f"skill name GSD cannot resolve as global:<name>: {SKILL}")
+    if line == _gsd_line().CORE and plugin_route:
+        return [f"global:{PLUGIN}:{SKILL}"]
+    return [f"global:{SKILL}"]
 
 
 def normalize(config) -> dict:

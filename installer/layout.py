@@ -19,6 +19,7 @@ JOURNAL = DATA / "install-journal.json"
 SETTINGS = CLAUDE / "settings.json"
 HOOK_DIR = CLAUDE / "hooks" / "gsd-research"
 RUN = str(HOOK_DIR / "run")
+BIN_DIR_FILE = "bin-dir"  # in HOOK_DIR: the hooks read it (gsd_research_hooks.reach)
 
 
 def _unique(paths: list[str]) -> list[Path]:

@@ -22,6 +22,7 @@ import uninstall as removal
 from install_lock import InstallLock
 from layout import (
     BIN_DIR,
+    BIN_DIR_FILE,
     CLAUDE,
     DATA,
     GSD_SKILLS,
@@ -69,20 +70,26 @@ def _tree(src_dir: Path, dst_dir: Path) -> list[tuple[Path, Path]]:
             if p.is_file() and "__pycache__" not in p.parts]
 
 
-def planned_files() -> list[tuple[Path, Path]]:
-    """(source, destination) of everything copied into a Claude config directory."""
-    pairs = []
+# Files an earlier install wrote under a name it no longer uses. GSD's installers delete every
+# ~/.claude/agents/gsd-*.md, so the agent is research-scout now; the old file goes when still as installed.
+RETIRED = [CLAUDE / "agents" / "gsd-researcher.md"]
+
+
+def planned_files() -> list[tuple[Path | bytes, Path]]:
+    """(source file or bytes, destination) of everything copied into a Claude config directory."""
+    pairs: list[tuple[Path | bytes, Path]] = []
     if claude_files == "1":
         pairs += [(src, dst) for src, dst in _tree(ROOT / "hooks", HOOK_DIR)  # the entry and its modules
                   if src != ROOT / "hooks" / "hooks.json"]
+        # where the commands are linked: SessionStart puts it on the Bash tool's PATH when it is missing there
+        pairs.append(((str(BIN_DIR) + "\n").encode(), HOOK_DIR / BIN_DIR_FILE))
         pairs += [(p, CLAUDE / "agents" / p.name) for p in sorted((ROOT / "agents").glob("*.md"))]
         pairs += [(p, CLAUDE / "commands" / "research" / p.name) for p in sorted((ROOT / "commands").glob("*.md"))]
-    skill_dirs = [CLAUDE / "skills"] if claude_files == "1" else []
-    if projects and GSD_SKILLS not in skill_dirs:
-        skill_dirs.append(GSD_SKILLS)
-    for skills in skill_dirs:
+    if claude_files == "1":
         for name in skill_names():
-            pairs += _tree(ROOT / "skills" / name, skills / name)
+            pairs += _tree(ROOT / "skills" / name, CLAUDE / "skills" / name)
+    if projects and (claude_files != "1" or GSD_SKILLS != CLAUDE / "skills"):  # GSD resolves global:<name> there
+        pairs += _tree(ROOT / "skills" / gsd_config.SKILL, GSD_SKILLS / gsd_config.SKILL)
     return pairs
 
 
@@ -132,7 +139,7 @@ def inspect_settings() -> tuple[dict | None, bytes | None]:
     return value, raw
 
 
-def inspect_project(project: Path) -> tuple[Path, dict, bytes]:
+def inspect_project(project: Path) -> tuple[Path, dict, bytes, list[str]]:
     cfg_path = project / ".planning" / "config.json"
     if not cfg_path.is_file():
         raise InstallError(f"{project} is not a GSD project (no .planning/config.json)")
@@ -143,21 +150,34 @@ def inspect_project(project: Path) -> tuple[Path, dict, bytes]:
         raise InstallError(f"{cfg_path} is not plain JSON ({exc}); nothing was changed") from None
     except cs.ShapeError as exc:
         raise InstallError(f"cannot wire skills into {cfg_path}: {exc}; nothing was changed") from None
-    _writable(gsd_config.wire(cfg, gsd_config.entries(skill_names())), cfg_path)
-    return cfg_path, cfg, raw
+    ours = gsd_config.entries(gsd_config.line_of(project), plugin_route=claude_files != "1")
+    _writable(gsd_config.wire(cfg, ours), cfg_path)
+    return cfg_path, cfg, raw, ours
 
 
 # -- changes --------------------------------------------------------------------------------------------
 
-def copy_files(journal: Journal, manifest: dict, pairs: list[tuple[Path, Path]]) -> int:
+def retire_files(journal: Journal, manifest: dict) -> None:
+    for path in RETIRED:
+        digest = manifest["files"].pop(str(path), None)
+        if digest is None:
+            continue  # never ours: left alone
+        if path.is_file() and not path.is_symlink() and sha(path.read_bytes()) == digest:
+            journal.remove(path)
+            say(f"removed {path} (an earlier install's; replaced by {path.parent / 'research-scout.md'})")
+        elif os.path.lexists(path):
+            say(f"kept (changed since install, yours now): {path}")
+
+
+def copy_files(journal: Journal, manifest: dict, pairs: list[tuple[Path | bytes, Path]]) -> int:
     changed = 0
     for src, dst in pairs:
-        blob = src.read_bytes()
+        blob = src if isinstance(src, bytes) else src.read_bytes()
         if os.path.lexists(dst) and str(dst) not in manifest["files"]:
             if not dst.is_file() or dst.read_bytes() != blob:
                 say(f"left alone (not ours, differs): {dst}")
             continue  # the same file was there before: not ours, never removed
-        mode = 0o755 if os.access(src, os.X_OK) else 0o644
+        mode = 0o755 if not isinstance(src, bytes) and os.access(src, os.X_OK) else 0o644
         if journal.write(dst, blob, mode=mode):
             changed += 1
         manifest["files"][str(dst)] = sha(blob)
@@ -200,12 +220,23 @@ def install_settings(journal: Journal, manifest: dict, current: dict, raw: bytes
         f"{manifest['settings']['backup'] or 'none, new file'}")
 
 
-def wire_project(journal: Journal, manifest: dict, cfg_path: Path, cfg: dict, raw: bytes) -> None:
-    ours = gsd_config.entries(skill_names())
-    merged = gsd_config.wire(cfg, ours)
+def _retire_entries(manifest: dict, key: str, cfg: dict, ours: list[str]) -> dict:
+    """An earlier install's entries that are no longer ours (all seven skills, another form) taken out."""
+    info = manifest["projects"].get(key)
+    retired = [e for e in (info or {}).get("skills", []) if e not in ours]
+    if not retired:
+        return cfg
+    backup = Path(info["backup"])
+    original = gsd_config.normalize(cs.parse(backup.read_bytes())) if backup.is_file() else {}
+    info["skills"] = ours
+    return gsd_config.unwire(cfg, original, retired)
+
+
+def wire_project(journal: Journal, manifest: dict, cfg_path: Path, cfg: dict, raw: bytes, ours: list[str]) -> None:
+    key = str(cfg_path.parent.parent)
+    merged = gsd_config.wire(_retire_entries(manifest, key, cfg, ours), ours)
     if cs.same(merged, cfg):
         return
-    key = str(cfg_path.parent.parent)
     if key not in manifest["projects"]:
         backup = DATA / "backup" / f"gsd-config-{sha(key.encode())[:12]}.json"
         journal.mkdirs(backup.parent, mode=0o700)
@@ -213,8 +244,7 @@ def wire_project(journal: Journal, manifest: dict, cfg_path: Path, cfg: dict, ra
         manifest["projects"][key] = {"config": str(cfg_path), "backup": str(backup), "skills": ours,
                                      "mtime_ns": real_target(cfg_path).stat().st_mtime_ns}
     journal.write(cfg_path, cs.dump(merged), in_place=True)
-    say(f"wired {', '.join(ours)} into {cfg_path} agent_skills for {', '.join(gsd_config.RESEARCHERS)} "
-        f"(GSD reads them from {GSD_SKILLS})")
+    say(f"wired {', '.join(ours)} into {cfg_path} agent_skills for {', '.join(gsd_config.RESEARCHERS)}")
 
 
 def save_manifest(journal: Journal, manifest: dict) -> None:
@@ -232,6 +262,7 @@ def apply(journal: Journal, manifest: dict, settings: tuple, wired: list) -> Non
         link(journal, default_venv, venv_path, manifest)  # hooks copied into ~/.claude find the environment here
     for name in ("gsd-research", "researcher"):
         link(journal, BIN_DIR / name, ROOT / "bin" / name, manifest)
+    retire_files(journal, manifest)
     changed = copy_files(journal, manifest, planned_files())
     if claude_files == "1":
         say(f"agents, skills, commands and hooks in {CLAUDE} ({changed} file(s) written)")
@@ -303,8 +334,20 @@ def install() -> None:
                 except OSError:
                     pass
         lock.release()
-    if str(BIN_DIR) not in os.environ.get("PATH", "").split(os.pathsep):
-        say(f"note: {BIN_DIR} is not on your PATH; add it to use gsd-research outside Claude Code")
+    path_note()
+
+
+def path_note() -> None:
+    """Whether the commands are reachable, said plainly (from a terminal; from Claude Code's Bash tool)."""
+    if str(BIN_DIR) in os.environ.get("PATH", "").split(os.pathsep):
+        return
+    line = f'export PATH="$PATH:{BIN_DIR}"'
+    if claude_files == "1":
+        say(f"note: {BIN_DIR} is not on your PATH. Claude Code: the SessionStart hook adds it to the Bash tool's "
+            f"PATH for each session (nothing to do). A terminal: add `{line}` to your shell profile")
+    else:
+        say(f"note: {BIN_DIR} is not on your PATH: Claude Code's Bash tool finds the commands only through the "
+            f"plugin (it puts its bin/ there); a terminal needs `{line}` in your shell profile")
 
 
 def uninstall() -> int:

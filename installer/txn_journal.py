@@ -157,6 +157,13 @@ class Journal:
         self._record({"op": "symlink", "path": str(link)})
         link.symlink_to(target)
 
+    def remove(self, path: Path) -> None:
+        """Delete a file we installed, its bytes kept in the journal so a rollback puts it back."""
+        st = path.stat()
+        self._record({"op": "remove", "path": str(path), "data": base64.b64encode(path.read_bytes()).decode(),
+                      "mode": stat.S_IMODE(st.st_mode), "mtime_ns": st.st_mtime_ns})
+        path.unlink()
+
     def unlink_link(self, link: Path) -> None:
         self._record({"op": "unlink_link", "path": str(link), "target": os.readlink(link)})
         link.unlink()
@@ -239,5 +246,8 @@ def _undo(step: dict) -> None:
             path.unlink()
     elif op == "replace":
         _undo_replace(path, step)
+    elif op == "remove" and not os.path.lexists(path):
+        atomic_write(path, base64.b64decode(step["data"]), step["mode"])
+        os.utime(path, ns=(step["mtime_ns"], step["mtime_ns"]))
     elif op == "unlink_link" and not os.path.lexists(path):
         path.symlink_to(step["target"])

@@ -245,7 +245,7 @@ def test_the_skills_wait_loop_ends_on_a_job_that_fails(pplx, home, reap, monkeyp
     assert doc["error"]["details"]["cause"] == "TIMEOUT"
 
 
-@pytest.mark.parametrize("where", ["skills/deep-research/SKILL.md", "agents/gsd-researcher.md", "README.md",
+@pytest.mark.parametrize("where", ["skills/deep-research/SKILL.md", "agents/research-scout.md", "README.md",
                                    "--help"])
 def test_the_wait_contract_is_written_the_same_everywhere(cli, where):
     if where == "--help":
@@ -468,7 +468,7 @@ def test_security_disclaimer_is_optional(cli, pplx, monkeypatch):
 def test_tool_descriptions_recommend_a_client_timeout_of_180_s_or_more(cli):
     help_text = " ".join(cli("deep", "--help").json["help"].split())
     skill = " ".join((ROOT / "skills" / "deep-research" / "SKILL.md").read_text().split())
-    agent = " ".join((ROOT / "agents" / "gsd-researcher.md").read_text().split())
+    agent = " ".join((ROOT / "agents" / "research-scout.md").read_text().split())
 
     for text in (help_text, skill, agent):
         assert re.search(r"180 s", text) and "--async" in text

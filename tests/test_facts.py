@@ -21,7 +21,7 @@ STATED = [(name, rel) for name, fact in FACTS.items() for rel in fact.get("state
 
 
 def test_every_kind_of_text_is_read():
-    kinds = {"README.md", "docs/deep-research.md", "agents/gsd-researcher.md", "skills/deep-research/SKILL.md", "commands/deep.md",
+    kinds = {"README.md", "docs/deep-research.md", "agents/research-scout.md", "skills/deep-research/SKILL.md", "commands/deep.md",
              "hooks/hooks.json", "plugin.json", ".claude-plugin/plugin.json", "help: gsd-research deep",
              "help: gsd-research jobs wait", "help: researcher status", "strings:gsd_research/deep/command.py"}
     assert kinds <= set(TEXTS), kinds - set(TEXTS)
@@ -60,26 +60,26 @@ def test_the_facts_agree_with_the_commands_suggestions():
 # -- mutation tests: each rewording written into a copy is caught --------------------------------------------------
 
 REWORDINGS = {  # (where, text): contradictions the checker once missed, and the classic ones
-    "search MEDIUM in the agent's prose": ("agents/gsd-researcher.md", "Search results are MEDIUM confidence."),
+    "search MEDIUM in the agent's prose": ("agents/research-scout.md", "Search results are MEDIUM confidence."),
     "search MEDIUM, word order": ("skills/summarize/SKILL.md", "For web search results: confidence MEDIUM."),
     "search MEDIUM in a skill's prose": ("skills/web-search/SKILL.md", "Treat these as **MEDIUM** confidence."),
     "search MEDIUM in a code-marked table": ("README.md", "| gsd-research search | `MEDIUM` |"),
     "search MEDIUM in an indented table": ("README.md", "   | web search with a report | gsd-research search | MEDIUM |"),
     "deep HIGH": ("commands/deep.md", "Deep research reports are HIGH confidence."),
     "verified search HIGH": ("README.md", "A search result verified against the official docs is HIGH."),
-    "agreement raises confidence": ("agents/gsd-researcher.md", "3. Do independent sources agree? YES → raise confidence"),
-    "deep verifies": ("agents/gsd-researcher.md", "Can deep research verify it? YES → raise one level"),
+    "agreement raises confidence": ("agents/research-scout.md", "3. Do independent sources agree? YES → raise confidence"),
+    "deep verifies": ("agents/research-scout.md", "Can deep research verify it? YES → raise one level"),
     "the year, as a number": ("skills/web-search/SKILL.md", "Always include 2026 in every query."),
-    "the year, classic": ("agents/gsd-researcher.md", "Always include the current year in queries."),
+    "the year, classic": ("agents/research-scout.md", "Always include the current year in queries."),
     "the year, in your searches": ("README.md", "Put the year in your searches for fresh results."),
     "a dated example, double quotes": ("README.md", 'gsd-research search "EV market 2025 trends"'),
     "a dated example, single quotes": ("skills/web-search/SKILL.md", "gsd-research search 'EV market 2025 trends'"),
-    "a dated example, with options first": ("agents/gsd-researcher.md", "gsd-research deep --async 'WebGPU 2026 status'"),
+    "a dated example, with options first": ("agents/research-scout.md", "gsd-research deep --async 'WebGPU 2026 status'"),
     "a dated example, slash command": ("README.md", "`/research:search react compiler 2025`"),
-    "a dated example, WebSearch": ("agents/gsd-researcher.md", "WebSearch('best ORM 2026')"),
+    "a dated example, WebSearch": ("agents/research-scout.md", "WebSearch('best ORM 2026')"),
     "calls per session, a range": ("skills/deep-research/SKILL.md", "Budget 5-10 per research session."),
-    "calls per session, en dash": ("agents/gsd-researcher.md", "Budget 5–10 deep research calls per session."),
-    "calls per session, up to": ("agents/gsd-researcher.md", "Run up to 10 deep research calls per session."),
+    "calls per session, en dash": ("agents/research-scout.md", "Budget 5–10 deep research calls per session."),
+    "calls per session, up to": ("agents/research-scout.md", "Run up to 10 deep research calls per session."),
     "calls per session, between": ("README.md", "Use between 5 and 10 deep calls per session."),
     "calls per session, in words": ("skills/deep-research/SKILL.md", "At most ten deep research calls a session."),
     "calls per session, full-width": ("skills/deep-research/SKILL.md", "Budget １０ deep research calls per session."),
@@ -87,7 +87,7 @@ REWORDINGS = {  # (where, text): contradictions the checker once missed, and the
     "costs swapped between efforts": ("skills/deep-research/SKILL.md", "About $0.21 at high, $1.19 at low."),
     "a cost in cents": ("skills/deep-research/SKILL.md", "Each call costs about 20 cents."),
     "a cost in dollars": ("README.md", "A deep call is roughly 0.05 dollars."),
-    "another cost range": ("agents/gsd-researcher.md", "Deep research costs $0.01-$1 per call."),
+    "another cost range": ("agents/research-scout.md", "Deep research costs $0.01-$1 per call."),
     "a range end alone": ("README.md", "Each deep call costs $0.20."),
     "JOB_RUNNING exit code 5 = stop": ("commands/deep.md", "`JOB_RUNNING` (exit code 5) = stop."),
     "JOB_FAILED = wait again": ("skills/deep-research/SKILL.md", "`JOB_FAILED` (exit 5): run the same jobs wait again."),
@@ -96,7 +96,7 @@ REWORDINGS = {  # (where, text): contradictions the checker once missed, and the
                                     "if it ends with `TIMEOUT` (exit 6) the job is still running: wait again"),
     "STILL_RUNNING": ("skills/deep-research/SKILL.md", "`STILL_RUNNING` means wait again."),
     "another wait timeout": ("README.md", "gsd-research jobs wait ID --timeout 300"),
-    "deep TIMEOUT: retry and fall back": ("agents/gsd-researcher.md",
+    "deep TIMEOUT: retry and fall back": ("agents/research-scout.md",
                                           "| `TIMEOUT`, `NETWORK_ERROR` | retry once later, then fall back |"),
 }
 
@@ -113,7 +113,7 @@ def test_each_rewording_of_a_contradiction_is_caught(rel, text):
     assert fc.violations(_mutated(rel, text)).get(rel), f"{text!r} in {rel} went unnoticed"
 
 
-@pytest.mark.parametrize("rel", ["README.md", "skills/deep-research/SKILL.md", "agents/gsd-researcher.md"])
+@pytest.mark.parametrize("rel", ["README.md", "skills/deep-research/SKILL.md", "agents/research-scout.md"])
 def test_a_reworded_statement_is_caught(rel):
     """A listed file that says the fact in other words no longer carries it verbatim."""
     texts = dict(TEXTS)
@@ -218,6 +218,6 @@ def test_texts_use_todays_gsd_command_names(rel):
 
 
 def test_gsd_researchers_context7_routes_are_named_where_docs_are_explained():
-    for rel in ("agents/gsd-researcher.md", "skills/library-docs/SKILL.md", "README.md"):
+    for rel in ("agents/research-scout.md", "skills/library-docs/SKILL.md", "README.md"):
         assert "mcp__context7__" in TEXTS[rel] and "ctx7" in TEXTS[rel], rel
-    assert "--research-phase N" in TEXTS["README.md"] and "--research-phase N" in TEXTS["agents/gsd-researcher.md"]
+    assert "--research-phase N" in TEXTS["README.md"] and "--research-phase N" in TEXTS["agents/research-scout.md"]

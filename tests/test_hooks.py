@@ -53,6 +53,7 @@ class Hook:
 def hook(event: str, payload, env: dict | None = None, runner: Path = RUN) -> Hook:
     data = payload if isinstance(payload, (str, bytes)) else json.dumps(payload)
     full = dict(os.environ)
+    full["PATH"] = f"{ROOT / 'bin'}{os.pathsep}{full.get('PATH', '')}"  # the commands reachable, as when installed
     full.update(env or {})
     t0 = time.perf_counter()
     proc = subprocess.run([str(runner), event], input=data.encode() if isinstance(data, str) else data,
@@ -263,7 +264,7 @@ def subagent_start(agent_type: str) -> dict:
 
 GSD_RESEARCHERS = ["gsd-phase-researcher", "gsd-project-researcher", "gsd-ui-researcher", "gsd-advisor-researcher",
                    "gsd-ai-researcher", "gsd-domain-researcher", "gsd:gsd-phase-researcher"]
-OTHER_AGENTS = ["gsd-research-synthesizer", "gsd-planner", "gsd-executor", "research:gsd-researcher",
+OTHER_AGENTS = ["gsd-research-synthesizer", "gsd-planner", "gsd-executor", "research:research-scout",
                 "general-purpose", "Explore", "my-gsd-phase-researcher", "gsd-phase-researcher-x", "",
                 "gsd-phase-researcher\n"]
 

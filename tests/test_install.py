@@ -170,7 +170,7 @@ def test_installed_pieces_work(user_home, fake):
     assert install("--skip-venv", "--no-demo").returncode == 0
     claude = user_home / ".claude"
 
-    for rel in ("agents/gsd-researcher.md", "skills/library-docs/SKILL.md", "commands/research/docs.md",
+    for rel in ("agents/research-scout.md", "skills/library-docs/SKILL.md", "commands/research/docs.md",
                 "commands/research/deep.md", "commands/research/search.md", "commands/research/fetch.md",
                 "commands/research/kb.md"):
         assert (claude / rel).is_file(), rel
@@ -179,9 +179,11 @@ def test_installed_pieces_work(user_home, fake):
     docs = subprocess.run([str(launcher), "docs", "react", "hooks"], capture_output=True, text=True, timeout=60)
     assert json.loads(docs.stdout)["metadata"]["library_id"] == "/facebook/react"
     # the copied hook finds the environment through the data directory, not the plugin checkout
+    env_file = user_home / "claude-env"  # SessionStart puts ~/.local/bin on the Bash tool's PATH through it
     hook = subprocess.run([str(claude / "hooks" / "gsd-research" / "run"), "session-start"],
                           input='{"hook_event_name": "SessionStart", "source": "startup"}',
-                          capture_output=True, text=True, timeout=10)
+                          capture_output=True, text=True, timeout=10,
+                          env={**os.environ, "CLAUDE_ENV_FILE": str(env_file)})
     assert "gsd-research is available" in json.loads(hook.stdout)["hookSpecificOutput"]["additionalContext"]
     venv_link = user_home / ".local" / "share" / "gsd-research" / "venv"
     assert venv_link.is_symlink() and (venv_link / "bin" / "python").exists()
@@ -240,7 +242,7 @@ def test_settings_with_comments_are_left_untouched(user_home):
 
 
 def test_files_the_user_owns_are_not_overwritten(user_home):
-    mine = user_home / ".claude" / "agents" / "gsd-researcher.md"
+    mine = user_home / ".claude" / "agents" / "research-scout.md"
     mine.parent.mkdir()
     mine.write_text("my own agent\n")
 
@@ -262,7 +264,7 @@ def test_gsd_project_wiring_and_unwiring(user_home, tmp_path):
     skills = json.loads(wired)["agent_skills"]
     assert skills["gsd-executor"] == ["skills/testing-standards"]
     for agent in ("gsd-phase-researcher", "gsd-project-researcher"):
-        assert "global:library-docs" in skills[agent]
+        assert "global:research-tools" in skills[agent]
         for entry in skills[agent]:  # each global:<name> is a skill installed in ~/.claude/skills
             assert (user_home / ".claude" / "skills" / entry.split(":", 1)[1] / "SKILL.md").is_file()
     assert install("--skip-venv", "--no-demo", "--gsd-project", str(project)).returncode == 0
@@ -601,7 +603,7 @@ def test_an_install_killed_midway_is_rolled_back_by_the_next_run(user_home, tmp_
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     journal = user_home / ".local" / "share" / "gsd-research" / "install-journal.json"
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not (user_home / ".claude" / "agents" / "gsd-researcher.md").exists():
+    while time.monotonic() < deadline and not (user_home / ".claude" / "agents" / "research-scout.md").exists():
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
     out = proc.communicate()
@@ -742,7 +744,7 @@ def gsd_project(tmp_path) -> Path:
     return project
 
 
-OUR_SKILLS = sorted(p.parent.name for p in (ROOT / "skills").glob("*/SKILL.md"))
+OUR_SKILLS = ["research-tools"]  # the one short skill GSD researchers get (installer/gsd_config.SKILL)
 
 
 def test_gsd_reads_the_wired_skills_even_with_another_claude_config_dir(user_home, gsd_project, tmp_path):
@@ -750,7 +752,7 @@ def test_gsd_reads_the_wired_skills_even_with_another_claude_config_dir(user_hom
     proc = install("--skip-venv", "--no-demo", "--gsd-project", str(gsd_project), env={"CLAUDE_CONFIG_DIR": str(other)})
     assert proc.returncode == 0, proc.stderr
 
-    assert (other / "agents" / "gsd-researcher.md").is_file()
+    assert (other / "agents" / "research-scout.md").is_file()
     for agent in ("gsd-phase-researcher", "gsd-project-researcher"):
         assert gsd_agent_skills(gsd_project, agent, user_home) == [
             str(user_home / ".claude" / "skills" / n / "SKILL.md") for n in OUR_SKILLS]
@@ -829,7 +831,7 @@ def test_a_symlinked_gsd_config_stays_a_symlink(user_home, gsd_project, tmp_path
 
     assert install("--skip-venv", "--no-demo", "--gsd-project", str(gsd_project)).returncode == 0
     assert config.is_symlink() and oct(shared.stat().st_mode & 0o777) == oct(0o600)
-    assert "global:library-docs" in json.loads(shared.read_text())["agent_skills"]["gsd-phase-researcher"]
+    assert "global:research-tools" in json.loads(shared.read_text())["agent_skills"]["gsd-phase-researcher"]
     assert install("--uninstall").returncode == 0
     assert config.is_symlink() and shared.read_text() == GSD_CONFIG
 

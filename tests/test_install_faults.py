@@ -76,7 +76,7 @@ def test_a_gsd_config_with_a_lone_surrogate_is_wired_and_restored(user_home, tmp
     assert proc.returncode == 0, proc.stderr
     _no_traceback(proc)
     wired = json.loads(config.read_bytes().decode("utf-8"))
-    assert wired["mode"] == "\udbff yolo" and "global:library-docs" in wired["agent_skills"]["gsd-phase-researcher"]
+    assert wired["mode"] == "\udbff yolo" and "global:research-tools" in wired["agent_skills"]["gsd-phase-researcher"]
     assert install("--uninstall").returncode == 0
     assert snapshot(user_home) == before and snapshot(project) == project_before
 
@@ -196,7 +196,7 @@ def test_a_second_install_waits_for_the_first_instead_of_rolling_it_back(user_ho
     a = _popen(checkout / "install.sh", "--skip-venv", "--no-demo", log=a_log)
     b = None
     try:
-        assert _wait_for(lambda: (user_home / ".claude" / "agents" / "gsd-researcher.md").exists()), "A never started"
+        assert _wait_for(lambda: (user_home / ".claude" / "agents" / "research-scout.md").exists()), "A never started"
         b = _popen(checkout / "install.sh", "--skip-venv", "--no-demo", log=b_log)
         assert _wait_for(lambda: "waiting for it to finish" in b_log.read_text()), b_log.read_text()
         assert journal.is_file() and a.poll() is None and b.poll() is None
@@ -384,7 +384,7 @@ def test_an_immutable_planning_folder_still_gets_its_config_wired(user_home, gsd
     proc = install("--skip-venv", "--no-demo", "--gsd-project", str(gsd_app))
 
     assert proc.returncode == 0 and "not undone" not in proc.stderr, proc.stderr
-    assert "global:library-docs" in (gsd_app / ".planning" / "config.json").read_text()
+    assert "global:research-tools" in (gsd_app / ".planning" / "config.json").read_text()
     removed = install("--uninstall")
     assert removed.returncode == 0 and "not undone" not in removed.stderr
     assert snapshot(gsd_app) == project_before

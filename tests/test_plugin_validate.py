@@ -36,7 +36,7 @@ def test_repository_validates_strictly(claude_bin, target):  # noqa: F811
     assert "✔ Validation passed" in out and "with warnings" not in out
     for provided in ("skills: research:library-docs", "commands: research:docs", "commands: research:deep",
                      "commands: research:search", "commands: research:fetch", "commands: research:kb",
-                     "agents: research:gsd-researcher", "bin: gsd-research", "bin: researcher",
+                     "agents: research:research-scout", "bin: gsd-research", "bin: researcher",
                      "hooks: SessionStart", "hooks: UserPromptSubmit", "hooks: PreToolUse WebFetch",
                      "hooks: SubagentStart"):
         assert provided in out, provided

@@ -66,7 +66,7 @@ def test_client_state_is_ignored_and_recognised(path):
 
 
 @pytest.mark.parametrize("path", [".claude-plugin/plugin.json", ".claude-plugin/marketplace.json",
-                                  "skills/library-docs/SKILL.md", "hooks/hooks.json", "agents/gsd-researcher.md",
+                                  "skills/library-docs/SKILL.md", "hooks/hooks.json", "agents/research-scout.md",
                                   "tests/e2e/fake_anthropic.py", "docs/projects/x.md", "docs/settings.json",
                                   "tests/fixtures/sessions/a.json", "lib/gsd_research/plugins/x.py",
                                   "tests/injection/clean/16-aws-cli-credentials.md", "docs/history.md"])

@@ -9,6 +9,7 @@ import os
 from gsd_research_hooks.common import config_get, context, load_config, unsafe_notice
 from gsd_research_hooks.env_context import describe, export_data_dir, plugin_paths, remember_pending, status
 from gsd_research_hooks.jobs import announce_jobs
+from gsd_research_hooks.reach import reach
 
 # Provider -> (key variables), as in gsd_research's config; docs work without a key.
 PROVIDER_KEYS = {
@@ -44,7 +45,11 @@ def handle(event: dict) -> dict | None:
     if data:
         export_data_dir(data)
     text = describe(found)
-    if found.state in ("ready", "building"):
+    usable = found.state in ("ready", "building")
+    if found.state == "ready":
+        where = reach(export=True)  # may put install.sh's bin folder on the Bash tool's PATH
+        text, usable = where.fix or text, where.usable
+    if usable:
         text += f": {providers_line(load_config())}"
     text += "."
     unsafe = unsafe_notice()

@@ -16,23 +16,50 @@ from gsd_research_hooks.env_context import describe, status
 RESEARCHER = re.compile(r"^([A-Za-z0-9_.-]+:)?gsd-[a-z0-9-]+-researcher$")
 
 STRATEGY = (  # the deep, wait and query rules word for word as lib/gsd_research/data/facts.yaml (tests/test_facts.py)
-    "gsd-research tools are available through Bash; each prints one JSON document (success, results, "
-    "metadata; on failure error.code, error.message, error.suggestions). Run each as its own Bash call.\n"
-    "- Library/framework docs: `gsd-research docs LIB \"QUESTION\"` (Context7 data in one call, resolves the "
-    "library id itself; use it where your instructions say Context7 MCP or the ctx7 CLI).\n"
-    "- Read a page: `gsd-research fetch URL --focus \"WHAT YOU NEED\"` instead of WebFetch (a token-budgeted "
-    "summary, never the raw page).\n"
-    "- Discovery: `gsd-research search \"QUERY\"` (results are untrusted evidence: verify before stating). "
+    "gsd-research tools run through Bash, one JSON document per call (on failure: error.code, error.message, "
+    "error.suggestions). Run each as its own Bash call.\n"
+    "- Library/framework docs: `gsd-research docs LIB \"QUESTION\"` -> `results[].content`, `results[].source_url`, "
+    "`metadata.library_id` (Context7 data in one call, resolves the library id itself; use it where your "
+    "instructions say Context7 MCP or the ctx7 CLI).\n"
+    "- Read a page: `gsd-research fetch URL --focus \"WHAT YOU NEED\"` instead of WebFetch -> `summary` (a "
+    "token-budgeted summary, never the raw page).\n"
+    "- Discovery: `gsd-research search \"QUERY\"` -> `summary`, `results[].url`, `results[].title` (results are "
+    "untrusted evidence: verify before stating). "
     "Never add the current year to a query: it biases results toward old, dated pages. When recency matters, "
     "use `--time-range` or `--topic news` (search) and check the dates of the sources you read.\n"
     "- Deep research costs money, only for questions docs and search cannot answer. Budget 3-5 deep research "
     "calls per research session, for the questions that decide the plan. `gsd-research deep \"QUESTION\" "
-    "--async` gives a job id. Loop on `gsd-research jobs wait ID --timeout 100`: exit 0 = done, read the "
-    "report; `error.code` `JOB_RUNNING` (exit 6) = still running, run the same `jobs wait` again; `JOB_FAILED` "
-    "(exit 5) or `JOB_CANCELLED` (exit 1) = stop and report it.\n"
-    "- The user's own indexed documents: `researcher search \"QUERY\" --json`.\n"
+    "--async` -> `conversation_id`. Loop on `gsd-research jobs wait ID --timeout 100`: exit 0 = "
+    "done, read the report; `error.code` `JOB_RUNNING` (exit 6) = still running, run the same `jobs wait` again; "
+    "`JOB_FAILED` (exit 5) or `JOB_CANCELLED` (exit 1) = stop and report it. Done: `report`, `citations[].url`.\n"
+    "- The user's own indexed documents: `researcher search \"QUERY\" --json` -> `documents[]`, `fragments[]`.\n"
     "On an error, follow error.suggestions; MISSING_API_KEY means use the next tool."
 )
+
+# GSD Core's <tool_strategy> (research-plan, then the MCP tool of the provider it names, then research-store put):
+# its MCP tools are often missing in subagents, so each provider id gets its Bash command.
+PROVIDERS = (
+    "GSD Core: `gsd_run query research-plan` names a provider per question (`fetch.provider`); where its MCP "
+    "tool is missing, use ours through Bash:\n"
+    "- `context7`, `ref`: `gsd-research docs LIB \"QUERY\"`\n"
+    "- `tavily`, `exa`, `brave`, `websearch`: `gsd-research search \"QUERY\"`\n"
+    "- `perplexity`: `gsd-research deep \"QUERY\" --async`, then `gsd-research jobs wait ID --timeout 100`\n"
+    "- `firecrawl`, `jina`, `webfetch`, `scrape`: `gsd-research fetch URL --focus \"QUERY\"`\n"
+    "- any other id: `gsd-research search \"QUERY\"`.\n"
+    "Our answers are compact already: the docs `results[].content`, the search or fetch `summary`, the deep "
+    "`report` (cut to one paragraph) is the digest for `gsd_run query research-store put KEY --content "
+    "\"DIGEST\" --provider ID` (the id the plan named). GSD Core's own tip agrees: never add a year to a query."
+)
+ORIGINAL_NOTE = "GSD's own tip agrees: never add a year to a query."
+
+
+def line_note(event: dict) -> str:
+    """What the project's GSD line adds: the provider map on GSD Core, the year rule on the original."""
+    from gsd_research_hooks.gsd_line import CORE, ORIGINAL, detect
+
+    cwd = str(event.get("cwd") or "")
+    line = detect(cwd) if cwd else ""
+    return {CORE: PROVIDERS, ORIGINAL: ORIGINAL_NOTE}.get(line, "")
 
 
 def handle(event: dict) -> dict | None:
@@ -40,9 +67,15 @@ def handle(event: dict) -> dict | None:
         return None
     found = status()
     from gsd_research_hooks.env_verdict import maybe_off_path, off_path
+    from gsd_research_hooks.reach import reach
 
-    path_note = off_path() or maybe_off_path()
+    where = reach(export=False) if found.state == "ready" else None
+    if where and not where.usable:
+        return context("SubagentStart", where.fix + ".")
+    path_note = (where.fix if where else "") or off_path() or maybe_off_path()
     strategy = f"{path_note}.\n{STRATEGY}" if path_note else STRATEGY
+    extra = line_note(event)
+    strategy = f"{strategy}\n{extra}" if extra else strategy
     if found.state == "ready":
         return context("SubagentStart", strategy)
     if found.state == "building":

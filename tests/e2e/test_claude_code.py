@@ -88,7 +88,7 @@ def test_model_calls_gsd_research_through_bash_and_gets_json(claude, fake_api, f
 def test_skills_commands_and_agent_load_and_the_agent_uses_bash(claude, fake_api):
     """The plugin agent runs as a subagent and calls gsd-research through Bash in its own thread."""
     sub = steps(bash("gsd-research docs /vercel/next.js 'middleware matcher' --max-tokens 300"))
-    agent = {"tool": "Agent", "input": {"subagent_type": "research:gsd-researcher", "description": "Research",
+    agent = {"tool": "Agent", "input": {"subagent_type": "research:research-scout", "description": "Research",
                                         "prompt": "Research Next.js middleware. " + sub}}
 
     out = claude("Plan phase 1. " + steps(agent), "Bash(gsd-research:*)", "Agent")
@@ -99,7 +99,7 @@ def test_skills_commands_and_agent_load_and_the_agent_uses_bash(claude, fake_api
     main_tools = json.dumps(bodies[0]["tools"])
     assert "research:library-docs" in main  # skill listed to the model
     assert "research:docs" in main and "research:kb" in main  # slash commands listed
-    assert "research:gsd-researcher" in main + main_tools  # the agent is offered to the model
+    assert "research:research-scout" in main + main_tools  # the agent is offered to the model
     sub_bodies = [b for b in bodies if "Research Next.js middleware" in request_text(b)
                   and not any(t.get("name") == "Agent" for t in b["tools"])]
     assert sub_bodies, "the subagent never made a request"
