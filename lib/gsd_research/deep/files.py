@@ -76,10 +76,13 @@ def damage(status: dict | None) -> str | None:
     return None
 
 
-def due_at(status: dict, max_wait: float) -> float:
+def due_at(status: dict, max_wait: float, caller_waits: bool = False) -> float:
     """When a pending job's next attempt may start (epoch seconds). A `retryAt` further ahead than any
-    backoff can be (`max_wait`) comes from a clock set back or a damaged file: due now."""
-    retry_at = parse_iso(status.get("retryAt")) or 0.0
+    backoff can be (`max_wait`) comes from a clock set back or a damaged file: due now. A caller waiting
+    on a request the provider accepted resumes it at once (a poll costs nothing): only the provider's own
+    Retry-After holds it back."""
+    field = "providerRetryAt" if caller_waits and status.get("remoteId") else "retryAt"
+    retry_at = parse_iso(status.get(field)) or 0.0
     return 0.0 if retry_at - time.time() > max_wait + 5 else retry_at
 
 

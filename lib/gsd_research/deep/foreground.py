@@ -29,7 +29,7 @@ def attempt_here(rt, settings, store: JobStore, job_id: str, lock, until: float,
     a backoff that ends after the monotonic `until` (left to the worker)."""
     job = store.job(job_id)
     status = read_json(store.dir(job_id) / "status.json") or {}
-    retry_at = due_at(status, settings.retry_backoff_max)
+    retry_at = due_at(status, settings.retry_backoff_max, caller_waits=command == "deep")
     if job is None or time.time() + max(0.0, until - time.monotonic()) < retry_at:
         lock.release()
         return None
@@ -118,6 +118,11 @@ class Foreground:
     def _error(self, exc: GsdError, state: str) -> GsdError:
         """The attempt's own error, saying what became of the job."""
         if state == "discarded":
+            return exc
+        if state == "ended":
+            exc.details.update(conversation_id=self.job_id)
+            exc.message += (". Perplexity gave no request id, so nothing waits in the background: asking the same "
+                            "question again retries at once (under the same idempotency key: never paid twice)")
             return exc
         exc.details.update(conversation_id=self.job_id)
         exc.message += f". The job keeps its request and retries in the background ({self._where()})"

@@ -83,7 +83,8 @@ def revive(store: JobStore, job_id: str, params: dict, mode: str) -> dict | None
         now = now_iso()
         history = list(status.get("errors") or [])
         updated = store.update_status(
-            job_id, status="pending", attempts=0, error=None, retryAt=None, failedAt=None, cancelledAt=None,
+            job_id, status="pending", attempts=0, error=None, retryAt=None, providerRetryAt=None, failedAt=None,
+            cancelledAt=None,
             revivals=int(status.get("revivals") or 0) + 1, revivedAt=now, mode=mode, seq=seq, errors=history)
         job = dict(params, id=job_id, query=query, priority=int(status.get("priority") or 0), seq=seq, createdAt=now,
                    effort=status.get("effort") or params.get("effort"), model=status.get("model") or params.get("model"))

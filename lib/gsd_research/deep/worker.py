@@ -251,7 +251,7 @@ class Worker:
                 discard_untaken: bool = False) -> tuple[str, object]:
         """Run one attempt of a claimed job and record its outcome; releases the run lock.
 
-        Returns (state, value): ("completed", result), ("pending" | "failed" | "discarded", error),
+        Returns (state, value): ("completed", result), ("pending" | "failed" | "ended" | "discarded", error),
         ("cancelled", None) or ("handed_over", None). `stop_at` and `discard_untaken` serve a blocking
         caller: stop waiting then (the job goes on without it), and remove a job it created when the
         provider certainly took nothing."""
@@ -357,7 +357,7 @@ class Worker:
     def failed(self, job_id: str, exc: GsdError) -> str:
         """Record a failed attempt: retried after a backoff ("pending") or finally "failed"."""
         state = failures.record(self.store, self.s, self.rt.config, job_id, exc, self.command)
-        if state == "failed":
+        if state in ("failed", "ended"):
             self.count("failed")
             self.log(f"failed {job_id}: {exc.code}")
         elif state == "pending":
