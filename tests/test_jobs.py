@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -63,6 +64,31 @@ def status_of(home: Path, job_id: str) -> dict:
 def submitted_queries(fake) -> list[str]:
     return [r.json()["request"]["messages"][0]["content"]
             for r in fake.hits("/perplexity/async/chat/completions", method="POST")]
+
+
+# -- whether the worker runs: one answer from every command ---------------------------------------
+
+@pytest.mark.parametrize("who, running, needed, in_progress", [
+    ("nobody", False, True, False),  # deep.autostart off: the job waits for a worker
+    ("the worker", True, False, False),  # alive (its lock held), between two jobs
+    ("a blocking call", False, False, True),  # the job is run by another process; nothing else waits
+])
+def test_jobs_list_and_status_agree_on_whether_the_worker_runs(cli, pplx, home, who, running, needed, in_progress):
+    from gsd_research.deep.queue import lock_path
+    from gsd_research.deep.store import JobStore, file_lock
+
+    job_id = enqueue(cli, "who runs me")
+    with contextlib.ExitStack() as held:
+        if who == "the worker":
+            assert held.enter_context(file_lock(lock_path(), blocking=False))
+        if who == "a blocking call":
+            held.callback(JobStore().claim(job_id).release)
+
+        listed, shown = cli("jobs", "list").json, cli("jobs", "status", job_id).json
+
+    assert listed["worker"] == shown["worker"]
+    assert (shown["worker"]["running"], shown["worker"]["needed"]) == (running, needed)
+    assert shown["in_progress"] is in_progress
 
 
 # -- order ---------------------------------------------------------------------------------------

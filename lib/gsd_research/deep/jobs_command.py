@@ -32,13 +32,10 @@ def jobs():
     """List, inspect, wait for and cancel deep research jobs; run the worker."""
 
 
-def _revive(rt, store: JobStore) -> dict | None:
-    """Start a worker when queued jobs wait for one and none is alive (a killed runner's jobs resume)."""
-    from gsd_research.deep.queue import ensure_worker
+def _worker(rt, store: JobStore) -> dict:
+    from gsd_research.deep.queue import worker_state
 
-    if not store.claimable():
-        return None
-    return ensure_worker(load(rt.config).autostart)
+    return worker_state(store, load(rt.config).autostart)
 
 
 def _status_view(job_id: str, status: dict) -> dict:
@@ -65,8 +62,7 @@ def list_jobs(rt, only: str | None, limit: int):
         if (only is None or row["status"] == only) and len(rows) < limit:
             rows.append(row)
     rows.sort(key=lambda r: (str(r.get("createdAt") or ""), r["conversation_id"]), reverse=True)
-    worker = _revive(rt, store)
-    doc = {"jobs": rows, "counts": counts, "worker": worker or {"running": False, "needed": False},
+    doc = {"jobs": rows, "counts": counts, "worker": _worker(rt, store),
            "metadata": {"returned": len(rows), "total_available": sum(counts.values()) if only is None
                         else counts.get(only, 0), "max_tokens": rt.max_tokens, "truncated": False}}
     while document_tokens(doc) > rt.max_tokens and doc["jobs"]:
@@ -116,7 +112,8 @@ def job_status(rt, job_id: str):
         queued = [job["id"] for job, _ in store.queued()]
         if job_id in queued:
             doc["position"] = queued.index(job_id) + 1
-        doc["worker"] = _revive(rt, store) or {"running": store.held(job_id), "needed": False}
+        doc["worker"] = _worker(rt, store)
+        doc["in_progress"] = store.held(job_id)  # a process (the worker, a blocking call) runs it now
         doc["next"] = f"gsd-research jobs wait {job_id} --timeout 100"
     elif status.get("status") == "completed":
         doc["next"] = f"gsd-research jobs result {job_id}"
@@ -175,13 +172,13 @@ def job_wait(rt, job_id: str, timeout: float):
         if status.get("status") in TERMINAL:
             return _result(rt, store, job_id, status)
         if time.monotonic() >= next_revive:
-            worker = _revive(rt, store)
+            worker = _worker(rt, store)
             next_revive = time.monotonic() + 5.0
-            if worker is not None and not worker["running"]:  # deep.autostart is off and no worker runs
+            if worker["needed"]:  # deep.autostart is off and no worker runs
                 _run_here(rt, settings, store, job_id, deadline)
                 continue
         if time.monotonic() >= deadline:
-            raise _still_running(store, job_id, status, timeout, settings.autostart)
+            raise _still_running(store, job_id, status, timeout, worker)
         time.sleep(interval)
 
 
@@ -202,18 +199,15 @@ def _run_here(rt, settings, store: JobStore, job_id: str, deadline: float) -> No
                        details={"conversation_id": job_id}) from None
 
 
-def _still_running(store: JobStore, job_id: str, status: dict, timeout: float, autostart: bool) -> GsdError:
+def _still_running(store: JobStore, job_id: str, status: dict, timeout: float, worker: dict) -> GsdError:
     message = f"Job {job_id} is still {status.get('status')} after {timeout:g} s: wait again"
     details = {"conversation_id": job_id, "status": status.get("status"), "attempts": status.get("attempts", 0)}
     suggestions = [f"gsd-research jobs wait {job_id} --timeout 100"]
-    if not autostart and not store.held(job_id):
-        from gsd_research.deep.queue import worker_alive
-
-        if worker_alive() is None:
-            message += (" (no worker runs the queue: deep.autostart is off, so the job advances only while "
-                        "jobs wait runs it; start one with: gsd-research jobs worker)")
-            details["worker"] = {"running": False, "needed": True}
-            suggestions.append("gsd-research jobs worker")
+    if worker["needed"] and not store.held(job_id):
+        message += (" (no worker runs the queue: deep.autostart is off, so the job advances only while "
+                    "jobs wait runs it; start one with: gsd-research jobs worker)")
+        details["worker"] = worker
+        suggestions.append("gsd-research jobs worker")
     return GsdError(message, code="JOB_RUNNING", suggestions=suggestions, details=details)
 
 
