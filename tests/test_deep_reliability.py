@@ -437,19 +437,6 @@ def test_blocking_timeout_points_at_jobs_wait_and_async_not_http_settings(cli, p
     assert status_of(home, job_id)["remoteId"]  # the paid request is kept, to finish in the background
 
 
-def test_jobs_list_reports_damaged_jobs_with_the_fix(cli, pplx, home):
-    good = cli("deep", "--async", "a healthy job").json["conversation_id"]
-    bad = cli("deep", "--async", "a damaged job").json["conversation_id"]
-    (home / "conversation-logs" / bad / "status.json").write_text("{not json")
-
-    doc = cli("jobs", "list").json
-
-    rows = {j["conversation_id"]: j for j in doc["jobs"]}
-    assert rows[good]["status"] == "pending"
-    assert rows[bad]["status"] == "damaged" and "status.json" in rows[bad]["problem"]
-    assert "a damaged job" in rows[bad]["fix"] and doc["counts"]["damaged"] == 1
-
-
 # -- 5. seed: disclaimer, logged errors, near-timeout warning, client-timeout guidance ----------------
 
 def test_security_disclaimer_is_optional(cli, pplx, monkeypatch):

@@ -317,13 +317,12 @@ def test_enqueue_starts_a_detached_worker_that_outlives_the_caller(run_bin, pplx
     # It idles 30 s (reap stops it): under load the wait below can outlast a shorter idle time.
     configure(home, deep={"autostart": True, "idle_exit": 30})
 
-    started = time.monotonic()
     queued = run_bin("gsd-research", "deep", "--async", "detached")
-    elapsed = time.monotonic() - started
 
     assert queued.code == 0 and queued.json["worker"]["started"] is True
-    assert elapsed < 2.5  # the caller's pipes are not held open by the worker (it idles 30 s)
     pid = queued.json["worker"]["pid"]
+    log = home / "logs" / "worker.log"  # the caller's pipes are not held open by the worker: its output goes here
+    assert {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in (1, 2)} == {str(log)}
     done = run_bin("gsd-research", "jobs", "wait", queued.json["conversation_id"], "--timeout", "20")
     assert done.code == 0 and done.json["status"] == "completed"
     assert _is_worker(pid) and os.getsid(pid) != os.getsid(0)  # still alive, in its own session
@@ -333,14 +332,15 @@ def test_enqueue_starts_a_detached_worker_that_outlives_the_caller(run_bin, pplx
 
 def test_cancel_while_running_discards_the_answer(run_bin, pplx, home, reap):
     configure(home, deep={"autostart": True, "idle_exit": 0.5})
-    pplx.state["pplx_async_delay"] = 1.5
+    pplx.state["pplx_async_delay"] = 30  # still running whatever the machine's load
     job_id = run_bin("gsd-research", "deep", "--async", "cancel mid-run").json["conversation_id"]
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 20
     while status_of(home, job_id)["status"] != "running" and time.monotonic() < deadline:
         time.sleep(0.05)
 
     cancelled = run_bin("gsd-research", "jobs", "cancel", job_id).json
-    time.sleep(2.0)
+    while f"cancelled {job_id}" not in (home / "logs" / "worker.log").read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)  # the worker saw it at its next poll
 
     assert cancelled["was"] == "running" and cancelled["cancelled"] is True
     assert status_of(home, job_id)["status"] == "cancelled"
@@ -401,6 +401,71 @@ def test_a_completed_job_whose_report_is_damaged_is_an_error_not_an_empty_report
         assert "unreadable" in r.json["error"]["message"]
         assert r.json["error"]["suggestions"] == ["Run the research again: gsd-research deep 'damaged report' --async"]
     assert cli("jobs", "status", job_id).json["status"] == "completed"
+
+
+# -- damaged job folders: named with their fix, never sinking the others ------------------------------
+
+BAD = "dr-20200101-000000000-0badf00d"
+PLANTED_STATUS = {"id": BAD, "status": "pending", "attempts": 0, "priority": 9, "seq": 1, "mode": "async",
+                  "createdAt": "2020-01-01T00:00:00.000Z", "query": "planted question"}
+PLANTED_JOB = {"id": BAD, "query": "planted question", "priority": 9, "seq": 1}
+# (case, file, its text; None: no such file, the file the problem names)
+DAMAGED = [
+    ("status-not-json", "status.json", "{not json", "status.json"),
+    ("status-not-an-object", "status.json", "[1, 2]", "status.json"),
+    ("status-huge-number", "status.json", '{"status": "pending", "attempts": 1e999}', "status.json"),
+    ("status-nan", "status.json", '{"status": "pending", "priority": NaN}', "status.json"),
+    ("status-wrong-type", "status.json", '{"status": "pending", "priority": "high"}', "status.json"),
+    ("status-attempts-text", "status.json", '{"status": "failed", "error": "boom", "attempts": "x"}', "status.json"),
+    ("status-unknown-state", "status.json", '{"status": "weird"}', "status.json"),
+    ("status-uppercase", "status.json", '{"status": "COMPLETED"}', "status.json"),
+    ("status-without-state", "status.json", '{"attempts": 0}', "status.json"),
+    ("running-without-job-json", "job.json", None, "job.json"),
+    ("job-not-json", "job.json", "{not json", "job.json"),
+    ("job-wrong-type", "job.json", json.dumps({**PLANTED_JOB, "priority": "high"}), "job.json"),
+    ("job-huge-number", "job.json", json.dumps(PLANTED_JOB)[:-1] + ', "timeout": 1e999}', "job.json"),
+    ("job-of-another-folder", "job.json", json.dumps({**PLANTED_JOB, "id": "dr-20200101-000000000-00000000"}),
+     "job.json"),
+    ("job-without-query", "job.json", json.dumps({"id": BAD}), "job.json"),
+]
+
+
+def plant(home: Path, file: str, text: str | None) -> None:
+    """A job folder as the product writes it, with `file` replaced by `text` (removed when None)."""
+    folder = home / "conversation-logs" / BAD
+    folder.mkdir(parents=True)
+    status = dict(PLANTED_STATUS, status="running") if text is None else PLANTED_STATUS
+    docs = {"conversation.json": json.dumps({"id": BAD, "messages": [{"role": "user", "content": "planted question"}]}),
+            "status.json": json.dumps(status), "job.json": json.dumps(PLANTED_JOB), file: text}
+    for name, body in docs.items():
+        if body is not None:
+            (folder / name).write_text(body)
+
+
+@pytest.mark.parametrize("file, text, named", [d[1:] for d in DAMAGED], ids=[d[0] for d in DAMAGED])
+def test_a_damaged_job_folder_is_named_with_its_fix_and_the_others_are_listed_waited_on_and_run(
+        cli, pplx, home, file, text, named):
+    waited_on, run_by_worker = enqueue(cli, "waited on"), enqueue(cli, "run by the worker")
+    plant(home, file, text)
+
+    listed = cli("jobs", "list")
+    shown = cli("jobs", "status", waited_on)
+    bad = cli("jobs", "wait", BAD, "--timeout", "5")
+    waited = cli("jobs", "wait", waited_on, "--timeout", "20")
+    worker = cli("jobs", "worker", "--once")
+
+    rows = {j["conversation_id"]: j for j in listed.json["jobs"]}
+    assert listed.code == 0 and rows[waited_on]["status"] == "pending" and listed.json["counts"]["damaged"] == 1
+    assert rows[BAD]["status"] == "damaged" and named in rows[BAD]["problem"]
+    assert rows[BAD]["fix"].startswith("rm -r ") and "planted question" in rows[BAD]["fix"]
+    assert shown.code == 0 and shown.json["status"] == "pending"
+    assert bad.code == 4 and bad.json["error"]["code"] == "JOB_NOT_FOUND" and named in bad.json["error"]["message"]
+    assert any(tip.startswith("rm -r ") for tip in bad.json["error"]["suggestions"])
+    assert waited.code == 0 and waited.json["status"] == "completed", waited.stdout
+    assert worker.code == 0 and worker.json["completed"] == 1 and status_of(home, run_by_worker)["status"] == "completed"
+    assert "planted question" not in submitted_queries(pplx)  # a damaged job is never run
+    for out in (listed.stdout, bad.stdout):  # strict JSON: no non-finite number repeated from the file
+        json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} in the output"))
 
 
 def test_an_enqueue_cut_short_is_failed_or_removed_by_the_next_worker(cli, pplx, home):

@@ -21,7 +21,7 @@ from gsd_research.deep import accounting
 from gsd_research.deep.perplexity import REMOTE_ID, BadRemoteId, RemoteGone, RemoteRunFailed, UntrackedRequest
 from gsd_research.deep.research import MaybeTaken
 from gsd_research.deep.settings import DeepSettings
-from gsd_research.deep.store import JobStore, now_iso, read_json
+from gsd_research.deep.store import JobStore, now_iso
 
 PERMANENT = frozenset({"USAGE_ERROR", "MISSING_API_KEY", "INVALID_API_KEY", "BUDGET_EXCEEDED"})
 REMOTE_FIELDS = ("remoteId", "remoteApi", "submitKey", "agentSubmittedAt")
@@ -60,7 +60,7 @@ def record(store: JobStore, s: DeepSettings, config, job_id: str, exc: GsdError,
     "failed" (for good), "ended" (failed now, revived by the same call asked again) or "cancelled"
     (cancelled meanwhile). `command` "deep" is a blocking caller waiting on the outcome."""
     with store.lock(job_id):
-        current = read_json(store.dir(job_id) / "status.json") or {}
+        current = store.read_status(job_id) or {}
         if current.get("status") == "cancelled":  # a submit taken without an id while the cancel ran: still paid
             if isinstance(exc, UntrackedRequest):
                 accounting.record_unreported(config, job_id, {**current, **_ended_marks(exc)}, command,

@@ -58,22 +58,29 @@ def write_json(path: Path, doc: Any, durable: bool = True) -> None:
         raise
 
 
+def _no_constant(name: str):
+    raise ValueError(f"non-finite number {name}")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"non-finite number {text[:20]}")
+    return value
+
+
+def parse(text: str | bytes) -> Any:
+    """Strict JSON: NaN, Infinity and numbers too large for a float (1e999) are refused, never read as inf."""
+    return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+
+
 def read_json(path: Path) -> dict | None:
-    """A JSON document, or None when it is missing or unreadable."""
+    """A JSON object, or None when it is missing or unreadable (job files: `records.load`, which says why)."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = parse(path.read_bytes())
     except (OSError, ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
         return None
     return doc if isinstance(doc, dict) else None
-
-
-def damage(status: dict | None) -> str | None:
-    """What makes a status document unusable, or None: unreadable, or no known `status` value."""
-    if status is None:
-        return "status.json is unreadable or missing"
-    if status.get("status") not in STATUSES:
-        return f"status.json has no valid status ({str(status.get('status'))[:40]!r})"
-    return None
 
 
 def due_at(status: dict, max_wait: float, caller_waits: bool = False) -> float:

@@ -16,7 +16,7 @@ import time
 from gsd_research.core.errors import CallInterrupted, GsdError, TimeoutError_
 from gsd_research.deep.perplexity import shown_id
 from gsd_research.deep.signals import NOTHING_SENT, Interrupted, deferred_signals
-from gsd_research.deep.store import TERMINAL, JobStore, due_at, read_json
+from gsd_research.deep.store import TERMINAL, JobStore, due_at
 from gsd_research.deep.worker import Worker
 
 WAIT_STEP = 0.25  # seconds between looks at a job another process runs
@@ -28,7 +28,7 @@ def attempt_here(rt, settings, store: JobStore, job_id: str, lock, until: float,
     value) as `Worker.execute` gives them, or None when there was nothing to run: finished, or waiting out
     a backoff that ends after the monotonic `until` (left to the worker)."""
     job = store.job(job_id)
-    status = read_json(store.dir(job_id) / "status.json") or {}
+    status = store.read_status(job_id) or {}
     retry_at = due_at(status, settings.retry_backoff_max, caller_waits=command == "deep")
     if job is None or time.time() + max(0.0, until - time.monotonic()) < retry_at:
         lock.release()
@@ -145,7 +145,7 @@ class Foreground:
             self.lock.release()  # (already released when the attempt had started)
         if self.job_id is None:
             raise CallInterrupted(signum, NOTHING_SENT)
-        status = read_json(self.store.dir(self.job_id) / "status.json") or {}
+        status = self.store.read_status(self.job_id) or {}
         if status.get("status") in TERMINAL:  # the report, or why there is none
             return self._finished(status, created=True)
         raise GsdError(

@@ -10,7 +10,7 @@ from gsd_research.core.errors import GsdError
 from gsd_research.core.runtime import Runtime, agent_command
 from gsd_research.deep.render import quoted, terminal_error
 from gsd_research.deep.settings import load
-from gsd_research.deep.store import STATUSES, TERMINAL, JobStore, damage, read_json
+from gsd_research.deep.store import STATUSES, TERMINAL, JobStore
 
 STATUS_KEYS = ("status", "attempts", "priority", "effort", "model", "query", "createdAt", "startedAt", "completedAt",
                "failedAt", "cancelledAt", "retryAt", "error", "errors", "interruptions", "cost", "usage")
@@ -73,16 +73,14 @@ def list_jobs(rt, only: str | None, limit: int):
 
 
 def _list_row(store: JobStore, job_id: str) -> dict | None:
-    """One job's row; a damaged job (unreadable status.json, no valid status, nothing able to run it)
-    says so and how to fix it. None for a folder still being created (no status.json, under a minute old)."""
+    """One job's row; a damaged job (a job file that is not valid, nothing able to run it) says so and how
+    to fix it. None for a folder still being created (no status.json, under a minute old)."""
     folder = store.logs / job_id
-    status = read_json(folder / "status.json")
-    problem = damage(status)
-    if problem is None:
-        problem = store.orphaned(job_id, status) if status.get("status") in ("pending", "running") else None
-        if problem is None:
-            row = {k: status.get(k) for k in ("status", "priority", "effort", "attempts", "createdAt") if k in status}
-            return {"conversation_id": job_id, **row, "query": str(status.get("query") or "")[:120]}
+    problem = store.problem(job_id)
+    status = store.read_status(job_id) if problem is None else None
+    if status is not None:
+        row = {k: status.get(k) for k in ("status", "priority", "effort", "attempts", "createdAt") if k in status}
+        return {"conversation_id": job_id, **row, "query": str(status.get("query") or "")[:120]}
     try:
         age = time.time() - folder.stat().st_mtime
     except OSError:
@@ -95,8 +93,8 @@ def _list_row(store: JobStore, job_id: str) -> dict | None:
 def damaged_fix(store: JobStore, job_id: str, problem: str) -> dict:
     """The query, problem and fix of a damaged job."""
     folder = store.logs / job_id
-    messages = (read_json(folder / "conversation.json") or {}).get("messages") or [{}]
-    query = str(messages[0].get("content") or "") if isinstance(messages[0], dict) else ""
+    messages = store.conversation(job_id).get("messages") or [{}]
+    query = str(messages[0].get("content") or "")
     again = f"gsd-research deep {quoted({'query': query})} --async" if query else "run the research again"
     return {"query": query[:120], "problem": problem, "fix": f"rm -r {folder} ; then {again}"}
 
@@ -218,7 +216,7 @@ def job_cancel(rt, job_id: str):
     store = JobStore()
     store.status(job_id)
     with store.lock(job_id):
-        status = read_json(store.dir(job_id) / "status.json") or {}
+        status = store.read_status(job_id) or {}
         before = status.get("status")
         if before in TERMINAL:
             return {"conversation_id": job_id, "cancelled": False, "status": before,

@@ -13,7 +13,7 @@ import contextlib
 import time
 
 from gsd_research.deep.perplexity import shown_id
-from gsd_research.deep.store import JobStore, file_lock, now_iso, parse_iso, read_json, write_json
+from gsd_research.deep.store import JobStore, file_lock, now_iso, parse_iso, write_json
 
 REVIVE_WINDOW = 86400.0  # seconds after it ended that a job's remote request is looked up again
 
@@ -53,7 +53,7 @@ def find(store: JobStore, key: str, ttl: float, *, finished_too: bool, params: d
     within `ttl` seconds with its report readable (with `finished_too`); or ended without a report while
     its paid remote request may still answer (revived: queued again to resume it). None: create one."""
     job_id = store.lookup(key)
-    status = read_json(store.logs / job_id / "status.json") if job_id else None
+    status = store.read_status(job_id) if job_id else None
     if status is None or status.get("key") != key:
         return None
     state = status.get("status")
@@ -74,7 +74,7 @@ def revive(store: JobStore, job_id: str, params: dict, mode: str) -> dict | None
     remote id, API and idempotency key kept), then job.json. None when it changed in the meantime."""
     with store.lock(job_id):
         path = store.dir(job_id)
-        status = read_json(path / "status.json") or {}
+        status = store.read_status(job_id) or {}
         if not revivable(status):
             return None
         messages = store.conversation(job_id).get("messages") or [{}]

@@ -30,7 +30,7 @@ from gsd_research.deep.render import message_from
 from gsd_research.deep.research import DeepResearch
 from gsd_research.deep.settings import DeepSettings
 from gsd_research.deep.signals import Interrupted
-from gsd_research.deep.store import JobStore, RunLock, due_at, file_lock, now_iso, read_json, write_json
+from gsd_research.deep.store import JobStore, RunLock, due_at, file_lock, now_iso, write_json
 
 
 class JobCancelled(Exception):
@@ -49,7 +49,7 @@ class JobHooks:
         self.job_id = job["id"]
 
     def check(self) -> None:
-        current = read_json(self.store.dir(self.job_id) / "status.json") or {}
+        current = self.store.read_status(self.job_id) or {}
         if current.get("status") == "cancelled":
             raise JobCancelled(self.job_id)
         if self.stop_at is not None and time.monotonic() >= self.stop_at:
@@ -211,7 +211,7 @@ class Worker:
         try:
             with self.store.lock(job_id):
                 self.store.sweep_temp_files(job_id)  # left by a killed runner
-                status = self._begin(job, read_json(self.store.dir(job_id) / "status.json") or status)
+                status = self._begin(job, self.store.read_status(job_id) or status)
         except BaseException:
             lock.release()
             raise
@@ -285,7 +285,7 @@ class Worker:
             self.interrupted(job_id)
             raise
         except GsdError as exc:
-            joblog.failure(job, read_json(self.store.dir(job_id) / "status.json") or status, exc, mode=hooks.mode,
+            joblog.failure(job, self.store.read_status(job_id) or status, exc, mode=hooks.mode,
                            elapsed=time.monotonic() - started)
             if discard_untaken and self._untaken(job_id, exc):
                 self.store.discard(job_id)
@@ -309,7 +309,7 @@ class Worker:
 
     def _untaken(self, job_id: str, exc: GsdError) -> bool:
         """True when the provider certainly took nothing for this job (no remote id, a clear refusal)."""
-        status = read_json(self.store.dir(job_id) / "status.json") or {}
+        status = self.store.read_status(job_id) or {}
         return not status.get("remoteId") and not exc.details.get("maybe_accepted") and not isinstance(
             exc, RemoteRunFailed)
 
@@ -323,7 +323,7 @@ class Worker:
     def completed(self, job_id: str, job: dict, result: dict) -> None:
         message = message_from(result)
         with self.store.lock(job_id):
-            current = read_json(self.store.dir(job_id) / "status.json") or {}
+            current = self.store.read_status(job_id) or {}
             if current.get("status") == "cancelled":  # paid for all the same: its ledger line, real cost
                 self._account(job_id, current, message)
                 self.count("cancelled")
@@ -345,7 +345,7 @@ class Worker:
         """The runner stops mid-attempt (SIGTERM, or a blocking caller stops waiting): back to the queue
         with its remote request, for the next runner to resume."""
         with self.store.lock(job_id):
-            current = read_json(self.store.dir(job_id) / "status.json") or {}
+            current = self.store.read_status(job_id) or {}
             if current.get("status") != "running":
                 return
             changes = {"status": "pending"}
@@ -367,5 +367,5 @@ class Worker:
 
     def unreported(self, job_id: str, reason: str) -> None:
         """The ledger line of the job's accepted request that ends without a report (written once)."""
-        status = read_json(self.store.dir(job_id) / "status.json") or {}
+        status = self.store.read_status(job_id) or {}
         accounting.record_unreported(self.rt.config, job_id, status, self.command, reason)
