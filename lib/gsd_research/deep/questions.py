@@ -53,11 +53,14 @@ def find(store: JobStore, key: str, ttl: float, *, finished_too: bool, params: d
     within `ttl` seconds with its report readable (with `finished_too`); or ended without a report while
     its paid remote request may still answer (revived: queued again to resume it). None: create one."""
     job_id = store.lookup(key)
+    # job.json before status.json: a job finishing in between (status written, then job.json removed) is
+    # seen completed, never as a queued job without its job.json (which made a second job and paid twice)
+    job = store.job(job_id) if job_id else None
     status = store.read_status(job_id) if job_id else None
     if status is None or status.get("key") != key:
         return None
     state = status.get("status")
-    if state in ("pending", "running") and store.job(job_id) is not None:
+    if state in ("pending", "running") and job is not None:
         return job_id, status
     if state == "completed" and finished_too and store.has_answer(job_id) is not None:
         if time.time() - (parse_iso(status.get("completedAt")) or 0) <= ttl:

@@ -117,6 +117,8 @@ class JobStore:
             return None
         if (self.dir(job_id) / "job.json").exists():  # queued in the meantime
             return None
+        if (self.read_status(job_id) or {}).get("status") != state:  # finished meanwhile (status before job.json)
+            return None
         return f"status.json says {state} but the job has no job.json: nothing can ever run it"
 
     def conversation(self, job_id: str) -> dict:
