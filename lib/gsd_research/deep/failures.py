@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import time
 
-from gsd_research.core.errors import GsdError
+from gsd_research.core.errors import BudgetExceeded, GsdError, InvalidApiKey, MissingApiKey, UsageError
 from gsd_research.deep import accounting
 from gsd_research.deep.perplexity import REMOTE_ID, BadRemoteId, RemoteGone, RemoteRunFailed, UntrackedRequest
 from gsd_research.deep.research import MaybeTaken
 from gsd_research.deep.settings import DeepSettings
 from gsd_research.deep.store import JobStore, now_iso
 
-PERMANENT = frozenset({"USAGE_ERROR", "MISSING_API_KEY", "INVALID_API_KEY", "BUDGET_EXCEEDED"})
+PERMANENT = (UsageError, MissingApiKey, InvalidApiKey, BudgetExceeded)  # no retry fixes these
 REMOTE_FIELDS = ("remoteId", "remoteApi", "submitKey", "agentSubmittedAt")
 
 
@@ -38,7 +38,7 @@ def _too_long_a_wait(exc: GsdError, s: DeepSettings) -> float | None:
 
 
 def _is_final(exc: GsdError, attempts: int, s: DeepSettings) -> bool:
-    return (attempts >= s.max_attempts or exc.code in PERMANENT or isinstance(exc, (MaybeTaken, RemoteGone, BadRemoteId))
+    return (attempts >= s.max_attempts or isinstance(exc, (*PERMANENT, MaybeTaken, RemoteGone, BadRemoteId))
             or _too_long_a_wait(exc, s) is not None)
 
 

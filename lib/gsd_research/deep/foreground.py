@@ -13,7 +13,7 @@ from __future__ import annotations
 import signal
 import time
 
-from gsd_research.core.errors import CallInterrupted, GsdError, TimeoutError_
+from gsd_research.core.errors import CallInterrupted, GsdError, JobRunning, TimeoutError_
 from gsd_research.deep.perplexity import shown_id
 from gsd_research.deep.signals import NOTHING_SENT, Interrupted, deferred_signals
 from gsd_research.deep.store import TERMINAL, JobStore, due_at
@@ -148,10 +148,10 @@ class Foreground:
         status = self.store.read_status(self.job_id) or {}
         if status.get("status") in TERMINAL:  # the report, or why there is none
             return self._finished(status, created=True)
-        raise GsdError(
+        raise JobRunning(
             f"Interrupted: deep research job {self.job_id} goes on in the background ({self._where()}); "
             "its request is kept, nothing is paid twice",
-            code="JOB_RUNNING", suggestions=[f"gsd-research jobs wait {self.job_id} --timeout 100"],
+            suggestions=[f"gsd-research jobs wait {self.job_id} --timeout 100"],
             details={"conversation_id": self.job_id, "status": status.get("status"),
                      "remote_id": shown_id(status.get("remoteId"))})
 

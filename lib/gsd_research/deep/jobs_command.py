@@ -6,7 +6,7 @@ import time
 
 import click
 
-from gsd_research.core.errors import GsdError
+from gsd_research.core.errors import JobRunning
 from gsd_research.core.runtime import Runtime, agent_command
 from gsd_research.deep.render import quoted, terminal_error
 from gsd_research.deep.settings import load
@@ -192,12 +192,12 @@ def _run_here(rt, settings, store: JobStore, job_id: str, deadline: float) -> No
         with sigterm_interrupts():
             attempt_here(rt, settings, store, job_id, lock, deadline, stop_at=deadline, command="jobs wait")
     except (Interrupted, KeyboardInterrupt):
-        raise GsdError(f"Interrupted: job {job_id} is queued again with its request kept; wait on it again",
-                       code="JOB_RUNNING", suggestions=[f"gsd-research jobs wait {job_id} --timeout 100"],
-                       details={"conversation_id": job_id}) from None
+        raise JobRunning(f"Interrupted: job {job_id} is queued again with its request kept; wait on it again",
+                         suggestions=[f"gsd-research jobs wait {job_id} --timeout 100"],
+                         details={"conversation_id": job_id}) from None
 
 
-def _still_running(store: JobStore, job_id: str, status: dict, timeout: float, worker: dict) -> GsdError:
+def _still_running(store: JobStore, job_id: str, status: dict, timeout: float, worker: dict) -> JobRunning:
     message = f"Job {job_id} is still {status.get('status')} after {timeout:g} s: wait again"
     details = {"conversation_id": job_id, "status": status.get("status"), "attempts": status.get("attempts", 0)}
     suggestions = [f"gsd-research jobs wait {job_id} --timeout 100"]
@@ -206,7 +206,7 @@ def _still_running(store: JobStore, job_id: str, status: dict, timeout: float, w
                     "jobs wait runs it; start one with: gsd-research jobs worker)")
         details["worker"] = worker
         suggestions.append("gsd-research jobs worker")
-    return GsdError(message, code="JOB_RUNNING", suggestions=suggestions, details=details)
+    return JobRunning(message, suggestions=suggestions, details=details)
 
 
 @agent_command("cancel")

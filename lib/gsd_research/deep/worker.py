@@ -22,7 +22,7 @@ import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
-from gsd_research.core.errors import GsdError, TimeoutError_
+from gsd_research.core.errors import GsdError, InternalError, TimeoutError_
 from gsd_research.deep import accounting, failures, joblog, queue, result_cache
 from gsd_research.deep.guard import check_budget
 from gsd_research.deep.perplexity import RemoteRunFailed
@@ -150,7 +150,7 @@ class Worker:
                     shutil.rmtree(path, ignore_errors=True)
                     self.log(f"removed {job_id}: enqueue interrupted before its status was written")
                     continue
-                err = {"code": "INTERNAL_ERROR",
+                err = {"code": InternalError.code,
                        "message": "The process queueing this job died before the job was queued; run the research again"}
                 self.store.finish(job_id, "failed", error=err)
                 self.counts["failed"] += 1
@@ -237,7 +237,7 @@ class Worker:
         if status.get("status") == "running":  # its runner died mid-attempt
             died = int(status.get("interruptions") or 0) + 1
             if died > self.s.max_interruptions:
-                err = {"code": "INTERNAL_ERROR", "message": f"The job's runner died {died} times running it"}
+                err = {"code": InternalError.code, "message": f"The job's runner died {died} times running it"}
                 self.store.finish(job_id, "failed", error=err, interruptions=died)
                 accounting.record_unreported(self.rt.config, job_id, status, self.command, "runner died")
                 self.count("failed")
@@ -294,7 +294,7 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 - a bug in one job must not kill the queue
             self.log("".join(traceback.format_exception(exc)))
             joblog.event("internal_error", conversation_id=job_id, trace="".join(traceback.format_exception(exc)))
-            err = GsdError(f"Unexpected {exc.__class__.__name__}: {str(exc)[:200]}")
+            err = InternalError(f"Unexpected {exc.__class__.__name__}: {str(exc)[:200]}")
             return self.failed(job_id, err), err
 
     def run(self, job: dict, status: dict, hooks: JobHooks, stop_at: float | None = None) -> dict:
