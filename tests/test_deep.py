@@ -3,46 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import TEST_CONFIG, assert_no_traceback
+from tests.conftest import assert_no_traceback
+from tests.deep_fixtures import CANARY, SUBMIT, all_state_text, configure, job_dirs, read  # noqa: F401 - re-exported
 from tests.fakes.perplexity import paid
-
-CANARY = "pplx-canary-7c1d9e2f4b8a"
-SUBMIT = "/perplexity/async/chat/completions"  # blocking calls submit through the async API too
-FAST_DEEP = {"poll_interval": 0.02, "retry_backoff": 0.02, "retry_backoff_max": 0.05, "idle_exit": 0.3,
-             "autostart": False, "concurrency": 1}
-
-
-def configure(home: Path, deep: dict | None = None, http: dict | None = None, extra: dict | None = None) -> None:
-    """Write the test home's config.yaml: the fast HTTP settings plus fast deep research settings."""
-    import yaml
-
-    cfg = yaml.safe_load(TEST_CONFIG)
-    cfg["http"].update(http or {})
-    cfg["deep"] = {**FAST_DEEP, **(deep or {})}
-    cfg.update(extra or {})
-    (home / "config.yaml").write_text(yaml.safe_dump(cfg))
-
-
-def job_dirs(home: Path) -> list[Path]:
-    logs = home / "conversation-logs"
-    return sorted(p for p in logs.iterdir() if p.is_dir()) if logs.is_dir() else []
-
-
-def read(path: Path) -> dict:
-    return json.loads(path.read_text())
-
-
-def all_state_text(home: Path) -> str:
-    """Every file the product wrote under the home (logs, status, ledger, caches), as text."""
-    chunks = []
-    for path in home.rglob("*"):
-        if path.is_file() and path.name != "config.yaml":
-            chunks.append(path.read_bytes().decode("utf-8", errors="replace"))
-    return "\n".join(chunks)
 
 
 @pytest.fixture

@@ -13,12 +13,20 @@ import time
 import pytest
 
 from tests.conftest import BIN
+from tests.deep_fixtures import (
+    CANARY,
+    POLL,
+    SUBMIT,
+    configure,
+    gsd,
+    job_dirs,
+    ledger_lines,
+    read,
+    reap_worker,
+    status_of,
+    wait_for,
+)
 from tests.fakes.perplexity import paid
-from tests.test_deep import CANARY, configure, job_dirs, read
-from tests.test_deep_reliability import gsd, ledger_lines, status_of, wait_for
-
-POLL = "/perplexity/async/chat/completions/"
-SUBMIT = "/perplexity/async/chat/completions"
 
 # Runs the CLI with one patch applied first (argv[1] names it), as a real process.
 WRAPPER = r"""
@@ -60,18 +68,8 @@ def pplx(fake, home, monkeypatch):
 
 @pytest.fixture
 def reap(home):
-    """Kill the background worker a test left in its home (by the pid it recorded, checked by command line)."""
-    import os
-    import signal
-    from pathlib import Path
-
     yield
-    try:
-        pid = read(home / "jobs" / "worker.json").get("pid")
-        if pid and b"jobs\x00worker" in Path(f"/proc/{pid}/cmdline").read_bytes():
-            os.kill(pid, signal.SIGKILL)
-    except (OSError, ValueError):
-        pass
+    reap_worker(home)
 
 
 def patched(patch: str, *args: str, timeout: float = 60) -> tuple[int, dict | None]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import time
 from pathlib import Path
 
@@ -13,7 +12,17 @@ import pytest
 import requests
 
 from tests.conftest import assert_no_traceback
-from tests.test_deep import CANARY, all_state_text, configure, read
+from tests.deep_fixtures import (
+    CANARY,
+    all_state_text,
+    configure,
+    enqueue,
+    is_worker,
+    read,
+    reap_worker,
+    status_of,
+    submitted_queries,
+)
 
 # (fault, options, error code of each attempt, HTTP requests per try: the HTTP layer itself retries
 # 408/429/5xx/timeouts once more with http.max_retries 1, attempts: a rejected key is not retried).
@@ -37,33 +46,8 @@ def pplx(fake, home, monkeypatch):
 
 @pytest.fixture
 def reap(home):
-    """Stop any background worker a test left running in its home (by the pid it recorded)."""
     yield
-    info = home / "jobs" / "worker.json"
-    if info.exists() and _is_worker(read(info).get("pid")):
-        os.kill(read(info)["pid"], signal.SIGKILL)
-
-
-def _is_worker(pid) -> bool:
-    try:
-        return b"jobs\x00worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-
-
-def enqueue(cli, query: str, *extra: str) -> str:
-    result = cli("deep", "--async", query, *extra)
-    assert result.code == 0, result.stdout
-    return result.json["conversation_id"]
-
-
-def status_of(home: Path, job_id: str) -> dict:
-    return read(home / "conversation-logs" / job_id / "status.json")
-
-
-def submitted_queries(fake) -> list[str]:
-    return [r.json()["request"]["messages"][0]["content"]
-            for r in fake.hits("/perplexity/async/chat/completions", method="POST")]
+    reap_worker(home)
 
 
 # -- whether the worker runs: one answer from every command ---------------------------------------
@@ -325,7 +309,7 @@ def test_enqueue_starts_a_detached_worker_that_outlives_the_caller(run_bin, pplx
     assert {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in (1, 2)} == {str(log)}
     done = run_bin("gsd-research", "jobs", "wait", queued.json["conversation_id"], "--timeout", "20")
     assert done.code == 0 and done.json["status"] == "completed"
-    assert _is_worker(pid) and os.getsid(pid) != os.getsid(0)  # still alive, in its own session
+    assert is_worker(pid) and os.getsid(pid) != os.getsid(0)  # still alive, in its own session
     assert "completed " + queued.json["conversation_id"] in (home / "logs" / "worker.log").read_text()
     assert run_bin("gsd-research", "jobs", "list").json["worker"]["needed"] is False
 
