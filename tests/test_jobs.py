@@ -168,12 +168,10 @@ def test_polling_timeout_fails_the_attempt(cli, pplx, home):
     pplx.state["pplx_async_delay"] = 30
     job_id = enqueue(cli, "never finishes")
 
-    started = time.monotonic()
     cli("jobs", "worker", "--once")
 
     status = status_of(home, job_id)
     assert status["status"] == "failed" and status["error"]["code"] == "TIMEOUT" and status["attempts"] == 2
-    assert 2 <= time.monotonic() - started < 6
     assert len(pplx.hits("/perplexity/async/chat/completions", method="POST")) == 1  # resumed, not bought again
     assert status["error"]["remote_id"] == status["remoteId"]
 
@@ -223,12 +221,11 @@ def test_wait_times_out_with_exit_6_while_pending(cli, pplx):
     pplx.state["pplx_async_delay"] = 5  # jobs wait runs it (no worker runs), and it takes longer than the wait
     job_id = enqueue(cli, "nobody runs me")
 
-    started = time.monotonic()
     result = cli("jobs", "wait", job_id, "--timeout", "0.3")
 
     assert result.code == 6 and result.json["error"]["code"] == "JOB_RUNNING"
     assert result.json["error"]["details"]["status"] == "pending"
-    assert 0.3 <= time.monotonic() - started < 2
+    assert "after 0.3 s" in result.json["error"]["message"]
 
 
 @pytest.mark.parametrize("sub", ["status", "result", "wait", "cancel"])
@@ -345,16 +342,19 @@ def test_status_restarts_a_dead_worker(run_bin, pplx, home, reap):
 
 
 def test_retry_waits_at_least_the_servers_retry_after(cli, pplx, home):
+    from gsd_research.deep.files import parse_iso
+
     configure(home, http={"max_retries": 0}, deep={"retry_backoff": 0.01, "retry_backoff_max": 2})
     pplx.add_fault("/perplexity/async/chat/completions", "status", status=429, times=1, method="POST",
                    retry_after="1")
     job_id = enqueue(cli, "slow down")
 
-    started = time.monotonic()
     cli("jobs", "worker", "--once")
 
-    assert status_of(home, job_id)["status"] == "completed"
-    assert time.monotonic() - started >= 1.0
+    status = status_of(home, job_id)
+    failed_at, retry_at = parse_iso(status["errors"][0]["at"]), parse_iso(status["retryAt"])
+    assert status["status"] == "completed" and retry_at - failed_at >= 1.0  # scheduled by Retry-After, not 0.01 s
+    assert parse_iso(status["attemptStartedAt"]) >= retry_at  # and the retry waited for it
 
 
 def test_the_worker_runs_up_to_concurrency_jobs_at_once_in_priority_order(cli, pplx, home):
