@@ -3,46 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import TEST_CONFIG, assert_no_traceback
+from tests.conftest import assert_no_traceback
+from tests.deep_fixtures import CANARY, SUBMIT, all_state_text, configure, job_dirs, read  # noqa: F401 - re-exported
 from tests.fakes.perplexity import paid
-
-CANARY = "pplx-canary-7c1d9e2f4b8a"
-SUBMIT = "/perplexity/async/chat/completions"  # blocking calls submit through the async API too
-FAST_DEEP = {"poll_interval": 0.02, "retry_backoff": 0.02, "retry_backoff_max": 0.05, "idle_exit": 0.3,
-             "autostart": False, "concurrency": 1}
-
-
-def configure(home: Path, deep: dict | None = None, http: dict | None = None, extra: dict | None = None) -> None:
-    """Write the test home's config.yaml: the fast HTTP settings plus fast deep research settings."""
-    import yaml
-
-    cfg = yaml.safe_load(TEST_CONFIG)
-    cfg["http"].update(http or {})
-    cfg["deep"] = {**FAST_DEEP, **(deep or {})}
-    cfg.update(extra or {})
-    (home / "config.yaml").write_text(yaml.safe_dump(cfg))
-
-
-def job_dirs(home: Path) -> list[Path]:
-    logs = home / "conversation-logs"
-    return sorted(p for p in logs.iterdir() if p.is_dir()) if logs.is_dir() else []
-
-
-def read(path: Path) -> dict:
-    return json.loads(path.read_text())
-
-
-def all_state_text(home: Path) -> str:
-    """Every file the product wrote under the home (logs, status, ledger, caches), as text."""
-    chunks = []
-    for path in home.rglob("*"):
-        if path.is_file() and path.name != "config.yaml":
-            chunks.append(path.read_bytes().decode("utf-8", errors="replace"))
-    return "\n".join(chunks)
 
 
 @pytest.fixture
@@ -89,31 +55,66 @@ def test_blocking_stores_a_completed_conversation(cli, pplx, home):
     assert pplx.hits(SUBMIT, method="POST")[0].json()["request"]["reasoning_effort"] == "low"
 
 
-@pytest.mark.parametrize("kind, opts, code, exit_code, kept", [
-    ("status", {"status": 429, "times": 10}, "RATE_LIMITED", 5, False),  # refused: nothing was taken
-    ("html", {"times": 10}, "INVALID_API_KEY", 3, False),
-    ("status", {"status": 503, "times": 10}, "UPSTREAM_ERROR", 5, True),  # it may have taken it
-    ("malformed", {"times": 10}, "UPSTREAM_ERROR", 5, True),  # a 200: it took it
-])
-def test_blocking_api_errors_return_json_error_at_once(cli, pplx, home, kind, opts, code, exit_code, kept):
-    """Refused at once: no trace. Possibly taken: the job keeps its idempotency key and retries in the
-    background (re-sending under the same key cannot pay twice)."""
-    pplx.add_fault(SUBMIT, kind, method="POST", **opts)
+# (fault on every submit of the first call, error code, exit status); "timeout" answers after the read timeout
+SUBMIT_FAULTS = [
+    ("status", {"status": 429}, "RATE_LIMITED", 5),
+    ("status", {"status": 500}, "UPSTREAM_ERROR", 5),
+    ("status", {"status": 503}, "UPSTREAM_ERROR", 5),
+    ("timeout", {"delay": 0.8}, "TIMEOUT", 6),
+    ("malformed", {}, "UPSTREAM_ERROR", 5),
+    ("truncate", {}, "NETWORK_ERROR", 5),
+    ("html", {"status": 502}, "UPSTREAM_ERROR", 5),
+    ("html", {}, "INVALID_API_KEY", 3),
+]
 
-    result = cli("deep", "anything at all")
 
-    err = result.json["error"]
-    assert result.code == exit_code
-    assert result.json["success"] is False and err["code"] == code
-    assert len(job_dirs(home)) == int(kept)
-    if kept:
-        status = read(job_dirs(home)[0] / "status.json")
-        assert err["details"]["conversation_id"] == status["id"] and status["status"] == "pending"
-        assert status["submitKey"] and status["attempts"] == 1
-        assert f"gsd-research jobs wait {status['id']}" in err["suggestions"][0]
-    assert not (home / "usage" / "ledger.jsonl").exists()
-    assert CANARY not in result.stdout + result.stderr
-    assert_no_traceback(result)
+@pytest.mark.parametrize("kind, opts, code, exit_code", SUBMIT_FAULTS,
+                         ids=[f"{f[0]}-{f[1].get('status', '')}-{f[2]}" for f in SUBMIT_FAULTS])
+def test_a_blocking_call_failing_before_any_request_id_fails_and_the_same_call_then_succeeds(
+        cli, pplx, home, kind, opts, code, exit_code):
+    """Nothing the provider accepted with an id is kept waiting on a backoff: asked again once the fault
+    clears, the call runs at once (within a --timeout far shorter than the backoff) and pays once."""
+    configure(home, deep={"retry_backoff": 30, "retry_backoff_max": 600},
+              http={"max_retries": 1, "read_timeout": 0.3})
+    pplx.add_fault(SUBMIT, kind, times=100, method="POST", **opts)
+
+    failed = cli("deep", "asked during an outage")
+    pplx.clear_faults()
+    again = cli("deep", "asked during an outage", "--timeout", "5")
+
+    assert (failed.code, failed.json["error"]["code"]) == (exit_code, code), failed.json
+    assert again.code == 0 and again.json["status"] == "completed", again.json
+    assert len(paid(pplx.state)) == 1
+    assert CANARY not in failed.stdout + failed.stderr
+    assert_no_traceback(failed)
+
+
+def test_a_submit_taken_but_never_answered_is_resent_under_its_key_when_asked_again(cli, pplx, home):
+    configure(home, deep={"retry_backoff": 30, "retry_backoff_max": 600}, http={"max_retries": 1})
+    pplx.state["pplx_lose"] = 100  # every submit of the first call is accepted (paid), its answer lost
+
+    failed = cli("deep", "taken, answer lost")
+    pplx.state["pplx_lose"] = 0
+    again = cli("deep", "taken, answer lost", "--timeout", "5")
+
+    assert failed.code == 5 and failed.json["error"]["code"] == "UPSTREAM_ERROR"
+    assert again.code == 0 and again.json["conversation_id"] == failed.json["error"]["details"]["conversation_id"]
+    assert len({p.json()["idempotency_key"] for p in pplx.hits(SUBMIT, method="POST")}) == 1
+    assert len(paid(pplx.state)) == 1
+
+
+def test_a_paid_request_whose_polls_failed_is_resumed_at_once_when_asked_again(cli, pplx, home):
+    configure(home, deep={"retry_backoff": 30, "retry_backoff_max": 600}, http={"max_retries": 1})
+    pplx.add_fault(SUBMIT + "/", "status", status=500, times=100, method="GET")
+
+    failed = cli("deep", "accepted, polls failing")
+    pplx.clear_faults()
+    again = cli("deep", "accepted, polls failing", "--timeout", "5")
+
+    job_id = failed.json["error"]["details"]["conversation_id"]
+    assert failed.code == 5 and f"gsd-research jobs wait {job_id} --timeout 100" in failed.json["error"]["suggestions"]
+    assert again.code == 0 and again.json["metadata"]["attached_to_job"] == job_id
+    assert len(pplx.hits(SUBMIT, method="POST")) == 1 and len(paid(pplx.state)) == 1
 
 
 def test_blocking_timeout_is_exit_6_and_keeps_the_paid_request(cli, pplx, home):

@@ -11,8 +11,7 @@ import pytest
 
 from gsd_research.core.errors import GsdError
 from tests.conftest import assert_no_traceback
-from tests.test_deep import CANARY, configure, job_dirs
-from tests.test_jobs import enqueue, status_of
+from tests.deep_fixtures import CANARY, configure, enqueue, job_dirs, status_of
 
 HOSTILE_IDS = ["../../v1/agent", "abc?x=1", "abc#frag", "a/b", "%2e%2e%2fsecret", "abc\n", " abc", "a.b",
                "x" * 129]

@@ -13,12 +13,20 @@ import time
 import pytest
 
 from tests.conftest import BIN
+from tests.deep_fixtures import (
+    CANARY,
+    POLL,
+    SUBMIT,
+    configure,
+    gsd,
+    job_dirs,
+    ledger_lines,
+    read,
+    reap_worker,
+    status_of,
+    wait_for,
+)
 from tests.fakes.perplexity import paid
-from tests.test_deep import CANARY, configure, job_dirs, read
-from tests.test_deep_reliability import gsd, ledger_lines, status_of, wait_for
-
-POLL = "/perplexity/async/chat/completions/"
-SUBMIT = "/perplexity/async/chat/completions"
 
 # Runs the CLI with one patch applied first (argv[1] names it), as a real process.
 WRAPPER = r"""
@@ -60,18 +68,8 @@ def pplx(fake, home, monkeypatch):
 
 @pytest.fixture
 def reap(home):
-    """Kill the background worker a test left in its home (by the pid it recorded, checked by command line)."""
-    import os
-    import signal
-    from pathlib import Path
-
     yield
-    try:
-        pid = read(home / "jobs" / "worker.json").get("pid")
-        if pid and b"jobs\x00worker" in Path(f"/proc/{pid}/cmdline").read_bytes():
-            os.kill(pid, signal.SIGKILL)
-    except (OSError, ValueError):
-        pass
+    reap_worker(home)
 
 
 def patched(patch: str, *args: str, timeout: float = 60) -> tuple[int, dict | None]:
@@ -329,39 +327,13 @@ def test_an_agent_submit_lost_without_an_answer_is_job_failed_with_its_estimated
     assert cli("usage").json["totals"]["cost_usd"] == pytest.approx(lines[0]["cost_usd"])
 
 
-# -- damaged and orphaned jobs: a clear answer, never an endless wait ----------------------------------
-
-def _plant(home, job_id: str, status, job: bool = False) -> None:
-    folder = home / "conversation-logs" / job_id
-    folder.mkdir(parents=True)
-    (folder / "conversation.json").write_text(json.dumps({"id": job_id, "messages": [
-        {"role": "user", "content": "planted question"}]}))
-    (folder / "status.json").write_text(status if isinstance(status, str) else json.dumps(status))
-    if job:
-        (folder / "job.json").write_text(json.dumps({"id": job_id, "query": "planted question"}))
-
-
-@pytest.mark.parametrize("status", [{"status": None}, {"status": "weird"}, {"id": "x"}, {"status": "COMPLETED"},
-                                    {"status": "running", "createdAt": "2020-01-01T00:00:00Z"}],
-                         ids=["null", "weird", "missing", "uppercase", "running-without-job-json"])
-def test_a_status_nothing_can_finish_is_damaged_not_running(cli, pplx, home, status):
-    job_id = "dr-20200101-000000000-0badf00d"
-    _plant(home, job_id, status)
-
-    started = time.monotonic()
-    waited = cli("jobs", "wait", job_id, "--timeout", "5")
-    listed = cli("jobs", "list").json
-
-    err = waited.json["error"]
-    assert waited.code == 4 and err["code"] == "JOB_NOT_FOUND" and "damaged" in err["message"]
-    assert time.monotonic() - started < 3 and any(tip.startswith("rm -r ") for tip in err["suggestions"])
-    row = listed["jobs"][0]
-    assert row["status"] == "damaged" and "planted question" in row["fix"] and listed["counts"]["damaged"] == 1
-
+# -- a job file from an older version (damaged ones: tests/test_jobs.py) ------------------------------
 
 def test_a_failed_job_whose_error_is_a_string_answers_job_failed(cli, pplx, home):
     job_id = "dr-20200101-000000000-0badf00d"
-    _plant(home, job_id, {"status": "failed", "error": "boom", "attempts": "x"})
+    folder = home / "conversation-logs" / job_id
+    folder.mkdir(parents=True)
+    (folder / "status.json").write_text(json.dumps({"status": "failed", "error": "boom", "attempts": 1}))
 
     waited = cli("jobs", "wait", job_id, "--timeout", "1")
 

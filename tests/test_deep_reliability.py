@@ -9,19 +9,27 @@ The fake Perplexity keeps a log of the paid requests it accepted (`tests.fakes.p
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
 from gsd_research.core.untrusted import unfence
 from tests.conftest import BIN, ROOT, assert_no_traceback
+from tests.deep_fixtures import (
+    CANARY,
+    all_state_text,
+    configure,
+    gsd,
+    ledger_lines,
+    reap_worker,
+    start_blocking,
+    status_of,
+    wait_for,
+)
 from tests.fakes.perplexity import paid
-from tests.test_deep import CANARY, all_state_text, configure, read
 
 
 @pytest.fixture
@@ -33,46 +41,8 @@ def pplx(fake, home, monkeypatch):
 
 @pytest.fixture
 def reap(home):
-    """Kill the background worker a test left in its home (by the pid it recorded, checked by command line)."""
     yield
-    info = home / "jobs" / "worker.json"
-    try:
-        pid = read(info).get("pid")
-        if pid and b"jobs\x00worker" in Path(f"/proc/{pid}/cmdline").read_bytes():
-            os.kill(pid, signal.SIGKILL)
-    except (OSError, ValueError):
-        pass
-
-
-def ledger_lines(home: Path) -> list[dict]:
-    path = home / "usage" / "ledger.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-def status_of(home: Path, job_id: str) -> dict:
-    return read(home / "conversation-logs" / job_id / "status.json")
-
-
-def wait_for(predicate, timeout: float = 15.0, step: float = 0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError("condition not met in time")
-
-
-def start_blocking(query: str, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([str(BIN / "gsd-research"), "deep", query, *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=dict(os.environ))
-
-
-def gsd(*args: str, timeout: float = 60) -> tuple[int, dict]:
-    proc = subprocess.run([str(BIN / "gsd-research"), *args], capture_output=True, text=True, timeout=timeout,
-                          env=dict(os.environ))
-    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
-    return proc.returncode, json.loads(proc.stdout)
+    reap_worker(home)
 
 
 # -- 1. an interrupted blocking call loses nothing and pays once -------------------------------------
@@ -437,19 +407,6 @@ def test_blocking_timeout_points_at_jobs_wait_and_async_not_http_settings(cli, p
     assert status_of(home, job_id)["remoteId"]  # the paid request is kept, to finish in the background
 
 
-def test_jobs_list_reports_damaged_jobs_with_the_fix(cli, pplx, home):
-    good = cli("deep", "--async", "a healthy job").json["conversation_id"]
-    bad = cli("deep", "--async", "a damaged job").json["conversation_id"]
-    (home / "conversation-logs" / bad / "status.json").write_text("{not json")
-
-    doc = cli("jobs", "list").json
-
-    rows = {j["conversation_id"]: j for j in doc["jobs"]}
-    assert rows[good]["status"] == "pending"
-    assert rows[bad]["status"] == "damaged" and "status.json" in rows[bad]["problem"]
-    assert "a damaged job" in rows[bad]["fix"] and doc["counts"]["damaged"] == 1
-
-
 # -- 5. seed: disclaimer, logged errors, near-timeout warning, client-timeout guidance ----------------
 
 def test_security_disclaimer_is_optional(cli, pplx, monkeypatch):
@@ -489,8 +446,11 @@ def test_blocking_errors_are_logged_with_full_context_never_the_key(cli, pplx, h
 
 
 def test_a_warning_is_logged_as_a_run_nears_its_timeout(cli, pplx, home, monkeypatch):
+    from gsd_research.deep import research
+
+    monkeypatch.setattr(research, "WARN_SHARE", 0.01)  # the warning at 0.3 s of 30 s: far from both ends
     pplx.state["pplx_async_delay"] = 1.0
-    monkeypatch.setenv("PERPLEXITY_POLLING_TIMEOUT_MS", "1200")
+    monkeypatch.setenv("PERPLEXITY_POLLING_TIMEOUT_MS", "30000")
 
     result = cli("deep", "almost too slow")
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import assert_no_traceback
+from tests.deep_fixtures import CANARY, SUBMIT, configure, job_dirs, ledger_lines, status_of
 from tests.fakes.perplexity import paid
-from tests.test_deep import CANARY, SUBMIT, configure, job_dirs
-from tests.test_deep_reliability import ledger_lines, status_of
 
 MISSING = object()
 BAD_IDS = [MISSING, None, "", 12.5, "../../v1/agent", "abc?x=1", f"x/{CANARY}"]

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import signal
 import time
 from pathlib import Path
 
@@ -12,7 +12,17 @@ import pytest
 import requests
 
 from tests.conftest import assert_no_traceback
-from tests.test_deep import CANARY, all_state_text, configure, read
+from tests.deep_fixtures import (
+    CANARY,
+    all_state_text,
+    configure,
+    enqueue,
+    is_worker,
+    read,
+    reap_worker,
+    status_of,
+    submitted_queries,
+)
 
 # (fault, options, error code of each attempt, HTTP requests per try: the HTTP layer itself retries
 # 408/429/5xx/timeouts once more with http.max_retries 1, attempts: a rejected key is not retried).
@@ -36,33 +46,33 @@ def pplx(fake, home, monkeypatch):
 
 @pytest.fixture
 def reap(home):
-    """Stop any background worker a test left running in its home (by the pid it recorded)."""
     yield
-    info = home / "jobs" / "worker.json"
-    if info.exists() and _is_worker(read(info).get("pid")):
-        os.kill(read(info)["pid"], signal.SIGKILL)
+    reap_worker(home)
 
 
-def _is_worker(pid) -> bool:
-    try:
-        return b"jobs\x00worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
+# -- whether the worker runs: one answer from every command ---------------------------------------
 
+@pytest.mark.parametrize("who, running, needed, in_progress", [
+    ("nobody", False, True, False),  # deep.autostart off: the job waits for a worker
+    ("the worker", True, False, False),  # alive (its lock held), between two jobs
+    ("a blocking call", False, False, True),  # the job is run by another process; nothing else waits
+])
+def test_jobs_list_and_status_agree_on_whether_the_worker_runs(cli, pplx, home, who, running, needed, in_progress):
+    from gsd_research.deep.queue import lock_path
+    from gsd_research.deep.store import JobStore, file_lock
 
-def enqueue(cli, query: str, *extra: str) -> str:
-    result = cli("deep", "--async", query, *extra)
-    assert result.code == 0, result.stdout
-    return result.json["conversation_id"]
+    job_id = enqueue(cli, "who runs me")
+    with contextlib.ExitStack() as held:
+        if who == "the worker":
+            assert held.enter_context(file_lock(lock_path(), blocking=False))
+        if who == "a blocking call":
+            held.callback(JobStore().claim(job_id).release)
 
+        listed, shown = cli("jobs", "list").json, cli("jobs", "status", job_id).json
 
-def status_of(home: Path, job_id: str) -> dict:
-    return read(home / "conversation-logs" / job_id / "status.json")
-
-
-def submitted_queries(fake) -> list[str]:
-    return [r.json()["request"]["messages"][0]["content"]
-            for r in fake.hits("/perplexity/async/chat/completions", method="POST")]
+    assert listed["worker"] == shown["worker"]
+    assert (shown["worker"]["running"], shown["worker"]["needed"]) == (running, needed)
+    assert shown["in_progress"] is in_progress
 
 
 # -- order ---------------------------------------------------------------------------------------
@@ -158,12 +168,10 @@ def test_polling_timeout_fails_the_attempt(cli, pplx, home):
     pplx.state["pplx_async_delay"] = 30
     job_id = enqueue(cli, "never finishes")
 
-    started = time.monotonic()
     cli("jobs", "worker", "--once")
 
     status = status_of(home, job_id)
     assert status["status"] == "failed" and status["error"]["code"] == "TIMEOUT" and status["attempts"] == 2
-    assert 2 <= time.monotonic() - started < 6
     assert len(pplx.hits("/perplexity/async/chat/completions", method="POST")) == 1  # resumed, not bought again
     assert status["error"]["remote_id"] == status["remoteId"]
 
@@ -213,12 +221,11 @@ def test_wait_times_out_with_exit_6_while_pending(cli, pplx):
     pplx.state["pplx_async_delay"] = 5  # jobs wait runs it (no worker runs), and it takes longer than the wait
     job_id = enqueue(cli, "nobody runs me")
 
-    started = time.monotonic()
     result = cli("jobs", "wait", job_id, "--timeout", "0.3")
 
     assert result.code == 6 and result.json["error"]["code"] == "JOB_RUNNING"
     assert result.json["error"]["details"]["status"] == "pending"
-    assert 0.3 <= time.monotonic() - started < 2
+    assert "after 0.3 s" in result.json["error"]["message"]
 
 
 @pytest.mark.parametrize("sub", ["status", "result", "wait", "cancel"])
@@ -291,30 +298,30 @@ def test_enqueue_starts_a_detached_worker_that_outlives_the_caller(run_bin, pplx
     # It idles 30 s (reap stops it): under load the wait below can outlast a shorter idle time.
     configure(home, deep={"autostart": True, "idle_exit": 30})
 
-    started = time.monotonic()
     queued = run_bin("gsd-research", "deep", "--async", "detached")
-    elapsed = time.monotonic() - started
 
     assert queued.code == 0 and queued.json["worker"]["started"] is True
-    assert elapsed < 2.5  # the caller's pipes are not held open by the worker (it idles 30 s)
     pid = queued.json["worker"]["pid"]
+    log = home / "logs" / "worker.log"  # the caller's pipes are not held open by the worker: its output goes here
+    assert {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in (1, 2)} == {str(log)}
     done = run_bin("gsd-research", "jobs", "wait", queued.json["conversation_id"], "--timeout", "20")
     assert done.code == 0 and done.json["status"] == "completed"
-    assert _is_worker(pid) and os.getsid(pid) != os.getsid(0)  # still alive, in its own session
+    assert is_worker(pid) and os.getsid(pid) != os.getsid(0)  # still alive, in its own session
     assert "completed " + queued.json["conversation_id"] in (home / "logs" / "worker.log").read_text()
     assert run_bin("gsd-research", "jobs", "list").json["worker"]["needed"] is False
 
 
 def test_cancel_while_running_discards_the_answer(run_bin, pplx, home, reap):
     configure(home, deep={"autostart": True, "idle_exit": 0.5})
-    pplx.state["pplx_async_delay"] = 1.5
+    pplx.state["pplx_async_delay"] = 30  # still running whatever the machine's load
     job_id = run_bin("gsd-research", "deep", "--async", "cancel mid-run").json["conversation_id"]
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 20
     while status_of(home, job_id)["status"] != "running" and time.monotonic() < deadline:
         time.sleep(0.05)
 
     cancelled = run_bin("gsd-research", "jobs", "cancel", job_id).json
-    time.sleep(2.0)
+    while f"cancelled {job_id}" not in (home / "logs" / "worker.log").read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)  # the worker saw it at its next poll
 
     assert cancelled["was"] == "running" and cancelled["cancelled"] is True
     assert status_of(home, job_id)["status"] == "cancelled"
@@ -335,16 +342,19 @@ def test_status_restarts_a_dead_worker(run_bin, pplx, home, reap):
 
 
 def test_retry_waits_at_least_the_servers_retry_after(cli, pplx, home):
+    from gsd_research.deep.files import parse_iso
+
     configure(home, http={"max_retries": 0}, deep={"retry_backoff": 0.01, "retry_backoff_max": 2})
     pplx.add_fault("/perplexity/async/chat/completions", "status", status=429, times=1, method="POST",
                    retry_after="1")
     job_id = enqueue(cli, "slow down")
 
-    started = time.monotonic()
     cli("jobs", "worker", "--once")
 
-    assert status_of(home, job_id)["status"] == "completed"
-    assert time.monotonic() - started >= 1.0
+    status = status_of(home, job_id)
+    failed_at, retry_at = parse_iso(status["errors"][0]["at"]), parse_iso(status["retryAt"])
+    assert status["status"] == "completed" and retry_at - failed_at >= 1.0  # scheduled by Retry-After, not 0.01 s
+    assert parse_iso(status["attemptStartedAt"]) >= retry_at  # and the retry waited for it
 
 
 def test_the_worker_runs_up_to_concurrency_jobs_at_once_in_priority_order(cli, pplx, home):
@@ -375,6 +385,71 @@ def test_a_completed_job_whose_report_is_damaged_is_an_error_not_an_empty_report
         assert "unreadable" in r.json["error"]["message"]
         assert r.json["error"]["suggestions"] == ["Run the research again: gsd-research deep 'damaged report' --async"]
     assert cli("jobs", "status", job_id).json["status"] == "completed"
+
+
+# -- damaged job folders: named with their fix, never sinking the others ------------------------------
+
+BAD = "dr-20200101-000000000-0badf00d"
+PLANTED_STATUS = {"id": BAD, "status": "pending", "attempts": 0, "priority": 9, "seq": 1, "mode": "async",
+                  "createdAt": "2020-01-01T00:00:00.000Z", "query": "planted question"}
+PLANTED_JOB = {"id": BAD, "query": "planted question", "priority": 9, "seq": 1}
+# (case, file, its text; None: no such file, the file the problem names)
+DAMAGED = [
+    ("status-not-json", "status.json", "{not json", "status.json"),
+    ("status-not-an-object", "status.json", "[1, 2]", "status.json"),
+    ("status-huge-number", "status.json", '{"status": "pending", "attempts": 1e999}', "status.json"),
+    ("status-nan", "status.json", '{"status": "pending", "priority": NaN}', "status.json"),
+    ("status-wrong-type", "status.json", '{"status": "pending", "priority": "high"}', "status.json"),
+    ("status-attempts-text", "status.json", '{"status": "failed", "error": "boom", "attempts": "x"}', "status.json"),
+    ("status-unknown-state", "status.json", '{"status": "weird"}', "status.json"),
+    ("status-uppercase", "status.json", '{"status": "COMPLETED"}', "status.json"),
+    ("status-without-state", "status.json", '{"attempts": 0}', "status.json"),
+    ("running-without-job-json", "job.json", None, "job.json"),
+    ("job-not-json", "job.json", "{not json", "job.json"),
+    ("job-wrong-type", "job.json", json.dumps({**PLANTED_JOB, "priority": "high"}), "job.json"),
+    ("job-huge-number", "job.json", json.dumps(PLANTED_JOB)[:-1] + ', "timeout": 1e999}', "job.json"),
+    ("job-of-another-folder", "job.json", json.dumps({**PLANTED_JOB, "id": "dr-20200101-000000000-00000000"}),
+     "job.json"),
+    ("job-without-query", "job.json", json.dumps({"id": BAD}), "job.json"),
+]
+
+
+def plant(home: Path, file: str, text: str | None) -> None:
+    """A job folder as the product writes it, with `file` replaced by `text` (removed when None)."""
+    folder = home / "conversation-logs" / BAD
+    folder.mkdir(parents=True)
+    status = dict(PLANTED_STATUS, status="running") if text is None else PLANTED_STATUS
+    docs = {"conversation.json": json.dumps({"id": BAD, "messages": [{"role": "user", "content": "planted question"}]}),
+            "status.json": json.dumps(status), "job.json": json.dumps(PLANTED_JOB), file: text}
+    for name, body in docs.items():
+        if body is not None:
+            (folder / name).write_text(body)
+
+
+@pytest.mark.parametrize("file, text, named", [d[1:] for d in DAMAGED], ids=[d[0] for d in DAMAGED])
+def test_a_damaged_job_folder_is_named_with_its_fix_and_the_others_are_listed_waited_on_and_run(
+        cli, pplx, home, file, text, named):
+    waited_on, run_by_worker = enqueue(cli, "waited on"), enqueue(cli, "run by the worker")
+    plant(home, file, text)
+
+    listed = cli("jobs", "list")
+    shown = cli("jobs", "status", waited_on)
+    bad = cli("jobs", "wait", BAD, "--timeout", "5")
+    waited = cli("jobs", "wait", waited_on, "--timeout", "20")
+    worker = cli("jobs", "worker", "--once")
+
+    rows = {j["conversation_id"]: j for j in listed.json["jobs"]}
+    assert listed.code == 0 and rows[waited_on]["status"] == "pending" and listed.json["counts"]["damaged"] == 1
+    assert rows[BAD]["status"] == "damaged" and named in rows[BAD]["problem"]
+    assert rows[BAD]["fix"].startswith("rm -r ") and "planted question" in rows[BAD]["fix"]
+    assert shown.code == 0 and shown.json["status"] == "pending"
+    assert bad.code == 4 and bad.json["error"]["code"] == "JOB_NOT_FOUND" and named in bad.json["error"]["message"]
+    assert any(tip.startswith("rm -r ") for tip in bad.json["error"]["suggestions"])
+    assert waited.code == 0 and waited.json["status"] == "completed", waited.stdout
+    assert worker.code == 0 and worker.json["completed"] == 1 and status_of(home, run_by_worker)["status"] == "completed"
+    assert "planted question" not in submitted_queries(pplx)  # a damaged job is never run
+    for out in (listed.stdout, bad.stdout):  # strict JSON: no non-finite number repeated from the file
+        json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} in the output"))
 
 
 def test_an_enqueue_cut_short_is_failed_or_removed_by_the_next_worker(cli, pplx, home):

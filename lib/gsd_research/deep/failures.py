@@ -6,20 +6,24 @@ Sonar submit answered without a usable request id (taken, so billed, but never t
 a remote request Perplexity no longer knows (never bought again by itself), and when Perplexity asks
 to wait longer than any backoff of ours (`deep.retry_backoff_max`): the error then says when to retry.
 A request the provider accepted gets its ledger line when it ends without a report (`accounting`).
+
+A blocking call's own job that fails before Perplexity gave its request an id ends at once ("ended"): the
+caller gets the error now, and the same call asked again revives the job and retries at once, under the same
+idempotency key (`questions.revivable`), instead of attaching to a retry scheduled minutes later.
 """
 
 from __future__ import annotations
 
 import time
 
-from gsd_research.core.errors import GsdError
+from gsd_research.core.errors import BudgetExceeded, GsdError, InvalidApiKey, MissingApiKey, UsageError
 from gsd_research.deep import accounting
 from gsd_research.deep.perplexity import REMOTE_ID, BadRemoteId, RemoteGone, RemoteRunFailed, UntrackedRequest
 from gsd_research.deep.research import MaybeTaken
 from gsd_research.deep.settings import DeepSettings
-from gsd_research.deep.store import JobStore, now_iso, read_json
+from gsd_research.deep.store import JobStore, now_iso
 
-PERMANENT = frozenset({"USAGE_ERROR", "MISSING_API_KEY", "INVALID_API_KEY", "BUDGET_EXCEEDED"})
+PERMANENT = (UsageError, MissingApiKey, InvalidApiKey, BudgetExceeded)  # no retry fixes these
 REMOTE_FIELDS = ("remoteId", "remoteApi", "submitKey", "agentSubmittedAt")
 
 
@@ -34,7 +38,7 @@ def _too_long_a_wait(exc: GsdError, s: DeepSettings) -> float | None:
 
 
 def _is_final(exc: GsdError, attempts: int, s: DeepSettings) -> bool:
-    return (attempts >= s.max_attempts or exc.code in PERMANENT or isinstance(exc, (MaybeTaken, RemoteGone, BadRemoteId))
+    return (attempts >= s.max_attempts or isinstance(exc, (*PERMANENT, MaybeTaken, RemoteGone, BadRemoteId))
             or _too_long_a_wait(exc, s) is not None)
 
 
@@ -46,11 +50,17 @@ def _ended_marks(exc: GsdError) -> dict:
     return {"remoteDone": True} if isinstance(exc, (RemoteRunFailed, RemoteGone)) else {}
 
 
+def _ends_unaccepted(current: dict, remote_id, caller_waits: bool) -> bool:
+    """A blocking call's own job that holds no request the provider accepted under an id: nothing to resume."""
+    return caller_waits and current.get("mode") == "blocking" and not remote_id
+
+
 def record(store: JobStore, s: DeepSettings, config, job_id: str, exc: GsdError, command: str) -> str:
     """Record a failed attempt (caller does not hold the job lock): "pending" (retried after a backoff),
-    "failed" (for good) or "cancelled" (cancelled meanwhile)."""
+    "failed" (for good), "ended" (failed now, revived by the same call asked again) or "cancelled"
+    (cancelled meanwhile). `command` "deep" is a blocking caller waiting on the outcome."""
     with store.lock(job_id):
-        current = read_json(store.dir(job_id) / "status.json") or {}
+        current = store.read_status(job_id) or {}
         if current.get("status") == "cancelled":  # a submit taken without an id while the cancel ran: still paid
             if isinstance(exc, UntrackedRequest):
                 accounting.record_unreported(config, job_id, {**current, **_ended_marks(exc)}, command,
@@ -69,16 +79,18 @@ def record(store: JobStore, s: DeepSettings, config, job_id: str, exc: GsdError,
             error["message"] += (f"; Perplexity asks to wait {after:.0f} s, longer than deep.retry_backoff_max "
                                  f"({s.retry_backoff_max:g} s): retry after {error['retryAfter']}")
         history = [*list(current.get("errors") or [])[-9:], error]
-        if _is_final(exc, attempts, s):
+        final = _is_final(exc, attempts, s)
+        if final or _ends_unaccepted(current, remote_id, command == "deep"):
             marks = _ended_marks(exc)
             reason = "untracked: its answer had no usable request id" if marks.get("untracked") else f"failed: {exc.code}"
             # the line first (once per ref): a process killed between the two still leaves the paid request counted
             accounting.record_unreported(config, job_id, {**current, **marks}, command, reason)
             store.finish(job_id, "failed", attempts=attempts, error=error, errors=history, **marks)
-            return "failed"
+            return "failed" if final else "ended"
         wait = max(s.backoff(attempts), float(exc.retry_after or 0))
         changes = {"status": "pending", "attempts": attempts, "error": error, "errors": history,
-                   "retryAt": iso(time.time() + wait)}
+                   "retryAt": iso(time.time() + wait),
+                   "providerRetryAt": iso(time.time() + float(exc.retry_after)) if exc.retry_after else None}
         if isinstance(exc, RemoteRunFailed):  # the provider ended that run: the next try submits anew
             accounting.record_unreported(config, job_id, current, command, "ended by the provider")
             changes.update(dict.fromkeys(REMOTE_FIELDS), submissions=int(current.get("submissions") or 0) + 1)

@@ -58,28 +58,38 @@ def write_json(path: Path, doc: Any, durable: bool = True) -> None:
         raise
 
 
+def _no_constant(name: str):
+    raise ValueError(f"non-finite number {name}")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"non-finite number {text[:20]}")
+    return value
+
+
+def parse(text: str | bytes) -> Any:
+    """Strict JSON: NaN, Infinity and numbers too large for a float (1e999) are refused, never read as inf."""
+    return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+
+
 def read_json(path: Path) -> dict | None:
-    """A JSON document, or None when it is missing or unreadable."""
+    """A JSON object, or None when it is missing or unreadable (job files: `records.load`, which says why)."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = parse(path.read_bytes())
     except (OSError, ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
         return None
     return doc if isinstance(doc, dict) else None
 
 
-def damage(status: dict | None) -> str | None:
-    """What makes a status document unusable, or None: unreadable, or no known `status` value."""
-    if status is None:
-        return "status.json is unreadable or missing"
-    if status.get("status") not in STATUSES:
-        return f"status.json has no valid status ({str(status.get('status'))[:40]!r})"
-    return None
-
-
-def due_at(status: dict, max_wait: float) -> float:
+def due_at(status: dict, max_wait: float, caller_waits: bool = False) -> float:
     """When a pending job's next attempt may start (epoch seconds). A `retryAt` further ahead than any
-    backoff can be (`max_wait`) comes from a clock set back or a damaged file: due now."""
-    retry_at = parse_iso(status.get("retryAt")) or 0.0
+    backoff can be (`max_wait`) comes from a clock set back or a damaged file: due now. A caller waiting
+    on a request the provider accepted resumes it at once (a poll costs nothing): only the provider's own
+    Retry-After holds it back."""
+    field = "providerRetryAt" if caller_waits and status.get("remoteId") else "retryAt"
+    retry_at = parse_iso(status.get(field)) or 0.0
     return 0.0 if retry_at - time.time() > max_wait + 5 else retry_at
 
 

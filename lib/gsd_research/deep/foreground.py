@@ -13,10 +13,10 @@ from __future__ import annotations
 import signal
 import time
 
-from gsd_research.core.errors import CallInterrupted, GsdError, TimeoutError_
+from gsd_research.core.errors import CallInterrupted, GsdError, JobRunning, TimeoutError_
 from gsd_research.deep.perplexity import shown_id
 from gsd_research.deep.signals import NOTHING_SENT, Interrupted, deferred_signals
-from gsd_research.deep.store import TERMINAL, JobStore, due_at, read_json
+from gsd_research.deep.store import TERMINAL, JobStore, due_at
 from gsd_research.deep.worker import Worker
 
 WAIT_STEP = 0.25  # seconds between looks at a job another process runs
@@ -28,8 +28,8 @@ def attempt_here(rt, settings, store: JobStore, job_id: str, lock, until: float,
     value) as `Worker.execute` gives them, or None when there was nothing to run: finished, or waiting out
     a backoff that ends after the monotonic `until` (left to the worker)."""
     job = store.job(job_id)
-    status = read_json(store.dir(job_id) / "status.json") or {}
-    retry_at = due_at(status, settings.retry_backoff_max)
+    status = store.read_status(job_id) or {}
+    retry_at = due_at(status, settings.retry_backoff_max, caller_waits=command == "deep")
     if job is None or time.time() + max(0.0, until - time.monotonic()) < retry_at:
         lock.release()
         return None
@@ -119,6 +119,11 @@ class Foreground:
         """The attempt's own error, saying what became of the job."""
         if state == "discarded":
             return exc
+        if state == "ended":
+            exc.details.update(conversation_id=self.job_id)
+            exc.message += (". Perplexity gave no request id, so nothing waits in the background: asking the same "
+                            "question again retries at once (under the same idempotency key: never paid twice)")
+            return exc
         exc.details.update(conversation_id=self.job_id)
         exc.message += f". The job keeps its request and retries in the background ({self._where()})"
         exc.suggestions = [f"gsd-research jobs wait {self.job_id} --timeout 100",
@@ -140,13 +145,13 @@ class Foreground:
             self.lock.release()  # (already released when the attempt had started)
         if self.job_id is None:
             raise CallInterrupted(signum, NOTHING_SENT)
-        status = read_json(self.store.dir(self.job_id) / "status.json") or {}
+        status = self.store.read_status(self.job_id) or {}
         if status.get("status") in TERMINAL:  # the report, or why there is none
             return self._finished(status, created=True)
-        raise GsdError(
+        raise JobRunning(
             f"Interrupted: deep research job {self.job_id} goes on in the background ({self._where()}); "
             "its request is kept, nothing is paid twice",
-            code="JOB_RUNNING", suggestions=[f"gsd-research jobs wait {self.job_id} --timeout 100"],
+            suggestions=[f"gsd-research jobs wait {self.job_id} --timeout 100"],
             details={"conversation_id": self.job_id, "status": status.get("status"),
                      "remote_id": shown_id(status.get("remoteId"))})
 

@@ -6,11 +6,11 @@ import time
 
 import click
 
-from gsd_research.core.errors import GsdError
+from gsd_research.core.errors import JobRunning
 from gsd_research.core.runtime import Runtime, agent_command
 from gsd_research.deep.render import quoted, terminal_error
 from gsd_research.deep.settings import load
-from gsd_research.deep.store import STATUSES, TERMINAL, JobStore, damage, read_json
+from gsd_research.deep.store import STATUSES, TERMINAL, JobStore
 
 STATUS_KEYS = ("status", "attempts", "priority", "effort", "model", "query", "createdAt", "startedAt", "completedAt",
                "failedAt", "cancelledAt", "retryAt", "error", "errors", "interruptions", "cost", "usage")
@@ -32,13 +32,10 @@ def jobs():
     """List, inspect, wait for and cancel deep research jobs; run the worker."""
 
 
-def _revive(rt, store: JobStore) -> dict | None:
-    """Start a worker when queued jobs wait for one and none is alive (a killed runner's jobs resume)."""
-    from gsd_research.deep.queue import ensure_worker
+def _worker(rt, store: JobStore) -> dict:
+    from gsd_research.deep.queue import worker_state
 
-    if not store.claimable():
-        return None
-    return ensure_worker(load(rt.config).autostart)
+    return worker_state(store, load(rt.config).autostart)
 
 
 def _status_view(job_id: str, status: dict) -> dict:
@@ -65,8 +62,7 @@ def list_jobs(rt, only: str | None, limit: int):
         if (only is None or row["status"] == only) and len(rows) < limit:
             rows.append(row)
     rows.sort(key=lambda r: (str(r.get("createdAt") or ""), r["conversation_id"]), reverse=True)
-    worker = _revive(rt, store)
-    doc = {"jobs": rows, "counts": counts, "worker": worker or {"running": False, "needed": False},
+    doc = {"jobs": rows, "counts": counts, "worker": _worker(rt, store),
            "metadata": {"returned": len(rows), "total_available": sum(counts.values()) if only is None
                         else counts.get(only, 0), "max_tokens": rt.max_tokens, "truncated": False}}
     while document_tokens(doc) > rt.max_tokens and doc["jobs"]:
@@ -77,16 +73,14 @@ def list_jobs(rt, only: str | None, limit: int):
 
 
 def _list_row(store: JobStore, job_id: str) -> dict | None:
-    """One job's row; a damaged job (unreadable status.json, no valid status, nothing able to run it)
-    says so and how to fix it. None for a folder still being created (no status.json, under a minute old)."""
+    """One job's row; a damaged job (a job file that is not valid, nothing able to run it) says so and how
+    to fix it. None for a folder still being created (no status.json, under a minute old)."""
     folder = store.logs / job_id
-    status = read_json(folder / "status.json")
-    problem = damage(status)
-    if problem is None:
-        problem = store.orphaned(job_id, status) if status.get("status") in ("pending", "running") else None
-        if problem is None:
-            row = {k: status.get(k) for k in ("status", "priority", "effort", "attempts", "createdAt") if k in status}
-            return {"conversation_id": job_id, **row, "query": str(status.get("query") or "")[:120]}
+    problem = store.problem(job_id)
+    status = store.read_status(job_id) if problem is None else None
+    if status is not None:
+        row = {k: status.get(k) for k in ("status", "priority", "effort", "attempts", "createdAt") if k in status}
+        return {"conversation_id": job_id, **row, "query": str(status.get("query") or "")[:120]}
     try:
         age = time.time() - folder.stat().st_mtime
     except OSError:
@@ -99,8 +93,8 @@ def _list_row(store: JobStore, job_id: str) -> dict | None:
 def damaged_fix(store: JobStore, job_id: str, problem: str) -> dict:
     """The query, problem and fix of a damaged job."""
     folder = store.logs / job_id
-    messages = (read_json(folder / "conversation.json") or {}).get("messages") or [{}]
-    query = str(messages[0].get("content") or "") if isinstance(messages[0], dict) else ""
+    messages = store.conversation(job_id).get("messages") or [{}]
+    query = str(messages[0].get("content") or "")
     again = f"gsd-research deep {quoted({'query': query})} --async" if query else "run the research again"
     return {"query": query[:120], "problem": problem, "fix": f"rm -r {folder} ; then {again}"}
 
@@ -116,7 +110,8 @@ def job_status(rt, job_id: str):
         queued = [job["id"] for job, _ in store.queued()]
         if job_id in queued:
             doc["position"] = queued.index(job_id) + 1
-        doc["worker"] = _revive(rt, store) or {"running": store.held(job_id), "needed": False}
+        doc["worker"] = _worker(rt, store)
+        doc["in_progress"] = store.held(job_id)  # a process (the worker, a blocking call) runs it now
         doc["next"] = f"gsd-research jobs wait {job_id} --timeout 100"
     elif status.get("status") == "completed":
         doc["next"] = f"gsd-research jobs result {job_id}"
@@ -175,13 +170,13 @@ def job_wait(rt, job_id: str, timeout: float):
         if status.get("status") in TERMINAL:
             return _result(rt, store, job_id, status)
         if time.monotonic() >= next_revive:
-            worker = _revive(rt, store)
+            worker = _worker(rt, store)
             next_revive = time.monotonic() + 5.0
-            if worker is not None and not worker["running"]:  # deep.autostart is off and no worker runs
+            if worker["needed"]:  # deep.autostart is off and no worker runs
                 _run_here(rt, settings, store, job_id, deadline)
                 continue
         if time.monotonic() >= deadline:
-            raise _still_running(store, job_id, status, timeout, settings.autostart)
+            raise _still_running(store, job_id, status, timeout, worker)
         time.sleep(interval)
 
 
@@ -197,24 +192,21 @@ def _run_here(rt, settings, store: JobStore, job_id: str, deadline: float) -> No
         with sigterm_interrupts():
             attempt_here(rt, settings, store, job_id, lock, deadline, stop_at=deadline, command="jobs wait")
     except (Interrupted, KeyboardInterrupt):
-        raise GsdError(f"Interrupted: job {job_id} is queued again with its request kept; wait on it again",
-                       code="JOB_RUNNING", suggestions=[f"gsd-research jobs wait {job_id} --timeout 100"],
-                       details={"conversation_id": job_id}) from None
+        raise JobRunning(f"Interrupted: job {job_id} is queued again with its request kept; wait on it again",
+                         suggestions=[f"gsd-research jobs wait {job_id} --timeout 100"],
+                         details={"conversation_id": job_id}) from None
 
 
-def _still_running(store: JobStore, job_id: str, status: dict, timeout: float, autostart: bool) -> GsdError:
+def _still_running(store: JobStore, job_id: str, status: dict, timeout: float, worker: dict) -> JobRunning:
     message = f"Job {job_id} is still {status.get('status')} after {timeout:g} s: wait again"
     details = {"conversation_id": job_id, "status": status.get("status"), "attempts": status.get("attempts", 0)}
     suggestions = [f"gsd-research jobs wait {job_id} --timeout 100"]
-    if not autostart and not store.held(job_id):
-        from gsd_research.deep.queue import worker_alive
-
-        if worker_alive() is None:
-            message += (" (no worker runs the queue: deep.autostart is off, so the job advances only while "
-                        "jobs wait runs it; start one with: gsd-research jobs worker)")
-            details["worker"] = {"running": False, "needed": True}
-            suggestions.append("gsd-research jobs worker")
-    return GsdError(message, code="JOB_RUNNING", suggestions=suggestions, details=details)
+    if worker["needed"] and not store.held(job_id):
+        message += (" (no worker runs the queue: deep.autostart is off, so the job advances only while "
+                    "jobs wait runs it; start one with: gsd-research jobs worker)")
+        details["worker"] = worker
+        suggestions.append("gsd-research jobs worker")
+    return JobRunning(message, suggestions=suggestions, details=details)
 
 
 @agent_command("cancel")
@@ -224,7 +216,7 @@ def job_cancel(rt, job_id: str):
     store = JobStore()
     store.status(job_id)
     with store.lock(job_id):
-        status = read_json(store.dir(job_id) / "status.json") or {}
+        status = store.read_status(job_id) or {}
         before = status.get("status")
         if before in TERMINAL:
             return {"conversation_id": job_id, "cancelled": False, "status": before,

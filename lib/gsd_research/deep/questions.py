@@ -13,7 +13,7 @@ import contextlib
 import time
 
 from gsd_research.deep.perplexity import shown_id
-from gsd_research.deep.store import JobStore, file_lock, now_iso, parse_iso, read_json, write_json
+from gsd_research.deep.store import JobStore, file_lock, now_iso, parse_iso, write_json
 
 REVIVE_WINDOW = 86400.0  # seconds after it ended that a job's remote request is looked up again
 
@@ -53,11 +53,14 @@ def find(store: JobStore, key: str, ttl: float, *, finished_too: bool, params: d
     within `ttl` seconds with its report readable (with `finished_too`); or ended without a report while
     its paid remote request may still answer (revived: queued again to resume it). None: create one."""
     job_id = store.lookup(key)
-    status = read_json(store.logs / job_id / "status.json") if job_id else None
+    # job.json before status.json: a job finishing in between (status written, then job.json removed) is
+    # seen completed, never as a queued job without its job.json (which made a second job and paid twice)
+    job = store.job(job_id) if job_id else None
+    status = store.read_status(job_id) if job_id else None
     if status is None or status.get("key") != key:
         return None
     state = status.get("status")
-    if state in ("pending", "running") and store.job(job_id) is not None:
+    if state in ("pending", "running") and job is not None:
         return job_id, status
     if state == "completed" and finished_too and store.has_answer(job_id) is not None:
         if time.time() - (parse_iso(status.get("completedAt")) or 0) <= ttl:
@@ -74,7 +77,7 @@ def revive(store: JobStore, job_id: str, params: dict, mode: str) -> dict | None
     remote id, API and idempotency key kept), then job.json. None when it changed in the meantime."""
     with store.lock(job_id):
         path = store.dir(job_id)
-        status = read_json(path / "status.json") or {}
+        status = store.read_status(job_id) or {}
         if not revivable(status):
             return None
         messages = store.conversation(job_id).get("messages") or [{}]
@@ -83,7 +86,8 @@ def revive(store: JobStore, job_id: str, params: dict, mode: str) -> dict | None
         now = now_iso()
         history = list(status.get("errors") or [])
         updated = store.update_status(
-            job_id, status="pending", attempts=0, error=None, retryAt=None, failedAt=None, cancelledAt=None,
+            job_id, status="pending", attempts=0, error=None, retryAt=None, providerRetryAt=None, failedAt=None,
+            cancelledAt=None,
             revivals=int(status.get("revivals") or 0) + 1, revivedAt=now, mode=mode, seq=seq, errors=history)
         job = dict(params, id=job_id, query=query, priority=int(status.get("priority") or 0), seq=seq, createdAt=now,
                    effort=status.get("effort") or params.get("effort"), model=status.get("model") or params.get("model"))

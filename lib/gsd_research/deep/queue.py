@@ -69,6 +69,18 @@ def ensure_worker(autostart: bool = True) -> dict:
     return {"running": True, "pid": spawn_worker(), "started": True}
 
 
+def worker_state(store: JobStore, autostart: bool) -> dict:
+    """Whether the queue's worker runs, the one answer `jobs list`, `status` and `wait` give: {"running",
+    "pid", "started", "needed"}. A worker is started when queued jobs wait for one (a killed runner's jobs
+    resume); `needed` says jobs wait for one that is not running (deep.autostart is off)."""
+    alive = worker_alive()
+    if alive is not None:
+        return {"running": True, "pid": alive.get("pid"), "started": False, "needed": False}
+    if not store.claimable():
+        return {"running": False, "pid": None, "started": False, "needed": False}
+    return {**ensure_worker(autostart), "needed": not autostart}
+
+
 def enqueue(query: str, params: dict, priority: int, *, autostart: bool = True,
             key: str | None = None) -> tuple[str, dict, dict]:
     """Queue a job (job.json written last) and then check for a worker; returns (id, status, worker).

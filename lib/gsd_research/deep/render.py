@@ -85,27 +85,28 @@ def quoted(status: dict) -> str:
 
 def terminal_error(store, job_id: str, status: dict):
     """The error of a job that ended without a report: JOB_FAILED (exit 5) with its cause, or JOB_CANCELLED."""
-    from gsd_research.core.errors import GsdError
+    from gsd_research.core.errors import JobCancelled, JobFailed, JobNotFound, ProviderError
     from gsd_research.deep.questions import resume_hint, revivable
 
     if status.get("status") == "cancelled":
         again = resume_hint(status) if revivable(status) else "Enqueue it again"
-        return GsdError(f"Job {job_id} was cancelled", code="JOB_CANCELLED", details={"conversation_id": job_id},
-                        suggestions=[f"{again}: gsd-research deep {quoted(status)} --async"])
+        return JobCancelled(f"Job {job_id} was cancelled", details={"conversation_id": job_id},
+                            suggestions=[f"{again}: gsd-research deep {quoted(status)} --async"])
     if status.get("status") == "completed":  # completed, but the report in conversation.json is gone or damaged
-        return GsdError(f"The report of job {job_id} is unreadable (its conversation.json is missing or damaged)",
-                        code="JOB_NOT_FOUND", details={"conversation_id": job_id},
-                        suggestions=[f"Run the research again: gsd-research deep {quoted(status)} --async"])
+        return JobNotFound(f"The report of job {job_id} is unreadable (its conversation.json is missing or damaged)",
+                           details={"conversation_id": job_id},
+                           suggestions=[f"Run the research again: gsd-research deep {quoted(status)} --async"])
     err = status.get("error") if isinstance(status.get("error"), dict) else {"message": str(status.get("error") or "")}
     remote_id = err.get("remote_id") or status.get("remoteId")
-    details = {"conversation_id": job_id, "cause": str(err.get("code") or "UPSTREAM_ERROR"),
+    cause = str(err.get("code") or ProviderError.code)  # the recorded attempt's code, as its error said it
+    details = {"conversation_id": job_id, "cause": cause,
                "attempts": status.get("attempts"), "errors": status.get("errors") or []}
     if remote_id:
         details["remote_id"] = remote_id
     ask = f"{resume_hint(status)}: gsd-research deep {quoted(status)} --async"
     if err.get("retryAfter") and revivable(status):
         ask = f"After {err['retryAfter']}, a" + ask[1:]
-    return GsdError(f"Job {job_id} failed after {status.get('attempts', 0)} attempt(s): "
-                    f"{err.get('code', 'UPSTREAM_ERROR')}: {err.get('message', '')}"
-                    + (f" (Perplexity request {remote_id})" if remote_id else ""),
-                    code="JOB_FAILED", details=details, suggestions=[f"gsd-research jobs status {job_id}", ask])
+    return JobFailed(f"Job {job_id} failed after {status.get('attempts', 0)} attempt(s): "
+                     f"{cause}: {err.get('message', '')}"
+                     + (f" (Perplexity request {remote_id})" if remote_id else ""),
+                     details=details, suggestions=[f"gsd-research jobs status {job_id}", ask])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -35,6 +36,19 @@ class MaybeTaken(ProviderError):
         kwargs.setdefault("suggestions", ["Check what was spent (gsd-research usage; the Perplexity dashboard) "
                                           "before asking again", "Asking again sends a new, paid request"])
         super().__init__(message, **kwargs)
+
+    @staticmethod
+    def like(exc: GsdError, message: str) -> MaybeTaken:
+        """`message` as a MaybeTaken of `exc`'s own class: a lost submit that timed out stays a TIMEOUT."""
+        return _taken_kind(type(exc))(message, details=dict(exc.details))
+
+
+@functools.cache
+def _taken_kind(kind: type[GsdError]) -> type[MaybeTaken]:
+    if issubclass(kind, MaybeTaken):
+        return kind
+    own = {name: getattr(kind, name) for name in ("code", "exit_status") if hasattr(kind, name)}
+    return type(f"MaybeTaken{kind.__name__}", (MaybeTaken, kind), own)
 
 
 class AttemptHooks(Protocol):
@@ -182,8 +196,8 @@ class DeepResearch:
             body = self.client.agent_create(job["query"], self.s.preset(job.get("effort") or "medium"), deadline)
         except GsdError as exc:
             if exc.details.get("maybe_accepted"):
-                raise MaybeTaken(f"{exc.message}. Perplexity may have accepted (and billed) this Agent API request "
-                                 "before its answer was lost, so it is not sent again", code=exc.code) from None
+                raise MaybeTaken.like(exc, f"{exc.message}. Perplexity may have accepted (and billed) this Agent API "
+                                      "request before its answer was lost, so it is not sent again") from None
             raise
         rid = str(body.get("id") or "")
         if not rid:

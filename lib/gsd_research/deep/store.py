@@ -22,7 +22,6 @@ from gsd_research.deep.files import (  # noqa: F401 - re-exported: the store's c
     STATUSES,
     TERMINAL,
     TMP_SUFFIX,
-    damage,
     due_at,
     file_lock,
     new_id,
@@ -31,6 +30,7 @@ from gsd_research.deep.files import (  # noqa: F401 - re-exported: the store's c
     read_json,
     write_json,
 )
+from gsd_research.deep.records import Damaged, load
 
 ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{2,80}\Z")
 SEQ_WIDTH = 20
@@ -71,14 +71,37 @@ class JobStore:
 
     def status(self, job_id: str) -> dict:
         """The job's status document; JOB_NOT_FOUND naming the damage (and its fix) when it is unusable."""
-        doc = read_json(self.existing_dir(job_id) / "status.json")
-        problem = damage(doc) or self.orphaned(job_id, doc or {})
+        self.existing_dir(job_id)
+        problem = self.problem(job_id)
         if problem:
             raise JobNotFound(f"Job '{job_id}' is damaged: {problem}", details={"conversation_id": job_id,
                                                                                "damaged": True},
                               suggestions=[f"rm -r {self.dir(job_id)}", "then run the research again",
                                            "gsd-research jobs list"])
-        return doc  # type: ignore[return-value]
+        return self.read_status(job_id) or {"id": job_id, "status": "pending"}
+
+    def _load(self, job_id: str, name: str) -> dict | None:
+        """A job file validated (records.load); None when it is missing or damaged (`problem` says how)."""
+        try:
+            return load(self.logs / job_id, name)
+        except Damaged:
+            return None
+
+    def read_status(self, job_id: str) -> dict | None:
+        return self._load(job_id, "status.json")
+
+    def problem(self, job_id: str) -> str | None:
+        """What makes a job folder unusable, or None: a damaged status.json or job.json (named with the field),
+        or a status nothing can ever finish. Such a folder is listed with its fix and never run."""
+        folder = self.logs / job_id
+        try:
+            status = load(folder, "status.json")
+            load(folder, "job.json")
+        except Damaged as exc:
+            return str(exc)
+        if status is None:
+            return "status.json is missing"
+        return self.orphaned(job_id, status)
 
     def orphaned(self, job_id: str, status: dict, grace: float = 60.0) -> str | None:
         """Why a job nobody can ever run is stuck, or None: `running` (or `pending` for over `grace`
@@ -94,13 +117,15 @@ class JobStore:
             return None
         if (self.dir(job_id) / "job.json").exists():  # queued in the meantime
             return None
+        if (self.read_status(job_id) or {}).get("status") != state:  # finished meanwhile (status before job.json)
+            return None
         return f"status.json says {state} but the job has no job.json: nothing can ever run it"
 
     def conversation(self, job_id: str) -> dict:
-        return read_json(self.existing_dir(job_id) / "conversation.json") or {"id": job_id, "messages": []}
+        return self._load(self.dir(job_id).name, "conversation.json") or {"id": job_id, "messages": []}
 
     def job(self, job_id: str) -> dict | None:
-        return read_json(self.dir(job_id) / "job.json")
+        return self._load(self.dir(job_id).name, "job.json")
 
     def ids(self) -> list[str]:
         """Every job id, newest first."""
@@ -173,7 +198,7 @@ class JobStore:
         """The highest sequence number on disk (when the counter file is lost)."""
         best = 0
         for job_id in self.ids():
-            st = read_json(self.logs / job_id / "status.json") or {}
+            st = self.read_status(job_id) or {}
             best = max(best, int(st.get("seq") or 0))
         return best
 
@@ -241,7 +266,7 @@ class JobStore:
     def update_status(self, job_id: str, durable: bool = True, **changes: Any) -> dict:
         """Merge `changes` into status.json (caller holds the job lock)."""
         path = self.dir(job_id) / "status.json"
-        status = read_json(path) or {"id": job_id}
+        status = self.read_status(job_id) or {"id": job_id}
         status.update(changes)
         status["updatedAt"] = now_iso()
         write_json(path, status, durable)
@@ -249,7 +274,7 @@ class JobStore:
 
     def has_answer(self, job_id: str) -> dict | None:
         """The assistant message already committed to conversation.json, if any."""
-        conv = read_json(self.dir(job_id) / "conversation.json") or {}
+        conv = self._load(self.dir(job_id).name, "conversation.json") or {}
         for msg in reversed(conv.get("messages") or []):
             if isinstance(msg, dict) and msg.get("role") == "assistant":
                 return msg
@@ -258,7 +283,7 @@ class JobStore:
     def commit_answer(self, job_id: str, message: dict) -> None:
         """Append the assistant message to conversation.json: the commit point of a job."""
         path = self.dir(job_id) / "conversation.json"
-        conv = read_json(path) or {"id": job_id, "messages": []}
+        conv = self._load(job_id, "conversation.json") or {"id": job_id, "messages": []}
         conv.setdefault("messages", []).append(message)
         conv["completedAt"] = message.get("timestamp")
         write_json(path, conv)
@@ -277,7 +302,7 @@ class JobStore:
         had never been asked (caller holds its run lock)."""
         import shutil
 
-        status = read_json(self.dir(job_id) / "status.json") or {}
+        status = self.read_status(self.dir(job_id).name) or {}
         key = status.get("key")
         if key and self.lookup(key) == job_id:
             with contextlib.suppress(OSError):
@@ -285,13 +310,18 @@ class JobStore:
         shutil.rmtree(self.dir(job_id), ignore_errors=True)
 
     def queued(self) -> list[tuple[dict, dict]]:
-        """(job, status) of every queued job, best first: higher priority, then lower seq (FIFO)."""
+        """(job, status) of every queued job, best first: higher priority, then lower seq (FIFO). A damaged
+        folder is skipped (`jobs list` names it with its fix)."""
         out = []
         for job_id in self.ids():
-            job = read_json(self.logs / job_id / "job.json")
+            try:
+                job = load(self.logs / job_id, "job.json")
+                status = load(self.logs / job_id, "status.json") if job is not None else None
+            except Damaged:
+                continue
             if job is None:
                 continue
-            status = read_json(self.logs / job_id / "status.json") or {"id": job_id, "status": "pending"}
+            status = status or {"id": job_id, "status": "pending"}
             if status.get("status") in TERMINAL:  # a transition cut short: finish removing job.json
                 with contextlib.suppress(FileNotFoundError):
                     (self.logs / job_id / "job.json").unlink()
@@ -310,7 +340,10 @@ class JobStore:
             path = self.logs / job_id
             if (path / "job.json").exists():
                 continue
-            status = read_json(path / "status.json")
+            try:
+                status = load(path, "status.json")
+            except Damaged:  # listed as damaged with its fix, never failed in its place
+                continue
             if status is None:
                 with contextlib.suppress(OSError):
                     if not (path / "status.json").exists() and path.stat().st_mtime < cutoff:

@@ -22,7 +22,7 @@ import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
-from gsd_research.core.errors import GsdError, TimeoutError_
+from gsd_research.core.errors import GsdError, InternalError, TimeoutError_
 from gsd_research.deep import accounting, failures, joblog, queue, result_cache
 from gsd_research.deep.guard import check_budget
 from gsd_research.deep.perplexity import RemoteRunFailed
@@ -30,7 +30,7 @@ from gsd_research.deep.render import message_from
 from gsd_research.deep.research import DeepResearch
 from gsd_research.deep.settings import DeepSettings
 from gsd_research.deep.signals import Interrupted
-from gsd_research.deep.store import JobStore, RunLock, due_at, file_lock, now_iso, read_json, write_json
+from gsd_research.deep.store import JobStore, RunLock, due_at, file_lock, now_iso, write_json
 
 
 class JobCancelled(Exception):
@@ -49,7 +49,7 @@ class JobHooks:
         self.job_id = job["id"]
 
     def check(self) -> None:
-        current = read_json(self.store.dir(self.job_id) / "status.json") or {}
+        current = self.store.read_status(self.job_id) or {}
         if current.get("status") == "cancelled":
             raise JobCancelled(self.job_id)
         if self.stop_at is not None and time.monotonic() >= self.stop_at:
@@ -150,7 +150,7 @@ class Worker:
                     shutil.rmtree(path, ignore_errors=True)
                     self.log(f"removed {job_id}: enqueue interrupted before its status was written")
                     continue
-                err = {"code": "INTERNAL_ERROR",
+                err = {"code": InternalError.code,
                        "message": "The process queueing this job died before the job was queued; run the research again"}
                 self.store.finish(job_id, "failed", error=err)
                 self.counts["failed"] += 1
@@ -211,7 +211,7 @@ class Worker:
         try:
             with self.store.lock(job_id):
                 self.store.sweep_temp_files(job_id)  # left by a killed runner
-                status = self._begin(job, read_json(self.store.dir(job_id) / "status.json") or status)
+                status = self._begin(job, self.store.read_status(job_id) or status)
         except BaseException:
             lock.release()
             raise
@@ -237,7 +237,7 @@ class Worker:
         if status.get("status") == "running":  # its runner died mid-attempt
             died = int(status.get("interruptions") or 0) + 1
             if died > self.s.max_interruptions:
-                err = {"code": "INTERNAL_ERROR", "message": f"The job's runner died {died} times running it"}
+                err = {"code": InternalError.code, "message": f"The job's runner died {died} times running it"}
                 self.store.finish(job_id, "failed", error=err, interruptions=died)
                 accounting.record_unreported(self.rt.config, job_id, status, self.command, "runner died")
                 self.count("failed")
@@ -251,7 +251,7 @@ class Worker:
                 discard_untaken: bool = False) -> tuple[str, object]:
         """Run one attempt of a claimed job and record its outcome; releases the run lock.
 
-        Returns (state, value): ("completed", result), ("pending" | "failed" | "discarded", error),
+        Returns (state, value): ("completed", result), ("pending" | "failed" | "ended" | "discarded", error),
         ("cancelled", None) or ("handed_over", None). `stop_at` and `discard_untaken` serve a blocking
         caller: stop waiting then (the job goes on without it), and remove a job it created when the
         provider certainly took nothing."""
@@ -285,7 +285,7 @@ class Worker:
             self.interrupted(job_id)
             raise
         except GsdError as exc:
-            joblog.failure(job, read_json(self.store.dir(job_id) / "status.json") or status, exc, mode=hooks.mode,
+            joblog.failure(job, self.store.read_status(job_id) or status, exc, mode=hooks.mode,
                            elapsed=time.monotonic() - started)
             if discard_untaken and self._untaken(job_id, exc):
                 self.store.discard(job_id)
@@ -294,7 +294,7 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 - a bug in one job must not kill the queue
             self.log("".join(traceback.format_exception(exc)))
             joblog.event("internal_error", conversation_id=job_id, trace="".join(traceback.format_exception(exc)))
-            err = GsdError(f"Unexpected {exc.__class__.__name__}: {str(exc)[:200]}")
+            err = InternalError(f"Unexpected {exc.__class__.__name__}: {str(exc)[:200]}")
             return self.failed(job_id, err), err
 
     def run(self, job: dict, status: dict, hooks: JobHooks, stop_at: float | None = None) -> dict:
@@ -309,7 +309,7 @@ class Worker:
 
     def _untaken(self, job_id: str, exc: GsdError) -> bool:
         """True when the provider certainly took nothing for this job (no remote id, a clear refusal)."""
-        status = read_json(self.store.dir(job_id) / "status.json") or {}
+        status = self.store.read_status(job_id) or {}
         return not status.get("remoteId") and not exc.details.get("maybe_accepted") and not isinstance(
             exc, RemoteRunFailed)
 
@@ -323,7 +323,7 @@ class Worker:
     def completed(self, job_id: str, job: dict, result: dict) -> None:
         message = message_from(result)
         with self.store.lock(job_id):
-            current = read_json(self.store.dir(job_id) / "status.json") or {}
+            current = self.store.read_status(job_id) or {}
             if current.get("status") == "cancelled":  # paid for all the same: its ledger line, real cost
                 self._account(job_id, current, message)
                 self.count("cancelled")
@@ -345,7 +345,7 @@ class Worker:
         """The runner stops mid-attempt (SIGTERM, or a blocking caller stops waiting): back to the queue
         with its remote request, for the next runner to resume."""
         with self.store.lock(job_id):
-            current = read_json(self.store.dir(job_id) / "status.json") or {}
+            current = self.store.read_status(job_id) or {}
             if current.get("status") != "running":
                 return
             changes = {"status": "pending"}
@@ -357,7 +357,7 @@ class Worker:
     def failed(self, job_id: str, exc: GsdError) -> str:
         """Record a failed attempt: retried after a backoff ("pending") or finally "failed"."""
         state = failures.record(self.store, self.s, self.rt.config, job_id, exc, self.command)
-        if state == "failed":
+        if state in ("failed", "ended"):
             self.count("failed")
             self.log(f"failed {job_id}: {exc.code}")
         elif state == "pending":
@@ -367,5 +367,5 @@ class Worker:
 
     def unreported(self, job_id: str, reason: str) -> None:
         """The ledger line of the job's accepted request that ends without a report (written once)."""
-        status = read_json(self.store.dir(job_id) / "status.json") or {}
+        status = self.store.read_status(job_id) or {}
         accounting.record_unreported(self.rt.config, job_id, status, self.command, reason)
