@@ -238,26 +238,3 @@ def reinstall_hint() -> str:
         return "Rebuild the plugin's Python environment: " + " ".join(
             shlex.quote(p) for p in ("python3", cli, "rebuild", root, data))
     return "Reinstall with install.sh"
-
-
-# --- deep ---
-# The deep package's codes as classes (exit status by EXIT_CODES above). wt-edge defines the same classes in
-# its typed-errors rework: at the merge, keep theirs and drop this block.
-class InternalError(GsdError):
-    """Anything no other class names."""
-
-
-class JobRunning(GsdError):
-    """jobs wait, or an interrupted blocking call: the job still runs; wait again."""
-
-    code = "JOB_RUNNING"
-
-
-class JobFailed(GsdError):
-    """The job failed for good (cause in the message and details)."""
-
-    code = "JOB_FAILED"
-
-
-class JobCancelled(GsdError):
-    code = "JOB_CANCELLED"
