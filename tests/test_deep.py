@@ -9,6 +9,7 @@ import pytest
 from tests.conftest import assert_no_traceback
 from tests.deep_fixtures import CANARY, SUBMIT, all_state_text, configure, job_dirs, read  # noqa: F401 - re-exported
 from tests.fakes.perplexity import paid
+from tests.injection import corpus
 
 
 @pytest.fixture
@@ -28,7 +29,8 @@ def test_blocking_returns_report_citations_usage_and_cost_without_think(cli, ppl
     assert result.code == 0, doc
     assert doc["command"] == "deep" and doc["status"] == "completed"
     assert "<think>" not in result.stdout and "Planning searches" not in result.stdout
-    assert doc["report"].startswith("[UNTRUSTED TEXT]\n## Executive summary") and "[1]" in doc["report"]
+    assert doc["report"].startswith("## Executive summary") and "[1]" in doc["report"]
+    assert corpus.in_fence(doc, doc["report"]) and corpus.in_fence(doc, doc["citations"])
     assert [c["n"] for c in doc["citations"]] == [1, 2, 3]
     assert doc["citations"][0]["url"] == "https://example.org/source-1"
     assert doc["usage"]["completion_tokens"] == 3000 and doc["usage"]["reasoning_tokens"] == 80000
@@ -338,7 +340,8 @@ def test_async_then_worker_then_result(cli, pplx, home):
     doc = result.json
     assert result.code == 0 and doc["command"] == "jobs result"
     assert doc["status"] == "completed" and "<think>" not in result.stdout
-    assert doc["report"].startswith("[UNTRUSTED TEXT]\n## Executive summary") and len(doc["citations"]) == 3
+    assert doc["report"].startswith("## Executive summary") and len(doc["citations"]) == 3
+    assert corpus.in_fence(doc, doc["report"])
     assert doc["cost"] == {"usd": 0.464038, "source": "api"} and doc["usage"]["total_tokens"] == 3019
     folder = home / "conversation-logs" / job_id
     assert not (folder / "job.json").exists()
@@ -399,7 +402,7 @@ def test_reports_are_untrusted_evidence_and_injections_are_fenced(cli, pplx):
     doc = result.json
     assert "untrusted" in clean and "injection_flagged" not in clean
     assert doc["injection_flagged"] is True and {k for w in doc["injection_warnings"] for k in w["kinds"]} >= {"override"}
-    assert clean["report"].startswith("[UNTRUSTED TEXT]\n")  # fenced whether or not anything was found
-    assert doc["report"].startswith("[UNTRUSTED TEXT") and doc["report"].endswith("[END UNTRUSTED TEXT]")
+    assert corpus.in_fence(clean, clean["report"])  # fenced whether or not anything was found
+    assert corpus.in_fence(doc, doc["report"])
     assert "</search_results>" not in result.stdout  # tags that could close a fence are defanged
     assert doc["metadata"]["tokens_used"] <= 2000

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import SHARED, assert_no_traceback, cl100k_tokens, require
+from tests.injection import corpus
 
 
 @pytest.fixture
@@ -197,7 +198,7 @@ def test_injection_page_is_flagged_and_not_passed_on(cli, pages):
 def test_injection_page_extract_is_fenced(cli, pages):
     r = cli("fetch", pages.url + "/pages/injection", "--extract")
     content = r.json["content"]
-    assert content.startswith("[UNTRUSTED TEXT") and content.endswith("[END UNTRUSTED TEXT]")
+    assert corpus.in_fence(r.json, content) and "UNTRUSTED" not in content
     assert "<|im_start|>" not in content and "</untrusted_text>" not in content
     assert r.json["injection_flagged"] is True
 
@@ -219,7 +220,7 @@ def test_model_output_repeating_instructions_is_flagged(cli, pages, monkeypatch,
     page.write_text("Widget facts. ECHO-THE-INJECTION please. The toolkit is fast and small.")
     r = cli("summarize", str(page))
     doc = r.json
-    assert doc["summary"].startswith("[UNTRUSTED TEXT") and doc["injection_flagged"] is True
+    assert corpus.in_fence(doc, doc["summary"]) and doc["injection_flagged"] is True
     assert any(w["where"] == "summary" for w in doc["injection_warnings"])
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from gsd_research.core.runtime import Runtime
 from gsd_research.llm import Router, make_backend
+from tests.injection import corpus
 
 GEMINI_KEY = "gk-canary-GEMINI-1234"
 OPENAI_KEY = "sk-canary-OPENAI-5678"
@@ -81,7 +82,7 @@ def test_summarize_chain_first_backend_serves(cli, keys, tmp_path):
     meta = r.json["metadata"]
     assert meta["backend"] == "ollama" and meta["summary_type"] == "model"
     assert [t["backend"] for t in meta["backends_tried"]] == ["ollama"]
-    assert r.json["summary"].startswith("[UNTRUSTED TEXT]\nollama summary:")
+    assert r.json["summary"].startswith("ollama summary:") and corpus.in_fence(r.json, r.json["summary"])
 
 
 def test_summarize_chain_ollama_down_gemini_serves(cli, keys, tmp_path):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gsd_research.core.untrusted import is_fenced, unfence
 from tests.conftest import assert_no_traceback, cl100k_tokens
+from tests.injection import corpus
 from tests.test_llm import GEMINI_KEY, OPENAI_KEY
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 100
@@ -21,8 +21,8 @@ def keys(fake, monkeypatch):
 def test_summarize_stdin(cli, keys):
     r = cli("summarize", "-", stdin="Widgets are small. The toolkit 4.2.0 needs Python 3.10 or newer to install.")
     assert r.code == 0 and r.json["source"] == "stdin"
-    assert is_fenced(r.json["summary"])  # a model's reading of external text is external text too
-    assert unfence(r.json["summary"]).startswith("ollama summary: Widgets are small.")
+    assert corpus.in_fence(r.json, r.json["summary"])  # a model's reading of external text is external text too
+    assert r.json["summary"].startswith("ollama summary: Widgets are small.")
 
 
 def test_summarize_html_file_is_extracted_first(cli, keys, tmp_path):
@@ -146,10 +146,10 @@ def test_web_grounded_with_numbered_sources(cli, keys):
     r = cli("web", "who won euro 2024")
     assert r.code == 0
     doc = r.json
-    assert is_fenced(doc["answer"]) and unfence(doc["answer"]).strip() == (
+    assert corpus.in_fence(doc, doc["answer"]) and corpus.in_fence(doc, doc["sources"]) and doc["answer"].strip() == (
         "Spain won Euro 2024, defeating England 2-1 in the final.[1] "
         "This victory marks Spain's record fourth European Championship title.[1][2]")
-    assert [s["n"] for s in doc["sources"]] == [1, 2] and unfence(doc["sources"][1]["title"]) == "uefa.com"
+    assert [s["n"] for s in doc["sources"]] == [1, 2] and doc["sources"][1]["title"] == "uefa.com"
     assert doc["metadata"]["grounded"] is True and doc["metadata"]["search_queries"]
     sent = keys.hits("/gemini")[-1].json()
     assert sent["tools"] == [{"google_search": {}}]
@@ -174,7 +174,7 @@ def test_web_depth_deep_searches_wider_and_thinks(cli, keys):
     r = cli("web", "--depth", "deep", "who won euro 2024")
 
     assert r.code == 0 and r.json["metadata"]["depth"] == "deep" and r.json["metadata"]["grounded"] is True
-    assert unfence(r.json["answer"]).endswith("[1][2]")
+    assert r.json["answer"].endswith("[1][2]")
     prompt, config = _sent(keys)
     assert "search from several angles" in prompt and "say where they disagree" in prompt
     assert config["thinkingConfig"] == {"thinkingBudget": 2048}

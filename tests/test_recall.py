@@ -11,6 +11,7 @@ import pytest
 from gsd_research.core.untrusted import unfence
 from gsd_research.memory.recall_command import parse_since, url_prefixes
 from tests.conftest import assert_no_traceback, cl100k_tokens
+from tests.injection import corpus
 from tests.researcher_fixtures import kb, seed_model
 from tests.test_memory import page
 
@@ -121,7 +122,7 @@ def test_hostile_text_is_fenced_and_flagged(cli, pages):
 
     assert doc["injection_flagged"] is True and doc["injection_warnings"]
     hostile = [r for r in doc["results"] if r.get("injection_flagged")]
-    assert hostile and all(r["content"].startswith("[UNTRUSTED TEXT") for r in hostile)
+    assert hostile and corpus.in_fence(doc, doc["results"])
     assert all("override" in r["source_flagged"] for r in doc["results"])
     assert "<|im_start|>" not in cli("recall", "developer mode").stdout
 

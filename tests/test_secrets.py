@@ -162,3 +162,35 @@ def test_research_memory_holds_no_key(cli, fake, home, canaries, monkeypatch):
     http_cache = ("http_cache.sqlite", "http_cache.sqlite-wal", "http_cache.sqlite-shm")
     for result in results:
         assert_clean(result, home, skip=http_cache)
+
+
+@pytest.mark.parametrize("query", [
+    "api_key=sk-canary-url-param-7f3a",
+    "key=sk-canary-url-param-7f3a&lang=en",
+    "Token=sk-canary-url-param-7f3a",
+    "access_token=sk-canary-url-param-7f3a",
+    "q=widgets&x=sk-canary-tavily-api-key-7f3a",  # a configured provider key under any name
+])
+def test_a_key_inside_a_fetched_url_never_reaches_the_http_cache(cli, fake, home, canaries, monkeypatch, query):
+    monkeypatch.setenv("GSD_RESEARCH_ALLOW_HOSTS", "127.0.0.1")
+    monkeypatch.setenv("OLLAMA_HOST", fake.url + "/no-ollama")
+    url = f"{fake.url}/pages/article?{query}"
+
+    first = cli("fetch", url)
+    second = cli("fetch", url.replace("url-param-7f3a", "url-param-0000"))  # another key, the same entry
+
+    stored = b"".join(p.read_bytes() for p in (home / "cache").glob("http_cache.sqlite*"))
+    assert first.code == 0 and second.json["metadata"]["fetch_cache_hit"] is True, second.stdout
+    assert b"/pages/article" in stored and b"canary" not in stored
+
+
+@pytest.mark.parametrize(("url", "stored"), [
+    ("https://a.test/p?apiKey=s3&q=x", "https://a.test/p?apiKey=REDACTED&q=x"),
+    ("https://a.test/p?X-Amz-Signature=s3&client_secret=s4", "https://a.test/p?X-Amz-Signature=REDACTED&client_secret=REDACTED"),
+    ("https://a.test/p?keyword=x&monkey=y&q=api_key%3Dz", "https://a.test/p?keyword=x&monkey=y&q=api_key%3Dz"),
+    ("https://a.test/sk-canary-known-7f3a/p?x=1", "https://a.test/***/p?x=1"),
+])
+def test_redact_url_removes_credentials_and_keeps_other_parameters(url, stored):
+    from gsd_research.core.secrets import redact_url
+
+    assert redact_url(url, ["sk-canary-known-7f3a"]) == stored

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from gsd_research.core.untrusted import FENCE_CLOSE, FENCE_OPEN, FENCE_OPEN_FLAGGED
+from gsd_research.core.untrusted import END_KEY, FENCE_CLOSE, FENCE_OPEN, FENCE_OPEN_FLAGGED
 from tests.injection import corpus
 from tests.test_untrusted_outputs import strings
 
@@ -24,14 +24,18 @@ MARKERISH = ("end untrusted", "system:", "ignore all", "curl")
 
 
 def assert_no_loose_text(doc: dict, *, expect_fenced: bool = True) -> list[str]:
-    """No string of `doc` carries external text outside one sound fence; messages and warnings carry none."""
+    """No string of `doc` carries external text outside a sound fence (the answer's one fence, or an error
+    excerpt's own); messages and warnings carry none."""
     fenced = []
+    answer_fence = corpus.answer_fence(doc)
     for path, text in strings(doc):
         low = text.lower()
+        if path in (".untrusted", f".{END_KEY}") and answer_fence is not None:
+            continue  # the fence's own markers
         if CANARY not in low and not any(m in low for m in MARKERISH):
             continue
         assert not path.endswith(".message") and "injection_warnings" not in path, (path, text)
-        assert corpus.fence_is_sound(text, OPENS, "\n" + FENCE_CLOSE), (path, text)
+        assert corpus.in_fence(doc, text) or corpus.fence_is_sound(text, OPENS, "\n" + FENCE_CLOSE), (path, text)
         fenced.append(path)
     if expect_fenced:
         assert fenced, json.dumps(doc)[:800]
@@ -73,7 +77,7 @@ def test_a_hostile_content_type_is_never_repeated(cli, site, header):
     doc = cli("fetch", site.url + "/pages/reply/ct", "--extract").json
 
     for path, text in strings(doc):
-        assert "untrusted text]" not in text.lower() or path.startswith(".content"), (path, text)
+        assert "untrusted text]" not in text.lower() or path in (".untrusted", f".{END_KEY}"), (path, text)
         assert "curl" not in text.lower() and CANARY not in text.lower(), (path, text)
     if doc["success"]:
         assert doc["metadata"]["content_type"] in ("", None) or "/" in doc["metadata"]["content_type"]
@@ -132,7 +136,7 @@ def test_provider_failures_carry_no_provider_text(cli, fake, monkeypatch, tmp_pa
     doc = cli("search", "widget notes", "--report", "r.md").json
 
     assert doc["metadata"]["failures"][0]["provider"] == "tavily"
-    assert_no_loose_text(doc)
+    assert_no_loose_text(doc, expect_fenced=False)  # the results' own text is in the answer's fence
     report = (tmp_path / "r.md").read_text()
     assert CANARY not in report.lower() and "ignore all" not in report.lower() and "curl" not in report
 
@@ -231,4 +235,4 @@ def test_deep_citations_are_http_urls_in_a_safe_form():
 
     urls = [c.get("url") for c in doc["citations"]]
     assert urls == [None, "https://a.example/p", "https://b.example/ok?page=2"]
-    assert all(corpus.fence_is_sound(c["title"], OPENS, "\n" + FENCE_CLOSE) for c in doc["citations"])
+    assert corpus.in_fence(doc, doc["citations"])

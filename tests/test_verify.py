@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gsd_research.core.untrusted import is_fenced, unfence
 from tests.conftest import assert_no_traceback, cl100k_tokens
+from tests.injection import corpus
 from tests.test_memory import page
 
 
@@ -52,14 +52,14 @@ def test_every_claim_gets_a_verdict_and_the_counts_add_up(cli, research, pages):
     assert claims[3]["verdict"] == "quote_found" and claims[3]["method"] == "exact"
     assert claims[3]["origin"] == "fetched" and "installs with pip" in claims[3]["passage"]
     assert claims[4]["verdict"] == "not_found"
-    assert {k: unfence(v) for k, v in claims[4]["differences"].items()} == {"quote_only": "8", "source_only": "9"}
-    assert all(is_fenced(v) for v in claims[4]["differences"].values())
+    assert claims[4]["differences"] == {"quote_only": "8", "source_only": "9"}
+    assert corpus.in_fence(doc, claims[4]["differences"])
     assert claims[5]["verdict"] == "related" and claims[5]["method"] == "ranking"
     assert "not a support judgement" in claims[5]["caveat"]
     assert "compiler" in claims[5]["passage"]
     assert claims[6]["verdict"] == "not_found" and claims[6]["method"] == "ranking"
-    assert claims[7]["verdict"] == "no_source" and "npm registry" in unfence(claims[7]["unresolved"])
-    assert is_fenced(claims[7]["unresolved"]) and "npm registry" not in claims[7]["note"]
+    assert claims[7]["verdict"] == "no_source" and "npm registry" in claims[7]["unresolved"]
+    assert corpus.in_fence(doc, claims[7]["unresolved"]) and "npm registry" not in claims[7]["note"]
     assert claims[8]["verdict"] == "unreachable" and claims[8]["error"]["code"] == "BLOCKED_URL"
     assert claims[9]["verdict"] == "unreachable" and claims[9]["error"]["code"] == "NOT_FOUND"
     assert doc["metadata"]["counts"] == {"quote_found": 1, "supported": 0, "related": 1, "not_found": 2,
@@ -125,7 +125,7 @@ def test_hostile_source_text_is_fenced(cli, pages, tmp_path):
     doc = cli("verify", str(path)).json
 
     assert doc["claims"][0]["verdict"] == "quote_found"
-    assert doc["injection_flagged"] is True and doc["claims"][0]["passage"].startswith("[UNTRUSTED TEXT")
+    assert doc["injection_flagged"] is True and corpus.in_fence(doc, doc["claims"][0]["passage"])
 
 
 def test_redirects_to_private_addresses_stay_refused(cli, pages, tmp_path):

@@ -76,3 +76,26 @@ def fence_is_sound(output: str, open_markers: tuple[str, ...], close_marker: str
     if head is None or not output.endswith(close_marker) or len(output) < len(head) + len(close_marker):
         return False
     return marker_like(output[len(head): len(output) - len(close_marker)]) == 0
+
+
+def answer_fence(doc: dict) -> tuple[str, str] | None:
+    """(inside, outside) of an answer's one fence as an agent reads the printed JSON: the `untrusted` key (the
+    opening marker and notice) opens it, the one `untrusted_end` key closes it, and nothing between them spells
+    a fence marker. None when that does not hold."""
+    from gsd_research.core.untrusted import END_KEY, FENCE_CLOSE, NOTICE
+
+    text = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+    opening = '"untrusted":' + json.dumps(NOTICE, ensure_ascii=False)
+    closing = f'"{END_KEY}":' + json.dumps(FENCE_CLOSE)
+    if text.count(opening) != 1 or text.count(closing) != 1:
+        return None
+    start, end = text.index(opening) + len(opening), text.index(closing)
+    if end < start or marker_like(text[start:end]):
+        return None
+    return text[start:end], text[:start] + text[end:]
+
+
+def in_fence(doc: dict, value) -> bool:
+    """Whether `value` (a string or any JSON value of `doc`) is printed inside the answer's sound fence."""
+    fence = answer_fence(doc)
+    return fence is not None and json.dumps(value, ensure_ascii=False, separators=(",", ":")) in fence[0]

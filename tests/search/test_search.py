@@ -7,9 +7,10 @@ import json
 import pytest
 import requests
 
-from gsd_research.core.untrusted import FENCE_CLOSE, FENCE_OPEN, FENCE_OPEN_FLAGGED, NOTICE, fence, unfence
+from gsd_research.core.untrusted import NOTICE
 from gsd_research.search.tavily import clamp_max_results
 from tests.conftest import assert_no_traceback
+from tests.injection import corpus
 from tests.search.conftest import KEY
 
 
@@ -92,13 +93,14 @@ def test_default_request_and_answer_fields(cli, tavily):
                                       "topic": "general", "include_answer": True}]
     assert doc["success"] is True and doc["command"] == "search"
     assert doc["provider"] == "tavily" and doc["metadata"]["backend"] == "tavily"
-    assert doc["summary"] == fence("A short answer about EV market 2025 trends from the fake.", False)
+    assert doc["summary"] == "A short answer about EV market 2025 trends from the fake."
     assert doc["fetchedAt"].endswith("Z") and doc["fetchedAt"][:2] == "20"
     assert len(doc["results"]) == 5
     first = doc["results"][0]
     assert {"title", "url", "snippet", "provider", "score", "tokens"} <= set(first)
     assert first["provider"] == "tavily" and first["url"].startswith("https://site1.")
-    assert doc["untrusted"] == NOTICE  # the external-text contract: top level, warnings only when flagged
+    assert doc["untrusted"] == NOTICE  # the external-text contract: one fence, warnings only when flagged
+    assert corpus.in_fence(doc, doc["summary"]) and corpus.in_fence(doc, doc["results"])
     assert "injection_warnings" not in doc and "injection_flagged" not in doc
     assert "untrusted" not in doc["metadata"] and "injection_warnings" not in doc["metadata"]
     assert doc["metadata"]["fallback"] is False and "failures" not in doc["metadata"]
@@ -391,10 +393,9 @@ def test_instructions_in_a_result_are_fenced_and_flagged(cli, tavily):
 
     doc = result.json
     honest, tricky = doc["results"]
-    assert "injection_flagged" not in honest and honest["snippet"] == f"{FENCE_OPEN}\nEV sales grew.\n{FENCE_CLOSE}"
-    assert honest["title"] == f"{FENCE_OPEN}\nHonest EV report\n{FENCE_CLOSE}"  # all external text is fenced
+    assert "injection_flagged" not in honest and honest["snippet"] == "EV sales grew."
+    assert honest["title"] == "Honest EV report" and corpus.in_fence(doc, doc["results"])  # all of it is fenced
     assert tricky["injection_flagged"] is True
-    assert tricky["snippet"].startswith(FENCE_OPEN_FLAGGED) and tricky["snippet"].endswith(FENCE_CLOSE)
     assert "<system>" not in result.stdout and "</search_results>" not in result.stdout
     [warning] = doc["injection_warnings"]
     assert doc["injection_flagged"] is True
@@ -441,7 +442,7 @@ def test_instructions_in_the_provider_summary_are_fenced(cli, tavily):
     result = cli("search", "ev sales")
 
     doc = result.json
-    assert doc["summary"].startswith(FENCE_OPEN_FLAGGED)
+    assert corpus.in_fence(doc, doc["summary"])
     assert doc["metadata"]["summary_flagged"] is True
     assert doc["injection_warnings"][0]["result"] == "summary"
 
@@ -465,7 +466,7 @@ def test_a_long_summary_is_cut_to_a_quarter_of_the_budget(cli, tavily):
 
     doc = result.json
     assert doc["metadata"]["summary_truncated"] is True
-    assert len(unfence(doc["summary"])) < len(tavily.state["tavily.answer"]) / 4
+    assert len(doc["summary"]) < len(tavily.state["tavily.answer"]) / 4
     assert doc["metadata"]["tokens_used"] <= 1000 and doc["results"]
 
 

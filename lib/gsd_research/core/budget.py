@@ -16,8 +16,9 @@ def json_tokens(value) -> int:
 
 
 def cut_json_text(text: str, room: int) -> tuple[str, bool]:
-    """`text` cut to `room` JSON-escaped tokens. A fenced passage (core.untrusted) is cut inside its fence,
-    never through it: the markers stay, or the whole passage goes when not even they fit."""
+    """`text` cut to `room` JSON-escaped tokens. An answer's passages carry no markers (its one fence is two keys
+    of their own, core.untrusted.seal); a text fenced on its own is cut inside its fence, never through it:
+    the markers stay, or the whole text goes when not even they fit."""
     from gsd_research.core.untrusted import split_fence
 
     parts = split_fence(text)

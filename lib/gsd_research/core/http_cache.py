@@ -85,9 +85,43 @@ def safe_serializer():
 
 
 def _dumps(obj) -> str:
+    """Every entry is stored through here: its URLs (request, redirects, Location) lose their credentials and
+    any known key is scrubbed from the whole entry, whatever stored it (the session, fetch, keyless search)."""
     import json
 
-    return FORMAT_TAG + json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    from gsd_research.core.secrets import known_secrets, scrub
+
+    secrets = known_secrets()
+    _redact_urls(obj, secrets)
+    return FORMAT_TAG + scrub(json.dumps(obj, separators=(",", ":"), ensure_ascii=False), secrets)
+
+
+_URL_FIELDS = frozenset({"url", "location", "content-location"})
+
+
+def _redact_urls(obj, secrets: list[str]) -> None:
+    from gsd_research.core.secrets import redact_url
+
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
+    for name, value in list(items):
+        if isinstance(value, str) and str(name).lower() in _URL_FIELDS:
+            obj[name] = redact_url(value, secrets)
+        elif isinstance(value, (dict, list)):
+            _redact_urls(value, secrets)
+
+
+def cache_key(request, **kwargs) -> str:
+    """requests-cache's key of `request` with its URL redacted first (core.secrets.redact_url): a key in a
+    URL neither reaches the cache nor splits one page into an entry per key."""
+    from requests_cache.cache_keys import create_key
+
+    from gsd_research.core.secrets import redact_url
+
+    url = getattr(request, "url", None)
+    if url and redact_url(url) != url:
+        request = request.copy()
+        request.url = redact_url(url)
+    return create_key(request, **kwargs)
 
 
 def _loads(value):
@@ -115,6 +149,7 @@ def build_session(config: Config):
         allowable_codes=(200,),
         allowable_methods=("GET", "POST"),
         ignored_parameters=IGNORED_PARAMETERS,
+        key_fn=cache_key,
         match_headers=False,
         expire_after=config.ttl("default"),
         stale_if_error=False,

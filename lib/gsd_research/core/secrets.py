@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 from gsd_research.core.provider_env import PROVIDER_ENV
 
@@ -47,3 +48,31 @@ def _forms(secret: str) -> list[str]:
 
     forms = {secret, json.dumps(secret)[1:-1], quote(secret, safe=""), quote_plus(secret)}
     return sorted(forms, key=len, reverse=True)
+
+
+REDACTED = "REDACTED"  # requests-cache's own word for a value it left out
+# Query parameters that carry a credential, whatever the site: `key`, `api_key`, `apiKey`, `access_token`,
+# `X-Amz-Signature`, `client_secret`, `password` ...
+_CREDENTIAL_PARAM = re.compile(r"(?:^|[_.-])(?:(?:api|access|auth|app|client|private|secret|session|refresh|id)"
+                               r"[_.-]?)?(?:key|token|secret|password|passwd|pwd|signature|sig|auth|"
+                               r"authorization|credentials?)$")
+_PARAM = re.compile(r"(?P<name>[^&=#;]+)=(?P<value>[^&#;]*)")
+
+
+def is_credential_param(name: str) -> bool:
+    from urllib.parse import unquote_plus
+
+    return bool(_CREDENTIAL_PARAM.search(unquote_plus(name).strip().lower()))
+
+
+def redact_url(url: str, secrets: list[str] | None = None) -> str:
+    """`url` with the value of every credential-named query parameter REDACTED and every known key
+    scrubbed wherever it sits (path, another parameter, the fragment): a URL fit to store or key a cache by."""
+    if not isinstance(url, str) or not url:
+        return url
+    base, sep, rest = url.partition("?")
+    if sep:
+        query, hash_, fragment = rest.partition("#")
+        query = _PARAM.sub(lambda m: f"{m['name']}={REDACTED}" if is_credential_param(m["name"]) else m[0], query)
+        url = f"{base}?{query}{hash_}{fragment}"
+    return scrub(url, secrets)

@@ -30,13 +30,13 @@ def answer_payload(query: str, job_id: str, message: dict, max_tokens: int, *, e
                    warnings: list[str] | None = None) -> dict:
     """The envelope body for a finished job or blocking call, with the report cut to the budget."""
     from gsd_research.core.external import safe_url
-    from gsd_research.core.untrusted import NOTICE, fence, guard_text
+    from gsd_research.core.untrusted import guard_text, neutralize, seal
 
-    citations = [dict(c, title=fence(str(c.get("title") or "")), url=safe_url(c.get("url")))  # http(s), sanitized
+    citations = [dict(c, title=neutralize(str(c.get("title") or "")), url=safe_url(c.get("url")))  # http(s), sanitized
                  for c in message.get("citations") or []]
     shown = _fit_citations(citations, max_tokens)
     notes = list(dict.fromkeys([*(warnings or []), *(message.get("warnings") or [])]))
-    report, found = guard_text(str(message.get("content") or ""), "report")  # fenced, flagged or not
+    report, found = guard_text(str(message.get("content") or ""), "report")  # in the fence, flagged or not
     doc = {
         "query": query,
         "conversation_id": job_id,
@@ -48,7 +48,7 @@ def answer_payload(query: str, job_id: str, message: dict, max_tokens: int, *, e
     }
     if notes:
         doc["warnings"] = notes
-    doc["untrusted"] = NOTICE
+    seal(doc, ("report", "citations"))
     if found:
         doc["injection_flagged"] = True
         doc["injection_warnings"] = found

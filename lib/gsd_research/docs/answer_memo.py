@@ -35,14 +35,14 @@ from pathlib import Path
 from gsd_research import __version__
 from gsd_research.core.config import home
 
-FORMAT = 1
+FORMAT = 2  # 2: one fence per answer (core.untrusted.seal)
 MAX_ENTRIES = 200
 MAX_BYTES = 4_000_000
 TMP_GRACE = 3600  # seconds: a temporary file older than this was left by a killed writer
 _DATA_FILES = ("cl100k_vocab.txt", "cl100k_extra.txt", "confusables.txt")
 # what a docs answer holds at its top level (anything else, e.g. `success` or `exit_code`, is not ours)
-_ANSWER_KEYS = frozenset({"query", "library", "untrusted", "metadata", "results", "injection_flagged",
-                          "injection_warnings"})
+_ANSWER_KEYS = frozenset({"query", "library", "library_title", "untrusted", "untrusted_end", "metadata", "results",
+                          "injection_flagged", "injection_warnings"})
 
 
 def memo_dir() -> Path:

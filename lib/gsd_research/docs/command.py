@@ -8,7 +8,7 @@ from gsd_research.core.budget import check_echo, fit_results, json_tokens
 from gsd_research.core.errors import UsageError
 from gsd_research.core.output import document_tokens
 from gsd_research.core.runtime import agent_command
-from gsd_research.core.untrusted import NOTICE, fence, guard_results
+from gsd_research.core.untrusted import guard_results, neutralize, seal, unseal
 from gsd_research.docs.context7 import Context7, snippets_to_results, split_version
 
 MAX_WARNINGS = 10
@@ -56,16 +56,17 @@ def answer(rt, text: str, library: str, body: dict, served_id: str, library_id: 
     doc = {
         "query": text,
         "library": library,
-        "untrusted": NOTICE,
+        "library_title": neutralize(match.title) if match else None,
+        "results": [],
         "metadata": {
             "library_id": served_id,
-            "library_title": fence(match.title) if match else None,
             "confidence": "HIGH",
             "backend": "context7",
             "cache_hit": rt.http.upstream_requests == 0,
             "authenticated": bool(cfg.api_key("context7")),
         },
     }
+    seal(doc, ("library_title", "results"))
     doc["metadata"].update(version_meta)
     if served_id != library_id:
         doc["metadata"]["redirected_from"] = library_id
@@ -92,8 +93,7 @@ def _fit(doc: dict, results: list[dict], warnings: list[dict], max_tokens: int) 
     except UsageError:
         if not results:
             raise
-        bare = {k: v for k, v in doc.items() if k != "untrusted"}
-        bare["metadata"] = {k: v for k, v in doc["metadata"].items() if k != "library_title"}
+        bare = unseal({k: v for k, v in doc.items() if k != "library_title"})
         doc = fit_results(bare, [], max_tokens)
         doc["metadata"].update(total_available=len(results), truncated=True)
         return doc

@@ -20,7 +20,9 @@ _MARKER = re.compile(
     r"untrusted(?P<word>[\s_:-]*(?:text|content|data|input|evidence|section|passage))?"
     r"(?P<ends>[\s_:-]*(?:ends|is over|stops|finished)\b)?(?P<tail>[^\[\](){}<>«»‹›⟦⟧【】〔〕\n]{0,100}[\])}>»›⟧】〕])?")
 _MARKER_COMPACT = re.compile(r"end(?:of)?(?:the)?untrusted(?:text|content|data|input|evidence|section)|"
-                             r"untrusted(?:text|content|data)ends")
+                             r"untrusted(?:text|content|data)ends|"
+                             # backwards, as a right-to-left override shows it (even once the override is cut off)
+                             r"(?:txet|tnetnoc|atad|tupni|ecnedive|noitces)detsurtnu(?:eht)?(?:fo)?dne")
 _ENTITY = re.compile(r"&#(?:\d{2,7}|x[0-9a-f]{2,6});", re.I)
 
 
@@ -66,7 +68,7 @@ def _spans(views: Views) -> tuple[tuple[int, int, str], ...]:
 def _marker_spans(views: Views) -> list[tuple[int, int, str]]:
     exact = [v for v in (views.tags, views.uncommented) if v is not None]
     spans: list[tuple[int, int, str]] = []
-    if any("untrusted" in v.text for v in (*exact, views.compact)):  # every exact spelling reads `untrusted`
+    if any("untrusted" in v.text for v in (*exact, views.compact)) or "detsurtnu" in views.compact.text:  # or backwards
         spans = _exact_marker_spans(views, exact)
     for fuzzy in (s for view in exact for s in fuzzy_spans(view)):  # look-alikes of scripts nobody listed
         if not any(start < fuzzy[1] and fuzzy[0] < end for start, end, _ in spans):

@@ -70,8 +70,8 @@ def analyze_prompt(content: str, question: str, max_tokens: int) -> str:
 
 
 def guard_output(text: str, where: str = "summary") -> tuple[str, list[dict]]:
-    """A model's answer (it read external text, so it is external text too): always fenced; flagged when it
-    is instruction-like."""
+    """A model's answer (it read external text, so it is external text too): neutralized for the answer's
+    fence (`untrusted.seal`); flagged when it is instruction-like."""
     return guard_text(text, where)
 
 

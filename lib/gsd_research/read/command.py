@@ -77,8 +77,8 @@ def _cache_hit(rt) -> bool:
 
 
 def _finish(doc: dict, field: str, text: str, warnings: list[dict], rt) -> dict:
-    """Check the model's text, attach warnings and the notice, fit the budget."""
-    from gsd_research.core.untrusted import NOTICE
+    """Check the model's text, attach warnings, fence the answer's external text, fit the budget."""
+    from gsd_research.core.untrusted import seal
     from gsd_research.llm.tasks import guard_output
 
     max_tokens = rt.max_tokens
@@ -89,7 +89,7 @@ def _finish(doc: dict, field: str, text: str, warnings: list[dict], rt) -> dict:
     if all_warnings:
         doc["injection_flagged"] = True
         doc["injection_warnings"] = all_warnings
-    doc["untrusted"] = NOTICE
+    seal(doc, ("title", field, "sources"))
     doc["metadata"] = doc.pop("metadata")
     return fit_text(doc, (field,), max_tokens)
 
@@ -103,7 +103,7 @@ def _finish(doc: dict, field: str, text: str, warnings: list[dict], rt) -> dict:
 @click.option("--page", type=click.IntRange(min=1), default=1, show_default=True, help="Page of --extract output.")
 def fetch(rt, url: str, focus: str | None, extract_: bool, page: int):
     """Read URL: its main content summarized (or, with --extract, as Markdown). Never the raw page."""
-    from gsd_research.core.untrusted import fence
+    from gsd_research.core.untrusted import neutralize
     from gsd_research.llm.tasks import source_warnings
     from gsd_research.read.fetcher import Fetcher, shown
 
@@ -115,7 +115,7 @@ def fetch(rt, url: str, focus: str | None, extract_: bool, page: int):
                                suggestions=["The page may need JavaScript; try another source",
                                             "gsd-research search for another page on the topic"])
     final = shown(fetched.final_url)  # after redirects: external text, in a safe form (core.external)
-    doc = {"url": url, "final_url": final, "title": fence(title) if title else None,
+    doc = {"url": url, "final_url": final, "title": neutralize(title) if title else None,
            "metadata": {"content_type": fetched.content_type, "extraction": method, "redirects": fetched.redirects,
                         "fetch_cache_hit": fetched.from_cache, "source_tokens": source_tokens(markdown),
                         "size_capped": fetched.capped}}
@@ -181,12 +181,12 @@ def paginate(markdown: str, room: int) -> list[str]:
 
 def _extract_page(rt, doc: dict, markdown: str, page: int, warnings: list[dict]) -> dict:
     from gsd_research.core.output import document_tokens
-    from gsd_research.core.untrusted import NOTICE, fence, scan
+    from gsd_research.core.untrusted import neutralize, seal
 
-    probe = dict(doc, content="", untrusted=NOTICE, injection_warnings=warnings, injection_flagged=True)
+    probe = seal(dict(doc, content="", injection_warnings=warnings, injection_flagged=True), ("title", "content"))
     probe["metadata"] = dict(doc["metadata"], page=9999, pages=9999, cache_hit=False, next_page="--page 9999",
                              tokens_used=99999, max_tokens=99999, truncated=False)
-    room = rt.max_tokens - document_tokens(probe) - 60  # 60: the fence markers a flagged part gets
+    room = rt.max_tokens - document_tokens(probe) - 60  # 60: slack, so no part is cut (the next starts after it)
     if room < 50:
         raise UsageError(f"--max-tokens {rt.max_tokens} is too small to page through this content",
                          suggestions=[f"Use --max-tokens {rt.max_tokens + 500}"])
@@ -195,14 +195,14 @@ def _extract_page(rt, doc: dict, markdown: str, page: int, warnings: list[dict])
         raise UsageError(f"Page {page} does not exist: the content has {len(parts)} page(s) at this budget",
                          suggestions=[f"Use --page 1 to {len(parts)} with the same --max-tokens"])
     part = parts[page - 1]
-    doc["content"] = fence(part, bool(scan(part)))  # every page of the content is fenced, flagged or not
+    doc["content"] = neutralize(part)  # inside the answer's fence, flagged or not
     doc["metadata"].update({"page": page, "pages": len(parts), "cache_hit": _cache_hit(rt)})
     if page < len(parts):
         doc["metadata"]["next_page"] = f"--extract --page {page + 1} --max-tokens {rt.max_tokens}"
     if warnings:
         doc["injection_flagged"] = True
         doc["injection_warnings"] = warnings
-    doc["untrusted"] = NOTICE
+    seal(doc, ("title", "content"))
     doc["metadata"] = doc.pop("metadata")
     return fit_text(doc, ("content",), rt.max_tokens)
 
@@ -371,7 +371,7 @@ def cite(text: str, grounding: dict | None) -> tuple[str, list[dict]]:
                    "sources and thinks before answering (slower, more tokens).")
 def web(rt, query: tuple[str, ...], depth: str):
     """A grounded web answer (Gemini with Google Search) with numbered sources."""
-    from gsd_research.core.untrusted import fence
+    from gsd_research.core.untrusted import neutralize
     from gsd_research.llm import Router
     from gsd_research.llm.tasks import SYSTEM_WEB, output_tokens_for, web_prompt
 
@@ -386,7 +386,7 @@ def web(rt, query: tuple[str, ...], depth: str):
                      need="grounding")
     answer, sources = cite(gen.text, gen.grounding)
     queries = (gen.grounding or {}).get("webSearchQueries") or []
-    doc = {"query": text, "sources": [dict(s, title=fence(str(s["title"] or ""))) for s in sources],
+    doc = {"query": text, "sources": [dict(s, title=neutralize(str(s["title"] or ""))) for s in sources],
            "metadata": {"backend": gen.backend, "model": gen.model, "backends_tried": router.tried, "depth": depth,
                         "grounded": bool(sources), "search_queries": queries[:5], "usage": gen.usage}}
     if not sources:

@@ -12,7 +12,7 @@ from gsd_research.core.errors import GsdError, MissingApiKey, UsageError
 from gsd_research.core.output import document_tokens
 from gsd_research.core.runtime import agent_command
 from gsd_research.core.tokens import count_tokens, cut_to_tokens
-from gsd_research.core.untrusted import NOTICE, guard_results, guard_text
+from gsd_research.core.untrusted import guard_results, guard_text, seal
 from gsd_research.search import keyless
 from gsd_research.search.tavily import MAX_QUERY_CHARS, TIME_RANGES, TOPICS, Tavily
 
@@ -185,7 +185,7 @@ def fallback_note(answer: dict, failures: list[dict]) -> str | None:
 
 
 def guard_answer(answer: dict) -> tuple[list[dict], str | None, list[dict]]:
-    """Results and summary fenced (all of them, as all external text); warnings for the instruction-like
+    """Results and summary neutralized (the answer's fence holds them: `seal`); warnings for the instruction-like
     ones, saying where and what kind, never the hostile text itself."""
     results, warnings = guard_results(answer["results"], fields=("snippet", "title"))
     summary, found = guard_text(answer.get("summary"), "summary")
@@ -231,9 +231,8 @@ def build_answer(rt, query: str, params: dict, answer: dict, failures: list[dict
     if warnings:  # the contract of every command that returns external text (see untrusted.py)
         doc.update(_shown_warnings(warnings))
         doc["all_warnings"] = warnings  # the answer keeps those of the results its budget keeps (`fit`)
-    doc["untrusted"] = NOTICE
     doc["metadata"] = meta
-    return doc
+    return seal(doc, ("summary", "results"))
 
 
 def write_report(rt, env, plan, doc: dict, anywhere: bool = False) -> tuple[str, str]:
@@ -264,7 +263,7 @@ def fit(rt, doc: dict) -> dict:
     if doc.pop("summary_flagged", False):
         doc["metadata"]["summary_flagged"] = True
     warnings = doc.pop("all_warnings", None) or []
-    results = doc.pop("results")
+    results, doc["results"] = doc["results"], []  # its place inside the fence is kept
     doc["metadata"] = doc.pop("metadata")
     out = fit_results(doc, results, rt.max_tokens, text_key="snippet")
     returned = out["metadata"]["returned"]

@@ -258,7 +258,7 @@ def lead_sentences(text: str, max_chars: int = 280) -> str:
 def search_report_context(answer: dict) -> dict:
     """What the search template needs: numbered sources, cited findings, a labelled summary."""
     from gsd_research.core.external import safe_date
-    from gsd_research.core.untrusted import unfence
+    from gsd_research.core.untrusted import REPORT_NOTICE, unfence
 
     sources, findings = [], []
     for n, item in enumerate(answer.get("results") or [], 1):
@@ -287,6 +287,6 @@ def search_report_context(answer: dict) -> dict:
     return {"query": answer.get("query", ""), "fetched_at": answer.get("fetchedAt", ""),
             "backend": meta.get("backend") or answer.get("provider"), "depth": answer.get("depth"),
             "note": meta.get("note"), "failures": meta.get("failures") or [],
-            "notice": answer.get("untrusted", ""), "warnings": answer.get("injection_warnings") or [],
+            "notice": REPORT_NOTICE if "untrusted" in answer else "", "warnings": answer.get("injection_warnings") or [],
             "summary": summary, "summary_kind": summary_kind, "summary_flagged": bool(answer.get("summary_flagged")),
             "extract": extract, "findings": findings, "sources": sources}

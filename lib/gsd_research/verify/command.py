@@ -13,7 +13,7 @@ from gsd_research.core.runtime import agent_command
 
 MAX_FILE_BYTES = 5_000_000  # a research file of Markdown; larger is refused, never read whole
 MAX_WARNINGS = 10
-# Text of the research file or of its sources in an answer: every such field is fenced (core.untrusted).
+# Text of the research file or of its sources in an answer: every such field sits in its fence (core.untrusted).
 TEXT_FIELDS = ("claim", "quote", "passage", "unresolved", "missing", "quote_only", "source_only")
 VERDICTS = ("quote_found", "supported", "related", "not_found", "too_short", "unreachable", "no_source")
 
@@ -38,7 +38,7 @@ def read_file(file: str) -> tuple[Path, str]:
                    "then are unreachable.")
 def verify(rt, file: str, use_llm: bool, timeout: float):
     """Check FILE's citations: quotes located in their sources, unquoted claims against the best passage."""
-    from gsd_research.core.untrusted import NOTICE
+    from gsd_research.core.untrusted import seal
     from gsd_research.verify.claims import extract_claims
     from gsd_research.verify.verify import SEVERITY, Verifier
 
@@ -62,18 +62,17 @@ def verify(rt, file: str, use_llm: bool, timeout: float):
     if not results:
         meta["note"] = ("No sourced claim found: cite with [CITED: url], Markdown links or [n] references "
                         "with a Sources list")
-    doc: dict = {"file": str(path)}
+    doc: dict = seal({"file": str(path), "claims": []}, ("claims",))
     if warnings:
         doc["injection_flagged"] = True
         doc["injection_warnings"] = warnings[:MAX_WARNINGS]
-    doc["untrusted"] = NOTICE
     doc["metadata"] = meta
     doc = fit_results(doc, results, rt.max_tokens, text_key="passage", results_key="claims")
     return drop_cut_warnings(doc, results_key="claims", index_key="claim")
 
 
 def guard_claims(results: list[dict]) -> tuple[list[dict], list[dict]]:
-    """Each claim's text from the file or its sources fenced and scanned, its URLs in their safe form; one
+    """Each claim's text from the file or its sources neutralized and scanned, its URLs in their safe form; one
     warning per flagged claim ({"where": "claims[i]", "claim": i, "kinds", ...}: never the text or URL)."""
     from gsd_research.core.external import safe_url
     from gsd_research.core.untrusted import guard_results
