@@ -67,13 +67,6 @@ def ensure_repository(name: str, folder: Path) -> Path:
     return repository_folder(name) or folder
 
 
-def _state_ready(name: str) -> None:
-    """An empty checksums.json makes a repository searchable before its first index run."""
-    path = repo_dir(name) / "checksums.json"
-    if not path.exists():
-        write_private(path, "{}")
-
-
 def provisional_fragments(text: str, title: str | None = None) -> list[str]:
     """Paragraphs packed to about PROVISIONAL_CHARS, each fragment prefixed with the title and the heading
     path where it starts (the index run replaces them with the chunker's fragments)."""
@@ -151,8 +144,7 @@ def put_documents(name: str, documents: list[tuple[str, str, str | None]]) -> in
         lexical.replace_documents([rel for rel, _, _ in documents], rows)
     finally:
         lexical.close()
-    _state_ready(name)
-    mark_dirty(name)
+    mark_dirty(name)  # again: a pass that began in between must not cover these rows
     return len(rows)
 
 
@@ -198,13 +190,13 @@ def _inside(folder: Path, rel_path: str) -> Path:
 
 # -- the embedding worker --------------------------------------------------------------------------
 
-def dirty_path(name: str) -> Path:
-    return repo_dir(name) / "embed.dirty"
-
-
 def mark_dirty(name: str) -> None:
-    """Something changed since the last index run (a fresh token, written atomically)."""
-    write_private(dirty_path(name), os.urandom(8).hex())
+    """Something changed since the last index run (a fresh token in the state record; the record also makes
+    a repository searchable before its first index run)."""
+    from gsd_research.researcher.state import StateGateway
+
+    private_dirs(repo_dir(name))
+    StateGateway(repo_dir(name)).mark_written()
 
 
 def private_dirs(folder: Path) -> None:

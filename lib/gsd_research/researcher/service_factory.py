@@ -75,8 +75,8 @@ class ServiceFactory:
         from gsd_research.researcher.gateways.docling_gateway import DoclingGateway
         from gsd_research.researcher.gateways.filesystem_gateway import FilesystemGateway
         from gsd_research.researcher.gateways.spool_gateway import SpoolGateway
-        from gsd_research.researcher.gateways.state_gateway import StateGateway
         from gsd_research.researcher.services.index_service import IndexService
+        from gsd_research.researcher.state import StateGateway
 
         embedding = self.embedding_gateway(repository)
         docling = DoclingGateway(counter=_LazyCounter(embedding))
@@ -95,7 +95,9 @@ class ServiceFactory:
                              self.embedding_gateway(repository), self.repo_dir(repository), Path(repository.path))
 
     def is_indexed(self, repository: RepositoryConfig) -> bool:
-        return (self.repo_dir(repository) / "checksums.json").is_file()
+        from gsd_research.researcher.state import StateGateway
+
+        return StateGateway(self.repo_dir(repository)).exists()
 
     def delete_index(self, repository: RepositoryConfig, wait: float | None = None) -> None:
         """Remove a repository's stored index (its collection on a Chroma server too), once no indexer writes it."""

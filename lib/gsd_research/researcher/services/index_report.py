@@ -51,21 +51,22 @@ def index_stats(name: str, checksums: dict[str, DocumentMetadata], path: str, st
 def repository_stats(service) -> IndexStats:
     """`status` of one repository (`IndexService`): what its index records and whether its stores still hold it."""
     from gsd_research.researcher.gateways.lexical_gateway import LexicalStoreDamaged
-    from gsd_research.researcher.gateways.state_gateway import keywords_short
+    from gsd_research.researcher.state import Head, keywords_short
 
     state = service.state
+    head = state.head() or Head()
     stats = index_stats(service.name, state.load_checksums() or {}, str(service.fs.base_path), service.store_label,
-                        service.embedding.signature, state.load_meta().get("precisions"))
-    writing = bool(state.load_journal()) and service.lock.busy()  # a killed run's journal is no run
+                        service.embedding.signature, head.precisions)
+    writing = bool(head.in_flight) and service.lock.busy()  # a killed run's journal is no run
     try:
         held = service.lexical.held()  # nothing created when it is missing
-        if keywords_short(held, stats.total_fragments, state.repo_dir, service.fs.base_path) and not writing:
+        if keywords_short(held, stats.total_fragments, head.writes_pending, service.fs.base_path) and not writing:
             raise service.lexical.lost(held, stats.total_fragments, vectors_answer=False)
     except LexicalStoreDamaged as exc:
         stats.damaged = f"{exc.message}. {exc.suggestions[0]}"
     if not stats.damaged and stats.total_fragments and not writing:
         stats.damaged = vector_damage(service._chroma_factory(), service.name, stats.total_fragments,
-                                      interrupted_run=bool(state.load_journal()))
+                                      interrupted_run=bool(head.in_flight))
     return stats
 
 

@@ -23,7 +23,6 @@ from gsd_research.researcher.gateways.filesystem_gateway import (
 from gsd_research.researcher.gateways.lexical_gateway import LexicalGateway
 from gsd_research.researcher.gateways.lock_gateway import WAIT_SECONDS, RepositoryLock
 from gsd_research.researcher.gateways.spool_gateway import SpooledDocument, SpoolGateway
-from gsd_research.researcher.gateways.state_gateway import StateGateway
 from gsd_research.researcher.models import (
     ChunkResult,
     DocumentMetadata,
@@ -40,6 +39,7 @@ from gsd_research.researcher.services.index_report import (
     ocr_retry,
     tesseract_on_path,
 )
+from gsd_research.researcher.state import StateGateway
 
 BATCH_FRAGMENTS = 128
 BATCH_DOCUMENTS = 32
@@ -74,10 +74,10 @@ class IndexService(StoreRecovery):
         if self._chroma is None:
             self._chroma = self._chroma_factory()
             self._verified = False
-            meta = self.state.load_meta()
+            head = self.state.head()
             recipe = {"embedding": self.embedding.signature, "chunking": CHUNKING_VERSION}
-            if any(meta.get(k) != v for k, v in recipe.items()):
-                self.state.save_meta({**meta, **recipe})
+            if head is None or any(getattr(head, k) != v for k, v in recipe.items()):
+                self.state.update(**recipe)
         return self._chroma
 
     # -- pipeline -------------------------------------------------------------------------------
@@ -115,10 +115,12 @@ class IndexService(StoreRecovery):
         if aside is not None:
             self.repaired = (f"The state folder {self.state.repo_dir} was no folder (a file or a link); moved aside to "
                              f"{aside.name}, every document indexed again")
-        token = self.state.writes_token()  # research memory's writes this run covers
+        head = self.state.head()
+        token = head.writes if head else ""  # research memory's writes this run covers
         with self.lock.hold(wait):
             result = self._index_repository(progress, on_plan)
-        self.state.cover_writes(token)
+        if token:
+            self.state.update(covered=token)
         return result
 
     def _index_repository(self, progress: Progress | None, on_plan: Callable[[int], None] | None) -> IndexingResult:
@@ -133,9 +135,9 @@ class IndexService(StoreRecovery):
         if progress and expected:
             progress(0, "storing")
         self._store_phase(expected, deleted, stale, result)
-        if not self.state.checksums_path.exists():  # a folder with nothing to index is indexed all the same
+        head = self.state.head()  # a folder with nothing to index is indexed all the same; a total edited corrected
+        if head is None or head.fragments != sum(m.fragment_count for m in self.checksums.values()):
             self.state.save_checksums(self.checksums)
-        self.state.record_total(self.checksums)
         result.repaired = getattr(self, "repaired", None)
         result.skipped = sorted({s["document_path"]: s for s in self.fs.skipped + result.skipped}.values(),
                                 key=lambda s: s["document_path"])
@@ -182,10 +184,10 @@ class IndexService(StoreRecovery):
 
     def _record_precision(self, precision: str | None) -> None:
         """Remember which model precision embedded documents of this index (`status` shows it)."""
-        meta = self.state.load_meta()
-        known = set(meta.get("precisions") or [])
+        head = self.state.head()
+        known = set(head.precisions if head else [])
         if precision and precision not in known:
-            self.state.save_meta({**meta, "precisions": sorted(known | {precision})})
+            self.state.update(precisions=sorted(known | {precision}))
 
     def _store_phase(self, expected: int, deleted: list[str], stale: list[str], result: IndexingResult) -> None:
         """Remove deleted and no-longer-converting documents, then stream the spool into both stores."""
@@ -252,7 +254,7 @@ class IndexService(StoreRecovery):
                 records.append(FragmentWithEmbedding(id=fid, text=f.text, metadata=meta, embedding=vector))
                 rows.append((fid, f.text, doc.path, f.fragment_index, f.breadcrumb))
         self._verify_store()
-        self.state.write_journal(paths)
+        self.state.set_in_flight(paths)
         previously = [p for p in paths if p in self.checksums]
         chroma = self.chroma
         chroma.delete_documents(previously)
@@ -265,8 +267,7 @@ class IndexService(StoreRecovery):
                 file_path=doc.path, file_name=Path(doc.path).name, file_type=Path(doc.path).suffix.lstrip(".").lower(),
                 checksum=doc.checksum, indexed_at=now, fragment_count=len(doc.fragments), text_source=doc.text_source,
                 ocr_tried=doc.text_source == "none" and doc.path.lower().endswith(".pdf") and tesseract_on_path())
-        self.state.save_checksums(self.checksums)
-        self.state.clear_journal()
+        self.state.save_checksums(self.checksums, in_flight=[])
         result.documents_indexed += sum(1 for doc in documents if doc.text_source != "none")
         result.documents_ocr += sum(1 for doc in documents if doc.text_source == "ocr")
         result.fragments_created += len(records)
@@ -276,12 +277,11 @@ class IndexService(StoreRecovery):
 
     def _remove(self, paths: list[str]) -> None:
         self._verify_store()
-        self.state.write_journal(paths)
+        self.state.set_in_flight(paths)
         self._delete_everywhere(paths)
         for p in paths:
             self.checksums.pop(p, None)
-        self.state.save_checksums(self.checksums)
-        self.state.clear_journal()
+        self.state.save_checksums(self.checksums, in_flight=[])
 
     # -- single documents -----------------------------------------------------------------------
 
