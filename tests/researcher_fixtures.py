@@ -104,3 +104,17 @@ def in_flight(repo_dir: Path) -> list[str]:
 
     head = StateGateway(repo_dir).head()
     return head.in_flight if head else []
+
+
+def next_process() -> None:
+    """What the next command sees: a fresh process, without Chroma's clients cached by this one, nor SQLite
+    connections an earlier command left to the garbage collector."""
+    import gc
+
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    from gsd_research.researcher.gateways import chroma_gateway
+
+    SharedSystemClient.clear_system_cache()
+    chroma_gateway._OPENED.clear()
+    gc.collect()

@@ -4,12 +4,13 @@ and an index written by an older version migrated on first touch so it keeps ans
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 from datetime import datetime, timezone
 
 from gsd_research.researcher.models import DocumentMetadata
 from gsd_research.researcher.state import LEGACY, RECORD, StateGateway
-from tests.researcher_fixtures import kb, recorded
+from tests.researcher_fixtures import kb, next_process, recorded
 from tests.test_researcher_keywords_lost import QUERY, _top, indexed  # noqa: F401 - the fixture
 
 
@@ -19,6 +20,8 @@ def _doc(path: str, fragments: int) -> DocumentMetadata:
 
 
 def test_an_older_index_is_migrated_into_the_record_on_first_touch_and_keeps_answering(indexed):  # noqa: F811
+    import chromadb
+
     state = indexed.parent
     docs = recorded(state)
     head = StateGateway(state).head()
@@ -28,6 +31,11 @@ def test_an_older_index_is_migrated_into_the_record_on_first_touch_and_keeps_ans
     (state / "embed.dirty").write_text("t1")
     (state / "embed.done").write_text("t1")
     (state / RECORD).unlink()
+    with sqlite3.connect(state / "lexical.sqlite") as conn:  # an older version stamped no store
+        conn.execute("DELETE FROM stamp")
+    next_process()
+    chromadb.PersistentClient(str(state / "chroma")).get_collection("researcher-r").modify(metadata={"older": 1})
+    next_process()
 
     answer = kb("search", QUERY, "--repo", "r", "--json")
 

@@ -406,10 +406,10 @@ def test_crash_between_the_two_stores_is_recovered_from_the_journal(tmp_path, ho
 
     original = LexicalGateway.replace_documents
 
-    def crash(self, paths, rows):
+    def crash(self, paths, rows, *stamp):
         if rows:
             raise KeyboardInterrupt  # the process dies after Chroma was written, before the lexical index
-        return original(self, paths, rows)
+        return original(self, paths, rows, *stamp)
 
     monkeypatch.setattr(LexicalGateway, "replace_documents", crash)
     assert kb("index", "j", "--json").code == 130

@@ -158,3 +158,11 @@ def reinstall_hint() -> str:
         return "Rebuild the plugin's Python environment: " + " ".join(
             shlex.quote(p) for p in ("python3", cli, "rebuild", root, data))
     return "Reinstall with install.sh"
+
+
+# --- researcher ---
+class IndexDamaged(GsdError):
+    """A knowledge-base index cannot be trusted to answer (a store lost, damaged, foreign or stale); the fix
+    is the index run its suggestions name."""
+
+    code = "INDEX_DAMAGED"

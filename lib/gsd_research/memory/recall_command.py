@@ -179,7 +179,7 @@ def _search(text: str, since_iso: str | None, prefixes: tuple[str, ...]) -> tupl
     """(entries kept, results, the search's mode and note); an unreadable memory file is a clear error."""
     import sqlite3
 
-    from gsd_research.core.errors import GsdError
+    from gsd_research.core.errors import IndexDamaged
     from gsd_research.memory.store import MemoryStore, corrupt_error
 
     store = MemoryStore()
@@ -195,9 +195,7 @@ def _search(text: str, since_iso: str | None, prefixes: tuple[str, ...]) -> tupl
             results, meta = rank(store, text, paths)
         except sqlite3.DatabaseError as exc:
             raise corrupt_error(exc, "index") from None
-        except GsdError as exc:  # the knowledge base's INDEX_DAMAGED: here the fix is the memory's own
-            if exc.code != "INDEX_DAMAGED":
-                raise
+        except IndexDamaged as exc:  # the knowledge base's damage: here the fix is the memory's own
             raise corrupt_error(exc, "index") from None
         return total, results, meta
     finally:

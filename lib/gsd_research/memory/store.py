@@ -260,7 +260,7 @@ def corrupt_error(exc: Exception, where: str):
     """The error for an unreadable memory file: which file, and how to start afresh."""
     from gsd_research.core.errors import GsdError
 
-    files = {"catalog": memory_dir() / "catalog.sqlite", "index": kb.repo_dir(REPOSITORY) / "lexical.sqlite"}
+    files = {"catalog": memory_dir() / "catalog.sqlite", "index": kb.keyword_index(REPOSITORY)}
     why = exc.message if isinstance(exc, GsdError) else f"{type(exc).__name__}: {str(exc)[:200]}"
     if where == "index":  # the kept pages are intact: the index run rebuilds what searches them
         return GsdError(f"the research memory's index ({files[where]}) cannot be searched ({why})",

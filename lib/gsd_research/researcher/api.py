@@ -31,6 +31,13 @@ def repo_dir(name: str) -> Path:
     return repositories_dir() / name
 
 
+def keyword_index(name: str) -> Path:
+    """The keyword index file of repository `name`."""
+    from gsd_research.researcher.state import KEYWORDS
+
+    return repo_dir(name) / KEYWORDS
+
+
 def repository_folder(name: str) -> Path | None:
     """The folder of repository `name` from researcher.yaml (read without the pydantic models), or None."""
     from gsd_research.core.config import home
@@ -113,7 +120,7 @@ def fragment_id(document_path: str, index: int) -> str:
 def _lexical(name: str):
     from gsd_research.researcher.gateways.lexical_gateway import LexicalGateway
 
-    path = repo_dir(name) / "lexical.sqlite"
+    path = keyword_index(name)
     if not path.exists():  # private from the start (SQLite gives its -wal and -shm files the same mode)
         private_dirs(path.parent)
         os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))

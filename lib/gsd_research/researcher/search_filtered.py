@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gsd_research.core.errors import GsdError
+from gsd_research.core.errors import GsdError, IndexDamaged
 
 MAX_SQL_PATHS = 2000  # more documents than this are filtered after ranking, from a deeper candidate list
 
@@ -30,8 +30,8 @@ def _candidates(service, query: str, depth: int, paths: list[str] | None, use_ve
             note = f"vector ranking unavailable ({exc.__class__.__name__}): lexical ranking only"
     try:
         service.keywords_held()
-    except GsdError as exc:
-        if exc.code != "INDEX_DAMAGED" or not vector:
+    except IndexDamaged as exc:
+        if not vector:
             raise
         return vector, [], f"keyword ranking unavailable ({exc.message}; {exc.suggestions[0]}): vector ranking " \
                            "only", "vector"

@@ -14,37 +14,16 @@ import os
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from gsd_research.researcher.models import DocumentMetadata
+if TYPE_CHECKING:  # pydantic stays out of research memory's write path
+    from gsd_research.researcher.models import DocumentMetadata, Head
 
 RECORD = "state.jsonl"
 LOCK = "state.lock"
+KEYWORDS, VECTORS, SPOOL = "lexical.sqlite", "chroma", "spool.jsonl"  # the stores, named here alone
 LEGACY = ("checksums.json", "meta.json", "journal.json", "embed.dirty", "embed.done")
-
-
-class Head(BaseModel):
-    """What the index claims, without the per-document lines."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    repository_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
-    generation: int = 0
-    embedding: str | None = None
-    chunking: int | None = None
-    precisions: list[str] = Field(default_factory=list)
-    fragments: int = 0
-    in_flight: list[str] = Field(default_factory=list)  # documents a run was writing (its journal)
-    writes: str = ""  # token of research memory's last write
-    covered: str = ""  # the token the last complete index run covered
-
-    @property
-    def writes_pending(self) -> bool:
-        """Research memory wrote since the last complete index run: its keyword rows lead the vectors."""
-        return bool(self.writes) and self.writes != self.covered
 
 
 class StateGateway:
@@ -70,6 +49,8 @@ class StateGateway:
 
     def head(self) -> Head | None:
         """The head, reading one line; None when there is no record or it cannot be read."""
+        from gsd_research.researcher.models import Head
+
         self._migrate()
         try:
             with self.path.open("rb") as fh:
@@ -79,6 +60,8 @@ class StateGateway:
 
     def load_checksums(self) -> dict[str, DocumentMetadata] | None:
         """Every document's entry; {} without a record, None when the record is damaged (the run rebuilds)."""
+        from gsd_research.researcher.models import DocumentMetadata, Head
+
         self._migrate()
         try:
             lines = self.path.read_bytes().splitlines()
@@ -99,11 +82,11 @@ class StateGateway:
         """Record the documents (and head fields), keeping what other writers set meanwhile."""
         fragments = sum(m.fragment_count for m in checksums.values())
         lines = [checksums[k].model_dump_json().encode("utf-8") for k in sorted(checksums)]
-        self._update(lambda h: h.model_copy(update={**head, "fragments": fragments}), lines)
+        self._update({**head, "fragments": fragments}, lines)
 
-    def update(self, durable: bool = True, **head: object) -> Head:
+    def update(self, durable: bool = True, **head: object) -> None:
         """Change head fields only (the document lines are kept as they are)."""
-        return self._update(lambda h: h.model_copy(update=head), None, durable)
+        self._update(head, None, durable)
 
     def set_in_flight(self, paths: list[str]) -> None:
         self.update(in_flight=sorted(set(paths)))
@@ -112,20 +95,23 @@ class StateGateway:
         """Research memory wrote or removed documents: a fresh token the next complete run covers."""
         self.update(durable=False, writes=os.urandom(8).hex())
 
-    def _update(self, change: Callable[[Head], Head], lines: list[bytes] | None, durable: bool = True) -> Head:
+    def _update(self, fields: dict, lines: list[bytes] | None, durable: bool = True) -> None:
+        """Head fields changed as plain JSON (validated where the head is read), under the record's lock."""
         from gsd_research.core.private import flock
 
         with flock(self.repo_dir / LOCK):
             self._migrate_locked()
             try:
                 first, _, rest = self.path.read_bytes().partition(b"\n")
-                old = Head.model_validate_json(first)
+                head = json.loads(first)
+                if not isinstance(head, dict):
+                    raise ValueError(first[:40])
             except (OSError, ValueError):
-                old, rest = Head(), b""
-            new = change(old)
+                head, rest = {}, b""
+            head.setdefault("repository_id", uuid.uuid4().hex)
+            head.update(fields)
             body = rest if lines is None else b"".join(line + b"\n" for line in lines)
-            self._write(new.model_dump_json().encode("utf-8") + b"\n" + body, durable)
-            return new
+            self._write(json.dumps(head, ensure_ascii=False).encode("utf-8") + b"\n" + body, durable)
 
     def _write(self, data: bytes, durable: bool) -> None:
         self.repo_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -154,6 +140,8 @@ class StateGateway:
         """An index written by an older version: its files read once into the record, then removed."""
         if self.path.exists() or not any((self.repo_dir / n).is_file() for n in LEGACY):
             return
+        from gsd_research.researcher.models import DocumentMetadata, Head
+
         meta = _json(self.repo_dir / "meta.json", {}) or {}
         raw = _json(self.repo_dir / "checksums.json", {})
         try:

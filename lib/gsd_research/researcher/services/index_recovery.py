@@ -1,13 +1,15 @@
-"""Recovery before an index run: the stores and checksums.json brought back into agreement (a crash's
+"""Recovery before an index run: the stores and the state record brought back into agreement (a crash's
 journal replayed, a damaged keyword index set aside, vectors the store lost embedded again, orphans removed)."""
 
 from __future__ import annotations
 
+from gsd_research.core.errors import GsdError
 from gsd_research.researcher import log
 from gsd_research.researcher.chunking import VERSION as CHUNKING_VERSION
 from gsd_research.researcher.gateways.chroma_health import VectorStoreDamaged, lost, unreadable
 from gsd_research.researcher.gateways.lexical_gateway import LexicalStoreDamaged
-from gsd_research.researcher.state import Head, keywords_short
+from gsd_research.researcher.models import Head
+from gsd_research.researcher.state import keywords_short
 
 
 class StoreRecovery:
@@ -32,13 +34,12 @@ class StoreRecovery:
             self._reset()
             checksums = {}
         self.checksums = checksums
+        if repair:
+            self._check_stamps()
         self._check_vectors(repair)
         if journal:  # a crash while these documents were being written: drop whatever reached the stores
             log.event("index.recover", repository=self.name, documents=len(journal))
-            self._delete_everywhere(journal)
-            for path in journal:
-                self.checksums.pop(path, None)
-            self.state.save_checksums(self.checksums, in_flight=[])
+            self._remove(journal)
         if not repair:
             self._refuse_keyword_shortfall()
         if self.lexical.count() != sum(m.fragment_count for m in self.checksums.values()):
@@ -105,7 +106,7 @@ class StoreRecovery:
         log.event("index.repair", repository=self.name, damaged=damage.message, documents=len(gone))
 
     def _check_keywords(self) -> None:
-        """Documents recorded as indexed whose fragments the keyword index no longer holds (lexical.sqlite deleted
+        """Documents recorded as indexed whose fragments the keyword index no longer holds (its file deleted
         or emptied by hand: SQLite starts an empty one): marked changed, so that this run indexes them again
         (their old vectors replaced, not left behind)."""
         counts = self.lexical.fragment_counts()
@@ -140,8 +141,36 @@ class StoreRecovery:
             self._delete_everywhere(orphans)
         log.event("index.reconcile", repository=self.name, orphans=len(orphans))
 
-    def _delete_everywhere(self, paths: list[str]) -> None:
+    def _check_stamps(self) -> None:
+        """A store stamped by another repository or another generation (copied in, restored from an older copy,
+        or beside a record restored from one): both stores rebuilt from the documents. The vector collection is
+        opened only when its file is not the one the last commit stamped (a warm run never imports Chroma)."""
+        from gsd_research.researcher.health import stamp_problem
+
+        head = self.state.head()
+        problems = [f"the keyword index {p}" for p in [stamp_problem(head, self.lexical.stamp())] if p]
+        if head is not None and self.checksums:
+            store = self._chroma_factory()
+            if store.url is not None or store.file_identity() != head.vector_file:
+                problems += [f"the vector store {p}" for p in [stamp_problem(head, self._vector_stamp(store))] if p]
+        if not problems:
+            return
+        log.event("index.repair", repository=self.name, damaged="; ".join(problems))
+        self._reset()
+        self.checksums = {}
+        note = "; ".join(problems)
+        self.repaired = f"{note[0].upper()}{note[1:]}; every document indexed again"
+
+    def _vector_stamp(self, store):
+        try:
+            return store.stamp() if store.held(self.name) and not store.damaged_inside() else None
+        except GsdError:
+            return None  # a store that cannot be read: _check_vectors names it
+
+    def _delete_everywhere(self, paths: list[str], stamp: tuple[str, int] | None = None) -> None:
         for start in range(0, len(paths), 500):
             part = paths[start:start + 500]
             self.chroma.delete_documents(part)
-            self.lexical.replace_documents(part, [])
+            self.lexical.replace_documents(part, [], stamp)
+        if stamp is not None:
+            self.chroma.stamp_with(stamp)

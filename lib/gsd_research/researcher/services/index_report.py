@@ -51,7 +51,8 @@ def index_stats(name: str, checksums: dict[str, DocumentMetadata], path: str, st
 def repository_stats(service) -> IndexStats:
     """`status` of one repository (`IndexService`): what its index records and whether its stores still hold it."""
     from gsd_research.researcher.gateways.lexical_gateway import LexicalStoreDamaged
-    from gsd_research.researcher.state import Head, keywords_short
+    from gsd_research.researcher.models import Head
+    from gsd_research.researcher.state import keywords_short
 
     state = service.state
     head = state.head() or Head()
@@ -67,7 +68,25 @@ def repository_stats(service) -> IndexStats:
     if not stats.damaged and stats.total_fragments and not writing:
         stats.damaged = vector_damage(service._chroma_factory(), service.name, stats.total_fragments,
                                       interrupted_run=bool(head.in_flight))
+    if not stats.damaged and not writing:
+        stats.damaged = stamp_status(service, state.head())
     return stats
+
+
+def stamp_status(service, head) -> str | None:
+    """A store stamped by another repository or generation: what and the fix (the vector collection opened only
+    when its file is not the one the last commit stamped)."""
+    from gsd_research.researcher.health import stamp_damage, stamp_problem
+
+    what, problem = "keyword index", stamp_problem(head, service.lexical.stamp())
+    if not problem and head is not None and head.fragments:
+        store = service._chroma_factory()
+        if store.url is not None or store.file_identity() != head.vector_file:
+            what, problem = "vector store", stamp_problem(head, service._vector_stamp(store))
+    if not problem:
+        return None
+    damage = stamp_damage(service.name, what, problem)
+    return f"{damage.message}. {damage.suggestions[0]}"
 
 
 def vector_damage(store, repository: str, expected: int, interrupted_run: bool = False) -> str | None:

@@ -255,19 +255,21 @@ class IndexService(StoreRecovery):
                 rows.append((fid, f.text, doc.path, f.fragment_index, f.breadcrumb))
         self._verify_store()
         self.state.set_in_flight(paths)
+        stamp = self._next_stamp()
         previously = [p for p in paths if p in self.checksums]
         chroma = self.chroma
         chroma.delete_documents(previously)
         for start in range(0, len(records), 1000):
             chroma.add_fragments_with_embeddings(records[start:start + 1000])
-        self.lexical.replace_documents(paths, rows)
+        chroma.stamp_with(stamp)
+        self.lexical.replace_documents(paths, rows, stamp)
         now = datetime.now(timezone.utc)
         for doc in documents:
             self.checksums[doc.path] = DocumentMetadata(
                 file_path=doc.path, file_name=Path(doc.path).name, file_type=Path(doc.path).suffix.lstrip(".").lower(),
                 checksum=doc.checksum, indexed_at=now, fragment_count=len(doc.fragments), text_source=doc.text_source,
                 ocr_tried=doc.text_source == "none" and doc.path.lower().endswith(".pdf") and tesseract_on_path())
-        self.state.save_checksums(self.checksums, in_flight=[])
+        self._commit(stamp)
         result.documents_indexed += sum(1 for doc in documents if doc.text_source != "none")
         result.documents_ocr += sum(1 for doc in documents if doc.text_source == "ocr")
         result.fragments_created += len(records)
@@ -278,10 +280,21 @@ class IndexService(StoreRecovery):
     def _remove(self, paths: list[str]) -> None:
         self._verify_store()
         self.state.set_in_flight(paths)
-        self._delete_everywhere(paths)
+        stamp = self._next_stamp()
+        self._delete_everywhere(paths, stamp)
         for p in paths:
             self.checksums.pop(p, None)
-        self.state.save_checksums(self.checksums, in_flight=[])
+        self._commit(stamp)
+
+    def _next_stamp(self) -> tuple[str, int]:
+        """The stamp this write gives the stores: the record's next generation (its in-flight write made it)."""
+        head = self.state.head()
+        return head.repository_id, head.generation + 1
+
+    def _commit(self, stamp: tuple[str, int]) -> None:
+        """The record written last: the generation the stores now carry, nothing in flight."""
+        self.state.save_checksums(self.checksums, in_flight=[], generation=stamp[1],
+                                  vector_file=self.chroma.file_identity())
 
     # -- single documents -----------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from gsd_research.core.errors import GsdError
+from gsd_research.core.errors import GsdError, IndexDamaged
 from gsd_research.researcher.gateways.embedding_gateway import EmbeddingGateway
 from gsd_research.researcher.gateways.lexical_gateway import LexicalGateway, phrase
 from gsd_research.researcher.models import DocumentSearchResult, SearchResult
@@ -33,7 +33,7 @@ class SearchService:
         self.name = repository_name
         self._chroma_factory, self._chroma = chroma_factory, None
         self.lexical, self.embedding = lexical_gateway, embedding_gateway
-        self.repo_dir = repo_dir  # checksums.json's folder (by default the keyword index's)
+        self.repo_dir = repo_dir  # the state record's folder (by default the keyword index's)
         self.documents = documents  # the repository's folder
 
     @property
@@ -54,10 +54,12 @@ class SearchService:
         if held < head.fragments and not self._index_writing(head):
             short = interrupted if head.in_flight else lost  # a killed run's documents in flight are left
             raise short(self.name, self.chroma.where(), held, head.fragments)  # vectors lost, or another store
+        if held:
+            self._stamped("vector store", self.chroma.stamp())
         return held
 
     def keywords_held(self, vectors_answer: bool = False) -> None:
-        """INDEX_DAMAGED when the keyword index holds fewer fragments than the index records (lexical.sqlite
+        """INDEX_DAMAGED when the keyword index holds fewer fragments than the index records (the keyword index
         deleted, emptied or truncated) and no index run is writing: a search would bury exact identifiers."""
         from gsd_research.researcher.state import keywords_short
 
@@ -67,14 +69,13 @@ class SearchService:
         held = self.lexical.held()
         if keywords_short(held, head.fragments, head.writes_pending, self.documents) and not self._index_writing(head):
             raise self.lexical.lost(held, head.fragments, vectors_answer)
+        self._stamped("keyword index", self.lexical.stamp())
 
     def keywords_sound(self) -> bool:
         """Whether a search by keywords alone would answer (no INDEX_DAMAGED of its own)."""
         try:
             self.keywords_held()
-        except GsdError as exc:
-            if exc.code != "INDEX_DAMAGED":
-                raise
+        except IndexDamaged:
             return False
         return True
 
@@ -87,6 +88,15 @@ class SearchService:
             repo_dir = self.repo_dir or (db_path.parent if db_path is not None else None)
             self._head_read = StateGateway(repo_dir).head() if repo_dir is not None else None
         return self._head_read
+
+    def _stamped(self, what: str, stamp) -> None:
+        """IndexDamaged when the store's stamp says it holds another repository's or another generation's index."""
+        from gsd_research.researcher.health import stamp_damage, stamp_problem
+
+        head = self._head()
+        problem = stamp_problem(head, stamp)
+        if problem and not self._index_writing(head):
+            raise stamp_damage(self.name, what, problem)
 
     def _index_writing(self, head) -> bool:
         """An index run is writing (documents in flight and it holds the lock): the store lags on purpose."""
@@ -126,7 +136,7 @@ class SearchService:
     def _advised(self, exc: GsdError) -> GsdError:
         """A damaged vector store's error; its advice names only the index run (which rebuilds both stores)
         when the keyword index cannot answer either: a search by keywords would only meet its own damage."""
-        if exc.code == "INDEX_DAMAGED" and not (self.lexical.answers() and self.keywords_sound()):
+        if isinstance(exc, IndexDamaged) and not (self.lexical.answers() and self.keywords_sound()):
             from gsd_research.researcher.gateways.chroma_health import fix
 
             exc.suggestions = fix(self.name, keywords=False)
@@ -179,7 +189,7 @@ def search_repositories(services: list[SearchService], queries: list[str], n_fra
         try:
             evidence = service.evidence_many(queries, depth, mode, _embedded(service, queries, mode, embeddings))
         except GsdError as exc:
-            if skipped is None or exc.code != "INDEX_DAMAGED":
+            if skipped is None or not isinstance(exc, IndexDamaged):
                 raise
             damaged.append((service.name, exc))
             continue
