@@ -80,9 +80,12 @@ def index_stamp(repo_dir: Path) -> tuple:
     SQLite's write-ahead log is folded into the lexical index whenever its last connection closes.
     Chroma's database counts only by which file it is and whether it is empty: deleted, replaced or truncated
     by hand, the process would go on reading the file it opened."""
-    names = ("state.jsonl",)
+    from gsd_research.researcher.gateways.chroma_health import DB_NAME
+    from gsd_research.researcher.state import RECORD, VECTORS
+
+    names = (RECORD,)
     try:
-        st = (repo_dir / "chroma" / "chroma.sqlite3").stat()
+        st = (repo_dir / VECTORS / DB_NAME).stat()
         store = (st.st_dev, st.st_ino, st.st_size > 0)
     except OSError:
         store = None
@@ -141,7 +144,8 @@ def reply_timeout(request: dict, measured: float | None) -> float:
 def ask(request: dict, timeout: float | None = None) -> dict | None:
     """The resident process's answer to a search request ({"ok": payload}), or None when there is no
     resident process, it declines (another environment, a changed index) or anything goes wrong. A
-    resident process that does not answer in time is stopped (`retire`): it is hung or stopped."""
+    resident process that does not answer in time, or whose socket was removed, is stopped (`retire`), so the
+    caller's `spawn` replaces it."""
     import json
     import socket
 
@@ -162,7 +166,7 @@ def ask(request: dict, timeout: float | None = None) -> dict | None:
             data = b""
             while chunk := sock.recv(1 << 16):
                 data += chunk
-    except TimeoutError:
+    except (TimeoutError, FileNotFoundError):  # hung, or its socket removed: it can never answer again
         retire(holder[0])
         return None
     except OSError:
