@@ -4,6 +4,7 @@ empty index in its place; the advice works when followed literally; `index` repa
 
 from __future__ import annotations
 
+import re
 import shlex
 import sqlite3
 from pathlib import Path
@@ -211,7 +212,7 @@ def test_something_else_in_place_of_the_keyword_index_is_named_never_written_and
 
 def test_a_recorded_count_edited_by_hand_is_corrected_by_the_index_run_its_advice_names(indexed):
     meta = indexed.parent / "state.jsonl"
-    meta.write_text(meta.read_text().replace('"fragments":3', '"fragments":999999', 1))
+    meta.write_text(re.sub(r'"fragments": ?3\b', '"fragments": 999999', meta.read_text(), count=1))
     assert "999999" in meta.read_text()
     next_process()
     damaged = kb("search", QUERY, "--repo", "r", "--json").json["error"]
