@@ -236,7 +236,7 @@ def quality_run(reuse_float: bool = False) -> dict:
     for precision in ("fp32", "int8"):
         name = f"quality-{precision}"
         env = dict(bench_env(f"{name}-all"), GSD_RESEARCH_EMBEDDING_PRECISION=precision)
-        if not (reuse_float and precision == "fp32" and (Path(env["GSD_RESEARCH_HOME"]) / "repositories" / "scifact" / "checksums.json").exists()):
+        if not (reuse_float and precision == "fp32" and (Path(env["GSD_RESEARCH_HOME"]) / "repositories" / "scifact" / "state.jsonl").exists()):
             env = dict(cold_scifact(None, name), GSD_RESEARCH_EMBEDDING_PRECISION=precision)
             doc, wall, rss = researcher(env, "index", "scifact")
             out[f"index_{precision}"] = {**index_figures(doc, wall), "peak_rss_mib": round(rss / 1024, 1)}

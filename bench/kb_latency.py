@@ -86,7 +86,8 @@ def main() -> None:
     compile_bytecode()  # as an install has it: start-up figures must not include compiling our sources
     args = parser.parse_args()
     env = bench_env(args.scenario)
-    if not (Path(env["GSD_RESEARCH_HOME"]) / "repositories" / "scifact" / "checksums.json").exists():
+    state = Path(env["GSD_RESEARCH_HOME"]) / "repositories" / "scifact"
+    if not any((state / name).exists() for name in ("state.jsonl", "checksums.json")):  # this tree's or an older one's
         raise SystemExit("index SciFact first: python bench/kb_indexing.py --part memory")
     queries = [json.loads(line) for line in (SCIFACT / "queries-train.jsonl").read_text().splitlines()]
     figures = single_queries(env, queries, args.runs)

@@ -65,12 +65,21 @@ def side_by_side(urls: list[str], work: Path, arm: str) -> dict:
            "memory_statuses": sorted(f"{a}:{s}" for a, s in statuses)}
     if arm == "background":
         deadline = time.time() + 300
-        done = work / f"{arm}-on" / "repositories" / "research-memory" / "embed.done"
-        while time.time() < deadline and (not done.exists() or done.read_text() !=
-                                          (done.parent / "embed.dirty").read_text()):
+        record = work / f"{arm}-on" / "repositories" / "research-memory" / "state.jsonl"
+        while time.time() < deadline and _writes_pending(record):
             time.sleep(0.5)
         out["worker_caught_up_s_after_last_fetch"] = round(time.time() - (deadline - 300), 1)
     return out
+
+
+def _writes_pending(record: Path) -> bool:
+    """Research memory's writes not yet covered by an index run, from the state record's head line."""
+    try:
+        with record.open("rb") as fh:
+            head = json.loads(fh.readline())
+    except (OSError, ValueError):
+        return True
+    return bool(head.get("writes")) and head.get("writes") != head.get("covered")
 
 
 def write_cost(bodies: list[str], work: Path) -> dict:

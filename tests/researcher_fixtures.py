@@ -89,3 +89,32 @@ def make_repo(root: Path, docs: dict[str, str] | None = None) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     return root
+
+
+def recorded(repo_dir: Path) -> dict[str, dict]:
+    """The documents a repository's state record holds, as plain dicts ({} without a record)."""
+    from gsd_research.researcher.state import StateGateway
+
+    return {k: v.model_dump(mode="json") for k, v in (StateGateway(repo_dir).load_checksums() or {}).items()}
+
+
+def in_flight(repo_dir: Path) -> list[str]:
+    """The documents the record names as being written by an index run (a killed run leaves them)."""
+    from gsd_research.researcher.state import StateGateway
+
+    head = StateGateway(repo_dir).head()
+    return head.in_flight if head else []
+
+
+def next_process() -> None:
+    """What the next command sees: a fresh process, without Chroma's clients cached by this one, nor SQLite
+    connections an earlier command left to the garbage collector."""
+    import gc
+
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    from gsd_research.researcher.gateways import chroma_gateway
+
+    SharedSystemClient.clear_system_cache()
+    chroma_gateway._OPENED.clear()
+    gc.collect()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require
-from tests.researcher_fixtures import MIXED, kb, make_repo, seed_model
+from tests.researcher_fixtures import MIXED, kb, make_repo, recorded, seed_model
 
 BIN = Path(sys.executable).parent
 
@@ -34,7 +34,7 @@ def _store_counts(name: str) -> tuple[int, int, int, set[str]]:
     ids = chroma.collection.get(include=[])["ids"]
     assert len(ids) == len(set(ids))
     lexical = factory.lexical_gateway(repo)
-    checksums = json.loads((factory.repo_dir(repo) / "checksums.json").read_text())
+    checksums = recorded(factory.repo_dir(repo))
     assert set(chroma.get_all_document_paths()) == set(lexical.get_all_document_paths()) == \
         {k for k, v in checksums.items() if v["fragment_count"]}
     return chroma.count(), lexical.count(), sum(v["fragment_count"] for v in checksums.values()), set(checksums)

@@ -3,7 +3,6 @@ by a detached worker, filtered by document, evicted; `researcher search` sees th
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gsd_research.researcher import api, embed_worker
-from tests.researcher_fixtures import kb, seed_model
+from tests.researcher_fixtures import kb, recorded, seed_model
 
 REPO = "notes-memory"
 DOCS = {
@@ -151,7 +150,7 @@ def test_the_detached_worker_embeds_and_exits(repo, home):
     while embed_worker.alive(REPO) and time.time() < deadline:
         time.sleep(0.2)
     assert not embed_worker.alive(REPO)
-    checksums = json.loads((home / "repositories" / REPO / "checksums.json").read_text())
+    checksums = recorded(home / "repositories" / REPO)
     assert set(checksums) == set(DOCS)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.researcher_fixtures import kb, make_repo, seed_model
+from tests.researcher_fixtures import kb, make_repo, recorded, seed_model
 
 BIN = Path(sys.executable).parent
 
@@ -174,7 +174,7 @@ def test_an_interrupted_embedding_phase_resumes_from_the_spool_without_embedding
     state = home / "repositories" / "r"
     _count_embedded(monkeypatch, crash_on_call=3)
     assert kb("index", "r", "--json").code == 130
-    assert not (state / "checksums.json").exists() or json.loads((state / "checksums.json").read_text()) == {}
+    assert recorded(state) == {}
     assert len((state / "spool.jsonl").read_text().splitlines()) == 64  # two batches of 32 were embedded
     (root / "n005.md").write_text("# Note 5\n\nRewritten: the platypus lays eggs.\n")  # spooled, then changed
 
@@ -239,7 +239,7 @@ def test_kill_9_while_embedding_then_reindex_resumes_and_stays_consistent(tmp_pa
         time.sleep(0.01)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    if (state / "checksums.json").exists():
+    if recorded(state):
         pytest.fail("the kill did not land while embedding: the store phase had begun")
     raw = spool.read_bytes()
     spool.write_bytes(raw[: raw.rindex(b"\n") - 10])  # as if the kill had landed inside a write: a torn last line

@@ -4,13 +4,14 @@ empty index in its place; the advice works when followed literally; `index` repa
 
 from __future__ import annotations
 
+import re
 import shlex
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from tests.researcher_fixtures import kb, make_repo, seed_model
+from tests.researcher_fixtures import kb, make_repo, recorded, seed_model
 from tests.test_researcher_vectors_lost import next_process
 
 # the identifier sits in a document whose words say little; its neighbours say more about "cold caches"
@@ -151,7 +152,7 @@ def test_writing_one_document_into_a_damaged_index_refuses_instead_of_emptying_t
     from gsd_research.researcher.service_factory import ServiceFactory
 
     home = indexed.parent.parent.parent
-    checksums = (indexed.parent / "checksums.json").read_text()
+    checksums = recorded(indexed.parent)
     _garbled(indexed) if kind == "garbled" else _hurt(indexed, "deleted")
 
     removed = kb("remove", "r", "a.md", "--json")
@@ -160,7 +161,7 @@ def test_writing_one_document_into_a_damaged_index_refuses_instead_of_emptying_t
     for error in (removed.json["error"], added["error"]):
         assert error["code"] == "INDEX_DAMAGED" and str(indexed) in error["message"], error
         assert error["suggestions"][0].startswith("Run: researcher index r "), error
-    assert (indexed.parent / "checksums.json").read_text() == checksums  # nothing forgotten
+    assert recorded(indexed.parent) == checksums  # nothing forgotten
     assert kb("status", "r", "--json").json["repositories"][0]["total_documents"] == 3
     assert not list(indexed.parent.glob("lexical.sqlite.damaged-*"))  # set aside by the index run only
     assert kind == "garbled" or not indexed.exists()
@@ -210,9 +211,8 @@ def test_something_else_in_place_of_the_keyword_index_is_named_never_written_and
 
 
 def test_a_recorded_count_edited_by_hand_is_corrected_by_the_index_run_its_advice_names(indexed):
-    meta = indexed.parent / "meta.json"
-    meta.write_text(meta.read_text().replace('"recorded_fragments": 3', '"recorded_fragments": 999999')
-                    .replace('"recorded_fragments":3', '"recorded_fragments":999999'))
+    meta = indexed.parent / "state.jsonl"
+    meta.write_text(re.sub(r'"fragments": ?3\b', '"fragments": 999999', meta.read_text(), count=1))
     assert "999999" in meta.read_text()
     next_process()
     damaged = kb("search", QUERY, "--repo", "r", "--json").json["error"]

@@ -164,7 +164,7 @@ def test_index_state_is_private(tmp_path, home, model):
     repo_dir = home / "repositories" / "p"
     assert _mode(home / "repositories") == 0o700
     assert _mode(repo_dir) == 0o700
-    for name in ("lexical.sqlite", "checksums.json"):
+    for name in ("lexical.sqlite", "state.jsonl"):
         assert _mode(repo_dir / name) == 0o600, name
     chroma = repo_dir / "chroma"
     assert _mode(chroma) == 0o700

@@ -1,5 +1,5 @@
 """The knowledge base's damage checks at their edges: no false alarm while an index run rewrites a repository or
-while research memory's writes lead the embedding; no damage missed when meta.json's count is gone; advice
+while research memory's writes lead the embedding; advice
 that works; recall told about a keyword index it cannot use, with a fix that repairs it."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from gsd_research.researcher.gateways.lock_gateway import RepositoryLock
+from gsd_research.researcher.state import StateGateway
 from tests.researcher_fixtures import kb, seed_model
 from tests.test_researcher_keywords_lost import _garbled, _hurt, indexed  # noqa: F401 - the fixture
 from tests.test_researcher_vectors_lost import empty, next_process
@@ -23,7 +24,7 @@ def test_an_index_run_that_empties_the_store_a_moment_is_no_damage_to_a_search(i
     a search at that moment answered INDEX_DAMAGED "holds 0 of the 3 fragments"."""
     state = indexed.parent
     with RepositoryLock(state, "researcher index r").hold():
-        (state / "journal.json").write_text(json.dumps(["a.md", "b.md", "c.md"]))
+        StateGateway(state).set_in_flight(["a.md", "b.md", "c.md"])
         empty(state / "chroma")
         next_process()
         during = kb("search", QUERY, "--repo", "r", "--mode", "vector", "--json")
@@ -31,18 +32,6 @@ def test_an_index_run_that_empties_the_store_a_moment_is_no_damage_to_a_search(i
 
     assert during.code == 0, during.stdout
     assert after.code != 0 and after.json["error"]["code"] == "INDEX_DAMAGED", after.stdout
-
-
-def test_a_keyword_index_cut_short_is_named_when_the_recorded_count_is_gone_too(indexed):  # noqa: F811
-    (indexed.parent / "meta.json").unlink()
-    _hurt(indexed, "cut_short")
-
-    error = kb("search", QUERY, "--repo", "r", "--json").json["error"]
-
-    assert error["code"] == "INDEX_DAMAGED" and "holds 2 of the 3" in error["message"], error
-    assert kb("index", "r", "--json").code == 0
-    next_process()
-    assert kb("search", QUERY, "--repo", "r", "--json").json["documents"][0]["document_path"] == "b.md"
 
 
 def test_with_vectors_lost_and_keywords_cut_short_the_advice_is_the_index_run_alone(indexed):  # noqa: F811
@@ -191,7 +180,7 @@ def test_memory_removals_are_not_reported_as_repairs_by_the_next_index_run(home,
 
 def test_a_killed_index_run_is_named_as_such_with_the_run_that_resumes_it(indexed):  # noqa: F811
     state = indexed.parent
-    (state / "journal.json").write_text(json.dumps(["b.md"]))  # left by the killed run: no run holds the lock
+    StateGateway(state).set_in_flight(["b.md"])  # left by the killed run: no run holds the lock
     empty(state / "chroma", "b.md")
     next_process()
 
@@ -233,17 +222,16 @@ def test_memory_marks_its_writes_pending_before_it_touches_the_keyword_index(hom
     a kill in between, took the rows removed ahead for damage."""
     from gsd_research.researcher import api
     from gsd_research.researcher.gateways import lexical_gateway
-    from gsd_research.researcher.gateways.state_gateway import writes_pending
 
     monkeypatch.setattr(api, "schedule_embedding", lambda name: {"running": False})
     seed_model()
     store = _memory(4)
     api.embed_now("research-memory")
-    assert not writes_pending(api.repo_dir("research-memory"))
+    assert not StateGateway(api.repo_dir("research-memory")).head().writes_pending
     seen, replace = [], lexical_gateway.LexicalGateway.replace_documents
 
     def watched(self, paths, rows):
-        seen.append(writes_pending(api.repo_dir("research-memory")))
+        seen.append(StateGateway(api.repo_dir("research-memory")).head().writes_pending)
         return replace(self, paths, rows)
 
     monkeypatch.setattr(lexical_gateway.LexicalGateway, "replace_documents", watched)
@@ -256,7 +244,7 @@ def test_memory_marks_its_writes_pending_before_it_touches_the_keyword_index(hom
 
 def test_a_resumed_index_run_is_not_reported_as_a_repair(indexed):  # noqa: F811
     state = indexed.parent
-    (state / "journal.json").write_text(json.dumps(["b.md"]))
+    StateGateway(state).set_in_flight(["b.md"])
     empty(state / "chroma", "b.md")
     next_process()
 

@@ -14,7 +14,7 @@ from unittest.mock import Mock
 import pytest
 
 from tests.conftest import SHARED, require
-from tests.researcher_fixtures import kb, make_repo, seed_model
+from tests.researcher_fixtures import in_flight, kb, make_repo, recorded, seed_model
 
 BIN = Path(sys.executable).parent
 
@@ -352,7 +352,7 @@ def _consistent(name: str) -> tuple[int, set[str]]:
     chroma = factory.chroma_factory(repo)()
     ids = chroma.collection.get(include=[])["ids"]
     lexical = factory.lexical_gateway(repo)
-    checksums = json.loads((factory.repo_dir(repo) / "checksums.json").read_text())
+    checksums = recorded(factory.repo_dir(repo))
     assert len(ids) == len(set(ids)) == lexical.count() == sum(v["fragment_count"] for v in checksums.values())
     assert set(chroma.get_all_document_paths()) == set(lexical.get_all_document_paths()) == set(checksums)
     root = Path(repo.path)
@@ -367,24 +367,22 @@ def test_kill_9_during_indexing_then_reindex_leaves_no_duplicates_or_orphans(tmp
     docs = {f"d{i:03}.md": f"# Note {i}\n\nNote number {i} mentions topic{i % 7} and item{i}.\n" for i in range(160)}
     root = make_repo(tmp_path / "repo", docs)
     kb("repo", "add", "c", str(root), "--json")
-    state = home / "repositories" / "c" / "checksums.json"
+    state = home / "repositories" / "c"
     proc = subprocess.Popen([str(BIN / "researcher"), "index", "c", "--json"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=dict(os.environ))
     deadline = time.time() + 60
     while time.time() < deadline:
         try:
-            if 0 < len(json.loads(state.read_text())) < len(docs):
+            if 0 < len(recorded(state)) < len(docs):
                 break
         except (OSError, ValueError):
             pass
         time.sleep(0.01)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    partial = json.loads(state.read_text())
+    partial = recorded(state)
     assert 0 < len(partial) < len(docs), "the kill did not land mid-indexing"
-    journal = state.with_name("journal.json")  # a kill after a batch's checksums, before its journal was cleared:
-    in_flight = set(json.loads(journal.read_text())) if journal.exists() else set()  # that batch is done again
-    kept = set(partial) - in_flight
+    kept = set(partial) - set(in_flight(state))  # a kill while a batch was written: that batch is done again
 
     again = kb("index", "c", "--json").json["results"][0]
 
@@ -408,20 +406,20 @@ def test_crash_between_the_two_stores_is_recovered_from_the_journal(tmp_path, ho
 
     original = LexicalGateway.replace_documents
 
-    def crash(self, paths, rows):
+    def crash(self, paths, rows, *stamp):
         if rows:
             raise KeyboardInterrupt  # the process dies after Chroma was written, before the lexical index
-        return original(self, paths, rows)
+        return original(self, paths, rows, *stamp)
 
     monkeypatch.setattr(LexicalGateway, "replace_documents", crash)
     assert kb("index", "j", "--json").code == 130
-    assert (home / "repositories" / "j" / "journal.json").exists()
+    assert in_flight(home / "repositories" / "j")
     monkeypatch.setattr(LexicalGateway, "replace_documents", original)
 
     again = kb("index", "j", "--json").json["results"][0]
 
     assert again["documents_indexed"] == 1
-    assert not (home / "repositories" / "j" / "journal.json").exists()
+    assert not in_flight(home / "repositories" / "j")
     _consistent("j")
     assert _top("gamma") == "a.md"
 

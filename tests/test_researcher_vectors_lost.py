@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gsd_research.researcher.state import StateGateway
 from tests.researcher_fixtures import kb, make_repo, seed_model
 
 DOCS = {"a.md": "# A\n\nThe axolotl regrows limbs.\n", "b.md": "# B\n\nThe okapi is shy.\n",
@@ -306,7 +307,7 @@ def test_a_file_or_a_dangling_link_in_place_of_the_store_is_named_and_replaced_b
 
 
 def test_a_journal_left_by_a_killed_index_run_does_not_hide_a_lost_store_from_status(indexed):
-    (indexed.parent / "journal.json").write_text('["a.md"]')  # no run holds the lock
+    StateGateway(indexed.parent).set_in_flight(["a.md"])  # no run holds the lock
     shutil.rmtree(indexed)
     next_process()
 

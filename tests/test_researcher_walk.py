@@ -1,5 +1,5 @@
 """researcher and hostile folders: symlink loops, dangling links, FIFOs and blank scans neither stop nor hang
-an index run; each is skipped and named with the reason, and an unchanged blank scan is not read again."""
+an index run, nor does a file name that is not UTF-8; each is skipped and named with the reason, and an unchanged blank scan is not read again."""
 
 from __future__ import annotations
 
@@ -48,6 +48,21 @@ def test_symlink_loops_and_dangling_links_are_skipped_with_their_reason(tmp_path
                              "dangling.md": "dangling", "leak.md": "outside", "up": "outside"}
     human = kb("index", "r")
     assert "loop1.md" in human.stdout and "symlink loop" in human.stdout
+    assert kb("search", "axolotl", "--json").json["documents"][0]["document_path"] == "a.md"
+
+
+def test_a_file_whose_name_is_not_utf8_is_skipped_and_named_while_the_others_are_indexed(tmp_path, model):
+    root = make_repo(tmp_path / "repo", {"a.md": "# A\n\nThe axolotl regrows limbs.\n"})
+    with open(os.path.join(os.fsencode(root), b"caf\xe9.md"), "w") as fh:  # Latin-1, as an old archive has it
+        fh.write("# Cafe\n\nThe okapi is shy.\n")
+    kb("repo", "add", "r", str(root), "--json")
+
+    res = kb("index", "r", "--json")
+
+    assert res.code == 0, res.stdout
+    out = res.json["results"][0]
+    assert out["documents_indexed"] == 1
+    assert _skipped(out) == {"caf\ufffd.md": "not_utf8"}
     assert kb("search", "axolotl", "--json").json["documents"][0]["document_path"] == "a.md"
 
 

@@ -170,8 +170,15 @@ class StateUnsafe(GsdError):
     code = "STATE_UNSAFE"
 
 
+class Locked(GsdError):
+    """Another run holds the repository's lock; run again when it has finished."""
+
+    code = "LOCKED"
+
+
 class IndexDamaged(GsdError):
-    """A knowledge-base index (keywords or vectors) cannot be read as it should."""
+    """A knowledge-base index cannot be trusted to answer (a store lost, damaged, foreign or stale); the fix
+    is the index run its suggestions name."""
 
     code = "INDEX_DAMAGED"
 
@@ -238,3 +245,4 @@ def reinstall_hint() -> str:
         return "Rebuild the plugin's Python environment: " + " ".join(
             shlex.quote(p) for p in ("python3", cli, "rebuild", root, data))
     return "Reinstall with install.sh"
+

@@ -178,7 +178,7 @@ def _search(text: str, since_iso: str | None, prefixes: tuple[str, ...]) -> tupl
     """(entries kept, results, the search's mode and note); an unreadable memory file is a clear error."""
     import sqlite3
 
-    from gsd_research.core.errors import GsdError, IndexDamaged
+    from gsd_research.core.errors import IndexDamaged
     from gsd_research.memory.store import MemoryStore, corrupt_error
 
     store = MemoryStore()
@@ -194,10 +194,7 @@ def _search(text: str, since_iso: str | None, prefixes: tuple[str, ...]) -> tupl
             results, meta = rank(store, text, paths)
         except sqlite3.DatabaseError as exc:
             raise corrupt_error(exc, "index") from None
-        except GsdError as exc:  # the knowledge base's INDEX_DAMAGED: here the fix is the memory's own
-            # (the .code half goes once researcher's gateways raise IndexDamaged: issue 23's merge)
-            if not isinstance(exc, IndexDamaged) and exc.code != IndexDamaged.code:
-                raise
+        except IndexDamaged as exc:  # the knowledge base's damage: here the fix is the memory's own
             raise corrupt_error(exc, "index") from None
         return total, results, meta
     finally:

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import gsd_research.researcher.api as kb
+from gsd_research.core.errors import MemoryCorrupt
 
 REPOSITORY = "research-memory"
 DEFAULT_MAX_MB = 500
@@ -260,13 +261,12 @@ def corrupt_error(exc: Exception, where: str):
     """The error for an unreadable memory file: which file, and how to start afresh."""
     from gsd_research.core.errors import GsdError
 
-    files = {"catalog": memory_dir() / "catalog.sqlite", "index": kb.repo_dir(REPOSITORY) / "lexical.sqlite"}
+    files = {"catalog": memory_dir() / "catalog.sqlite", "index": kb.keyword_index(REPOSITORY)}
     why = exc.message if isinstance(exc, GsdError) else f"{type(exc).__name__}: {str(exc)[:200]}"
     if where == "index":  # the kept pages are intact: the index run rebuilds what searches them
-        return GsdError(f"the research memory's index ({files[where]}) cannot be searched ({why})",
-                        code="MEMORY_CORRUPT", suggestions=[
+        return MemoryCorrupt(f"the research memory's index ({files[where]}) cannot be searched ({why})",
+                        suggestions=[
                             f"Run: researcher index {REPOSITORY} (rebuilds it from the kept pages)",
                             "Or start afresh: gsd-research recall --clear"])
-    return GsdError(f"the research memory's {where} ({files[where]}) cannot be read ({why}); clear the memory and "
-                    "let fetch, search and deep fill it again", code="MEMORY_CORRUPT",
-                    suggestions=["gsd-research recall --clear"])
+    return MemoryCorrupt(f"the research memory's {where} ({files[where]}) cannot be read ({why}); clear the memory and "
+                    "let fetch, search and deep fill it again", suggestions=["gsd-research recall --clear"])

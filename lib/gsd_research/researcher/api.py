@@ -14,7 +14,7 @@ import os
 import re
 from pathlib import Path
 
-from gsd_research.core.errors import GsdError
+from gsd_research.core.errors import GsdError, RepositoryNotFound, UsageError
 
 FILE_TYPES = ["md"]
 PROVISIONAL_CHARS = 1000  # about 250 tokens: the size of the index run's fragments
@@ -29,6 +29,13 @@ def repositories_dir() -> Path:
 
 def repo_dir(name: str) -> Path:
     return repositories_dir() / name
+
+
+def keyword_index(name: str) -> Path:
+    """The keyword index file of repository `name`."""
+    from gsd_research.researcher.state import KEYWORDS
+
+    return repo_dir(name) / KEYWORDS
 
 
 def repository_folder(name: str) -> Path | None:
@@ -65,13 +72,6 @@ def ensure_repository(name: str, folder: Path) -> Path:
         if repository_folder(name) is None:  # not a concurrent registration of the same name
             raise
     return repository_folder(name) or folder
-
-
-def _state_ready(name: str) -> None:
-    """An empty checksums.json makes a repository searchable before its first index run."""
-    path = repo_dir(name) / "checksums.json"
-    if not path.exists():
-        write_private(path, "{}")
 
 
 def provisional_fragments(text: str, title: str | None = None) -> list[str]:
@@ -120,7 +120,7 @@ def fragment_id(document_path: str, index: int) -> str:
 def _lexical(name: str):
     from gsd_research.researcher.gateways.lexical_gateway import LexicalGateway
 
-    path = repo_dir(name) / "lexical.sqlite"
+    path = keyword_index(name)
     if not path.exists():  # private from the start (SQLite gives its -wal and -shm files the same mode)
         private_dirs(path.parent)
         os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
@@ -137,7 +137,7 @@ def put_documents(name: str, documents: list[tuple[str, str, str | None]]) -> in
     """`put_document` for many (path, text, title) at once: one lexical transaction."""
     folder = repository_folder(name)
     if folder is None:
-        raise GsdError(f"Repository '{name}' is not registered", code="REPOSITORY_NOT_FOUND")
+        raise RepositoryNotFound(f"Repository '{name}' is not registered")
     rows: list[tuple[str, str, str, int, str]] = []
     mark_dirty(name)  # first: a search meanwhile (or after a kill) knows the keyword rows lead the embedding
     for rel_path, text, title in documents:
@@ -151,8 +151,7 @@ def put_documents(name: str, documents: list[tuple[str, str, str | None]]) -> in
         lexical.replace_documents([rel for rel, _, _ in documents], rows)
     finally:
         lexical.close()
-    _state_ready(name)
-    mark_dirty(name)
+    mark_dirty(name)  # again: a pass that began in between must not cover these rows
     return len(rows)
 
 
@@ -192,19 +191,19 @@ def _inside(folder: Path, rel_path: str) -> Path:
     """`folder/rel_path`, refusing paths that leave the folder."""
     target = (folder / rel_path).resolve()
     if not target.is_relative_to(folder.resolve()) or rel_path.startswith("/") or ".." in Path(rel_path).parts:
-        raise GsdError(f"Document path escapes the repository: {rel_path}", code="USAGE_ERROR")
+        raise UsageError(f"Document path escapes the repository: {rel_path}")
     return target
 
 
 # -- the embedding worker --------------------------------------------------------------------------
 
-def dirty_path(name: str) -> Path:
-    return repo_dir(name) / "embed.dirty"
-
-
 def mark_dirty(name: str) -> None:
-    """Something changed since the last index run (a fresh token, written atomically)."""
-    write_private(dirty_path(name), os.urandom(8).hex())
+    """Something changed since the last index run (a fresh token in the state record; the record also makes
+    a repository searchable before its first index run)."""
+    from gsd_research.researcher.state import StateGateway
+
+    private_dirs(repo_dir(name))
+    StateGateway(repo_dir(name)).mark_written()
 
 
 def private_dirs(folder: Path) -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from gsd_research.researcher.models import Fragment
 
 Counter = Callable[[list[str]], list[int]]
-VERSION = 3  # part of the spool recipe and of meta.json: fragments of another version are rebuilt
+VERSION = 3  # part of the spool recipe and of the state record: fragments of another version are rebuilt
 BREADCRUMB_SEPARATOR = " > "
 MIN_BUDGET = 16
 TAIL_SHARE = 0.25  # a full fragment ends at a section boundary found in its last quarter

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import click
 
-from gsd_research.core.errors import GsdError, UsageError
+from gsd_research.core.errors import GsdError, NotFound, UsageError
 
 
 @dataclass
@@ -163,8 +163,7 @@ def _targets(kb, name: str | None):
         return [service.get_repository(name)]
     repos = service.list_repositories()
     if not repos:
-        raise GsdError("No repositories configured", code="NOT_FOUND",
-                       suggestions=["researcher repo add NAME PATH"])
+        raise NotFound("No repositories configured", suggestions=["researcher repo add NAME PATH"])
     return repos
 
 

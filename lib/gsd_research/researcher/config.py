@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from gsd_research.core.errors import UsageError
+from gsd_research.core.errors import StateNotWritable, UsageError
 
 CONFIG_NAME = "researcher.yaml"
 DEFAULT_FILE_TYPES = ["md", "txt", "pdf", "docx", "pptx", "xlsx", "html"]
@@ -107,10 +107,8 @@ class ConfigGateway:
 
     def load(self) -> ResearcherConfig:
         if self.config_dir.exists() and not self.config_dir.is_dir():
-            from gsd_research.core.errors import GsdError
 
-            raise GsdError(f"The state folder {self.config_dir} (GSD_RESEARCH_HOME) is not a directory",
-                           code="STATE_NOT_WRITABLE",
+            raise StateNotWritable(f"The state folder {self.config_dir} (GSD_RESEARCH_HOME) is not a directory",
                            suggestions=["Point GSD_RESEARCH_HOME at a writable directory", "gsd-research doctor"])
         if not self.path.is_file():
             return ResearcherConfig()

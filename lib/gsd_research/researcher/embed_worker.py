@@ -1,8 +1,8 @@
 """The detached embedding worker of one repository: index passes until nothing new arrived.
 
 One per repository (an flock the kernel drops when the process dies). `researcher.api` writes documents
-with their lexical rows and a fresh token in `embed.dirty`; a complete pass records the token it started
-from in `embed.done`, so `pending` is a comparison of two small files. A failed pass is remembered for a
+with their lexical rows and a fresh write token in the state record; a complete pass records the token it
+started from, so `pending` is a comparison of two fields of one line. A failed pass is remembered for a
 while (`embed.failed`), so a broken set-up (no embedding model offline) is not retried on every call.
 """
 
@@ -40,9 +40,10 @@ def alive(name: str) -> bool:
 
 
 def pending(name: str) -> bool:
-    from gsd_research.researcher.gateways.state_gateway import writes_pending
+    from gsd_research.researcher.state import StateGateway
 
-    return writes_pending(_dir(name))
+    head = StateGateway(_dir(name)).head()
+    return bool(head and head.writes_pending)
 
 
 def failed_recently(name: str) -> bool:
@@ -63,7 +64,7 @@ def embed_now(name: str) -> dict:
 
 def run_once(name: str) -> dict:
     """One index pass of repository `name` in this process (under the lock); the index run records the token it
-    covered (`embed.done`)."""
+    covered."""
     from gsd_research.researcher.service_factory import ServiceFactory
 
     factory = ServiceFactory()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from gsd_research.core.errors import GsdError, UsageError
+from gsd_research.core.errors import EnvironmentMissing, GsdError, UsageError
 from gsd_research.researcher.answer import DEFAULT_MAX_TOKENS
 
 INSTRUCTIONS = ("Search the user's local document repositories (exact terms, BM25 and vector similarity fused). "
@@ -55,10 +55,16 @@ class KnowledgeBaseTools:
         except GsdError as exc:
             return {"success": False, "error": exc.to_dict()}
         except Exception as exc:  # noqa: BLE001 - a tool call never crashes the server
+            from gsd_research.core.edge import unexpected
+            from gsd_research.core.errors import ExtractionFailed
+            from gsd_research.core.external import excerpt
             from gsd_research.researcher.gateways.docling_gateway import ConversionError
 
-            code = "EXTRACTION_FAILED" if isinstance(exc, ConversionError) else "INTERNAL_ERROR"
-            return {"success": False, "error": {"code": code, "message": str(exc)[:300]}}
+            if isinstance(exc, ConversionError):  # the document's own text, fenced as the edge fences
+                error = ExtractionFailed("The document could not be converted", details={"detail": excerpt(str(exc)[:300])})
+            else:
+                error = unexpected(exc)
+            return {"success": False, "error": error.to_dict()}
 
     def _search(self, query: str, repository: str | None, n_fragments: int, n_documents: int, max_tokens: int,
                 keep: str, mode: str = "hybrid") -> dict:
@@ -196,8 +202,7 @@ def serve(factory, port: int | None = None, host: str = "127.0.0.1") -> None:
     try:
         server = build_server(factory)
     except ImportError:
-        raise GsdError("The 'mcp' package is not installed", code="ENVIRONMENT_MISSING",
-                       suggestions=["pip install 'mcp>=1.2'"]) from None
+        raise EnvironmentMissing("The 'mcp' package is not installed", suggestions=["pip install 'mcp>=1.2'"]) from None
     if port:
         serve_http(server, host, port)
     else:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class DocumentMetadata(BaseModel):
-    """Metadata about an indexed document (one entry of checksums.json)."""
+    """Metadata about an indexed document (one line of the state record)."""
 
     file_path: str
     file_name: str
@@ -114,3 +115,25 @@ class IndexStats(BaseModel):
     no_text: list[str] = Field(default_factory=list)  # the first NO_TEXT_LISTED of them
     fix: str | None = None  # what makes the no_text documents readable
     damaged: str | None = None  # the index cannot be read: which file, why, and the command that rebuilds it
+
+
+class Head(BaseModel):
+    """What the index claims, without the per-document lines."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    repository_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    generation: int = 0
+    embedding: str | None = None
+    chunking: int | None = None
+    precisions: list[str] = Field(default_factory=list)
+    fragments: int = 0
+    in_flight: list[str] = Field(default_factory=list)  # documents a run was writing (its journal)
+    vector_file: list[int] | None = None  # (device, inode) of the embedded vector store's file at the last commit
+    writes: str = ""  # token of research memory's last write
+    covered: str = ""  # the token the last complete index run covered
+
+    @property
+    def writes_pending(self) -> bool:
+        """Research memory wrote since the last complete index run: its keyword rows lead the vectors."""
+        return bool(self.writes) and self.writes != self.covered

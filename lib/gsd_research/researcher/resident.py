@@ -30,7 +30,7 @@ CONTEXT_ENV = ("HOME", "GSD_RESEARCH_HOME", "GSD_RESEARCH_EMBEDDING_PRECISION")
 CODE = ("resident.py", "resident_server.py", "search_cmd.py", "service_factory.py", "config.py", "models.py",
         "chunking.py", "services/search_service.py", "gateways/embedding_gateway.py", "gateways/int8_model.py",
         "gateways/chroma_gateway.py", "gateways/chroma_health.py", "gateways/lexical_gateway.py",
-        "gateways/state_gateway.py")
+        "state.py")
 
 
 def idle_seconds() -> float:
@@ -75,14 +75,17 @@ def context_key() -> str:
 
 def index_stamp(repo_dir: Path) -> tuple:
     """What changes when a repository is re-indexed (checked by the resident process before each answer):
-    every write to the stores happens between `journal.json` appearing and `checksums.json` being rewritten.
+    every write to the stores happens between the state record naming documents in flight and its commit.
     Not the stores' own files: Chroma writes to its SQLite file whenever a process opens the store, and
     SQLite's write-ahead log is folded into the lexical index whenever its last connection closes.
     Chroma's database counts only by which file it is and whether it is empty: deleted, replaced or truncated
     by hand, the process would go on reading the file it opened."""
-    names = ("checksums.json", "meta.json", "journal.json")
+    from gsd_research.researcher.gateways.chroma_health import DB_NAME
+    from gsd_research.researcher.state import RECORD, VECTORS
+
+    names = (RECORD,)
     try:
-        st = (repo_dir / "chroma" / "chroma.sqlite3").stat()
+        st = (repo_dir / VECTORS / DB_NAME).stat()
         store = (st.st_dev, st.st_ino, st.st_size > 0)
     except OSError:
         store = None
@@ -141,7 +144,8 @@ def reply_timeout(request: dict, measured: float | None) -> float:
 def ask(request: dict, timeout: float | None = None) -> dict | None:
     """The resident process's answer to a search request ({"ok": payload}), or None when there is no
     resident process, it declines (another environment, a changed index) or anything goes wrong. A
-    resident process that does not answer in time is stopped (`retire`): it is hung or stopped."""
+    resident process that does not answer in time, or whose socket was removed, is stopped (`retire`), so the
+    caller's `spawn` replaces it."""
     import json
     import socket
 
@@ -162,7 +166,7 @@ def ask(request: dict, timeout: float | None = None) -> dict | None:
             data = b""
             while chunk := sock.recv(1 << 16):
                 data += chunk
-    except TimeoutError:
+    except (TimeoutError, FileNotFoundError):  # hung, or its socket removed: it can never answer again
         retire(holder[0])
         return None
     except OSError:

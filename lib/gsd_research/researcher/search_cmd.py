@@ -6,7 +6,7 @@ import json
 import sys
 import time
 
-from gsd_research.core.errors import GsdError, UsageError
+from gsd_research.core.errors import GsdError, NotFound, UsageError
 from gsd_research.researcher.answer import answer, compact_tokens
 
 QUERIES_MAX_BYTES = 10_000_000  # --queries-file (or stdin): about 50,000 queries; more is refused unread
@@ -17,12 +17,11 @@ def _repositories(kb, repo_name: str | None):
     service = factory.repository_service
     repos = [service.get_repository(repo_name)] if repo_name else service.list_repositories()
     if not repos:
-        raise GsdError("No repositories configured", code="NOT_FOUND", suggestions=["researcher repo add NAME PATH"])
+        raise NotFound("No repositories configured", suggestions=["researcher repo add NAME PATH"])
     indexed = [r for r in repos if factory.is_indexed(r)]
     if not indexed:
         names = " ".join(r.name for r in repos)
-        raise GsdError(f"Not indexed yet: {names}", code="NOT_FOUND",
-                       suggestions=[f"researcher index {repos[0].name}" if repo_name else "researcher index"])
+        raise NotFound(f"Not indexed yet: {names}", suggestions=[f"researcher index {repos[0].name}" if repo_name else "researcher index"])
     return indexed, [r.name for r in repos if r not in indexed]
 
 
@@ -101,8 +100,8 @@ def _read_queries(path: str) -> list[tuple[int, object, str | None, dict | None]
             item = None
         if not isinstance(item, dict) or not isinstance(item.get("query"), str) or not item["query"].strip():
             qid = item.get("id", n) if isinstance(item, dict) else n  # the caller's id when it gave one
-            out.append((n, qid, None, {"code": "USAGE_ERROR",
-                                       "message": f"line {n}: expected {{\"id\": …, \"query\": \"non-empty text\"}}"}))
+            out.append((n, qid, None, UsageError(
+                f"line {n}: expected {{\"id\": …, \"query\": \"non-empty text\"}}").to_dict()))
         else:
             out.append((n, item.get("id", n), item["query"].strip(), None))
     return out

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gsd_research.core.errors import GsdError
+from gsd_research.core.errors import GsdError, IndexDamaged
 
 MAX_SQL_PATHS = 2000  # more documents than this are filtered after ranking, from a deeper candidate list
 
@@ -30,8 +30,8 @@ def _candidates(service, query: str, depth: int, paths: list[str] | None, use_ve
             note = f"vector ranking unavailable ({exc.__class__.__name__}): lexical ranking only"
     try:
         service.keywords_held()
-    except GsdError as exc:
-        if exc.code != "INDEX_DAMAGED" or not vector:
+    except IndexDamaged as exc:
+        if not vector:
             raise
         return vector, [], f"keyword ranking unavailable ({exc.message}; {exc.suggestions[0]}): vector ranking " \
                            "only", "vector"
@@ -41,7 +41,6 @@ def _candidates(service, query: str, depth: int, paths: list[str] | None, use_ve
 
 def filtered_search(name: str, query: str, *, paths: list[str] | None, n_fragments: int,
                     max_tokens: int | None, mode: str) -> dict:
-    from gsd_research.researcher.gateways.state_gateway import recorded_fragments
     from gsd_research.researcher.ranking import Evidence, candidate_depth, rank
     from gsd_research.researcher.service_factory import ServiceFactory
 
@@ -53,7 +52,7 @@ def filtered_search(name: str, query: str, *, paths: list[str] | None, n_fragmen
     post_filter = set(paths) if paths is not None and len(paths) > MAX_SQL_PATHS else None
     sql_paths = None if post_filter is not None else paths
     depth = candidate_depth(n_fragments, n_fragments) * (4 if post_filter else 1)
-    use_vector = mode in ("hybrid", "vector") or (mode == "auto" and recorded_fragments(factory.repo_dir(repo)) > 0)
+    use_vector = mode in ("hybrid", "vector") or (mode == "auto" and getattr(service._head(), "fragments", 0) > 0)
     vector, lexical, note, fused_mode = _candidates(service, query, depth, sql_paths, use_vector)
     if post_filter is not None:
         vector = [r for r in vector if r.document_path in post_filter]

@@ -59,28 +59,32 @@ class ServiceFactory:
     def chroma_factory(self, repository: RepositoryConfig):
         def build():
             from gsd_research.researcher.gateways.chroma_gateway import ChromaGateway, collection_name
+            from gsd_research.researcher.state import VECTORS
 
-            return ChromaGateway(self.repo_dir(repository) / "chroma", collection_name(repository.name),
+            return ChromaGateway(self.repo_dir(repository) / VECTORS, collection_name(repository.name),
                                  url=self.chroma_url)
 
         return build
 
     def lexical_gateway(self, repository: RepositoryConfig):
         from gsd_research.researcher.gateways.lexical_gateway import LexicalGateway
+        from gsd_research.researcher.state import KEYWORDS
 
-        return LexicalGateway(self.repo_dir(repository) / "lexical.sqlite", repository.name)
+        return LexicalGateway(self.repo_dir(repository) / KEYWORDS, repository.name)
 
     def index_service(self, repository: RepositoryConfig):
         from gsd_research.researcher.chunking import VERSION as CHUNKING_VERSION
         from gsd_research.researcher.gateways.docling_gateway import DoclingGateway
         from gsd_research.researcher.gateways.filesystem_gateway import FilesystemGateway
         from gsd_research.researcher.gateways.spool_gateway import SpoolGateway
-        from gsd_research.researcher.gateways.state_gateway import StateGateway
         from gsd_research.researcher.services.index_service import IndexService
+        from gsd_research.researcher.state import StateGateway
 
         embedding = self.embedding_gateway(repository)
         docling = DoclingGateway(counter=_LazyCounter(embedding))
-        spool = SpoolGateway(self.repo_dir(repository) / "spool.jsonl",
+        from gsd_research.researcher.state import SPOOL
+
+        spool = SpoolGateway(self.repo_dir(repository) / SPOOL,
                              recipe=f"{embedding.signature}|max_tokens={docling.max_tokens}|chunking={CHUNKING_VERSION}")
         return IndexService(repository.name, FilesystemGateway(Path(repository.path)), docling, embedding,
                             self.chroma_factory(repository), self.lexical_gateway(repository),
@@ -95,7 +99,9 @@ class ServiceFactory:
                              self.embedding_gateway(repository), self.repo_dir(repository), Path(repository.path))
 
     def is_indexed(self, repository: RepositoryConfig) -> bool:
-        return (self.repo_dir(repository) / "checksums.json").is_file()
+        from gsd_research.researcher.state import StateGateway
+
+        return StateGateway(self.repo_dir(repository)).exists()
 
     def delete_index(self, repository: RepositoryConfig, wait: float | None = None) -> None:
         """Remove a repository's stored index (its collection on a Chroma server too), once no indexer writes it."""

@@ -5,19 +5,22 @@ from __future__ import annotations
 import logging
 import re
 import shutil
+import threading
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 
-from gsd_research.core.errors import GsdError, NetworkError, UsageError
+from gsd_research.core.errors import GsdError, NetworkError, ProviderError, UsageError
 from gsd_research.researcher.gateways import chroma_health as health
 from gsd_research.researcher.gateways.chroma_server import PROBE_TIMEOUT, SUGGESTIONS, check_url, probe
 from gsd_research.researcher.models import FragmentWithEmbedding, SearchResult
 
 PAGE = 2000
 QUERY_BATCH = 16
+STAMP_ID, STAMP_GENERATION = "gsd_repository", "gsd_generation"
 REQUEST_TIMEOUT = 120.0  # seconds a Chroma server may take to answer one call once its heartbeat answered
 _OPENED: dict[str, tuple[int, int] | None] = {}  # embedded stores Chroma opened in this process: their file then
+_OPENING = threading.RLock()  # one client and collection made at a time: Chroma's start-up is not thread-safe
 
 
 def collection_name(repository: str) -> str:
@@ -97,10 +100,18 @@ class ChromaGateway:
     @property
     def client(self):
         if self._client is None:
-            self._client = _client(self.persist_directory, self.url)
+            with _OPENING:
+                if self._client is None:
+                    self._client = _client(self.persist_directory, self.url)
         return self._client
 
     def get_or_create_collection(self, name: str | None = None):
+        if self._collection is None or (name and name != self.collection_name):
+            with _OPENING:
+                return self._open_collection(name)
+        return self._collection
+
+    def _open_collection(self, name: str | None):
         if self._collection is None or (name and name != self.collection_name):
             try:
                 self._collection = self.client.get_or_create_collection(
@@ -109,8 +120,7 @@ class ChromaGateway:
             except GsdError:
                 raise
             except Exception as exc:  # noqa: BLE001
-                raise GsdError(f"Chroma store unavailable: {exc.__class__.__name__}: {str(exc)[:200]}",
-                               code="UPSTREAM_ERROR") from None
+                raise ProviderError(f"Chroma store unavailable: {exc.__class__.__name__}: {str(exc)[:200]}") from None
         return self._collection
 
     @property
@@ -172,11 +182,7 @@ class ChromaGateway:
         except GsdError:
             raise
         except BaseException as exc:  # noqa: BLE001 - Chroma's Rust core panics (a BaseException) on a damaged file
-            if self.url is None and _damage_sign(exc):
-                _forget(str(self.persist_directory))  # a client that panicked is of no further use here
-                self._client = self._collection = None
-                raise health.unreadable(self.collection_name.removeprefix("researcher-"), str(self.persist_directory),
-                                        f"{exc.__class__.__name__}: {str(exc)[:120]}") from None
+            self._unreadable(exc)
             raise
 
         out = []
@@ -189,6 +195,38 @@ class ChromaGateway:
 
     def delete_by_document(self, document_path: str) -> None:
         self.delete_documents([document_path])
+
+    def stamp_with(self, stamp: tuple[str, int]) -> None:
+        """Record which index run committed last (the collection's metadata; its distance lives in its
+        configuration, which this leaves alone)."""
+        with self._writing():
+            self.collection.modify(metadata={STAMP_ID: stamp[0], STAMP_GENERATION: stamp[1]})
+
+    def file_identity(self) -> list[int] | None:
+        """(device, inode) of the embedded store's database; None for a server or no file."""
+        found = None if self.url is not None else health.identity(self.persist_directory / health.DB_NAME)
+        return list(found) if found else None
+
+    def _unreadable(self, exc: BaseException) -> None:
+        """VectorStoreDamaged for a failure that says the embedded store's file is damaged; else nothing."""
+        if self.url is None and _damage_sign(exc):
+            _forget(str(self.persist_directory))  # a client that panicked is of no further use here
+            self._client = self._collection = None
+            raise health.unreadable(self.collection_name.removeprefix("researcher-"), str(self.persist_directory),
+                                    f"{exc.__class__.__name__}: {str(exc)[:120]}") from None
+
+    def stamp(self) -> tuple[str, int] | None:
+        """The stamp of the collection as opened; None for one written before stamps."""
+        try:
+            meta = self.collection.metadata or {}
+        except (KeyboardInterrupt, SystemExit, GeneratorExit, GsdError):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - as in _query: a damaged file panics Chroma's core
+            self._unreadable(exc)
+            raise
+        if STAMP_ID not in meta or STAMP_GENERATION not in meta:
+            return None
+        return str(meta[STAMP_ID]), int(meta[STAMP_GENERATION])
 
     def delete_collection(self, name: str | None = None) -> None:
         try:
@@ -252,14 +290,15 @@ class ChromaGateway:
     def stored_count(self) -> int | None:
         """Fragments the store holds for this repository, None when it has no collection (none is created)."""
         try:
-            return self.client.get_collection(self.collection_name, embedding_function=None).count()
+            with _OPENING:
+                collection = self.client.get_collection(self.collection_name, embedding_function=None)
+            return collection.count()
         except GsdError:
             raise
         except Exception as exc:  # noqa: BLE001 - NotFoundError (1.x) or ValueError (older) when absent
             if exc.__class__.__name__ == "NotFoundError" or "does not exist" in str(exc):
                 return None
-            raise GsdError(f"Chroma store unavailable: {exc.__class__.__name__}: {str(exc)[:200]}",
-                           code="UPSTREAM_ERROR") from None
+            raise ProviderError(f"Chroma store unavailable: {exc.__class__.__name__}: {str(exc)[:200]}") from None
 
     def fragment_counts(self) -> Counter[str]:
         """Fragments held per document_path."""

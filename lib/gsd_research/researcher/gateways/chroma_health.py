@@ -11,7 +11,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from gsd_research.core.errors import GsdError
+from gsd_research.core.errors import IndexDamaged
 
 DB_NAME = "chroma.sqlite3"
 # Chroma 1.x's layout: a collection's records are the rows of its metadata segment
@@ -19,11 +19,9 @@ _COUNT = ("SELECT count(*) FROM embeddings e JOIN segments s ON e.segment_id = s
           "JOIN collections c ON s.collection = c.id WHERE c.name = ? AND s.scope = 'METADATA'")
 
 
-class VectorStoreDamaged(GsdError):
+class VectorStoreDamaged(IndexDamaged):
     """The vector store lost the fragments the index records (its folder or database deleted, emptied,
     truncated or unreadable)."""
-
-    code = "INDEX_DAMAGED"
 
 
 def fix(repository: str, keywords: bool = True) -> list[str]:

@@ -7,7 +7,7 @@ import json
 import threading
 from urllib.parse import urlsplit
 
-from gsd_research.core.errors import GsdError, NetworkError
+from gsd_research.core.errors import NetworkError, ProviderError
 
 PROBE_TIMEOUT = 5.0  # seconds for the whole heartbeat exchange (connect, headers, body)
 HEARTBEAT = "/api/v2/heartbeat"
@@ -79,15 +79,13 @@ def probe(url: str) -> None:
     if "error" in result:
         exc = result["error"]
         if "BadStatusLine" in repr(exc):
-            raise GsdError(f"{url} answers, but not with HTTP: it is not a Chroma server", code="UPSTREAM_ERROR",
-                           suggestions=["Check the host and port of the Chroma server (chroma run --port N)",
+            raise ProviderError(f"{url} answers, but not with HTTP: it is not a Chroma server", suggestions=["Check the host and port of the Chroma server (chroma run --port N)",
                                         SUGGESTIONS[1]])
         raise NetworkError(f"Chroma server at {url} is unreachable ({_reason(exc)})", suggestions=SUGGESTIONS)
     status, body = result["answer"]
     if status != 200 or not _is_heartbeat(body):
-        raise GsdError(f"{url} answers, but not as a Chroma server (HTTP {status} for {HEARTBEAT}"
-                       f"{'' if status != 200 else ', not a Chroma heartbeat'})", code="UPSTREAM_ERROR",
-                       suggestions=["Check the host and port of the Chroma server (chroma run --port N)",
+        raise ProviderError(f"{url} answers, but not as a Chroma server (HTTP {status} for {HEARTBEAT}"
+                       f"{'' if status != 200 else ', not a Chroma heartbeat'})", suggestions=["Check the host and port of the Chroma server (chroma run --port N)",
                                     SUGGESTIONS[1]])
     _probed.add(base)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gsd_research.core.errors import (
-    GsdError,
+    EnvironmentMissing,
     MissingApiKey,
     NetworkError,
     NotFound,
@@ -36,10 +36,9 @@ def ensure_chroma_model(folder: Path | None = None) -> Path:
         ef.DOWNLOAD_PATH = folder.parent
         ef._download_model_if_not_exists()
     except Exception as exc:  # noqa: BLE001 - offline download failures come in many shapes
-        raise GsdError(
+        raise EnvironmentMissing(
             f"Chroma's default embedding model is not available and could not be downloaded "
-            f"({exc.__class__.__name__})", code="ENVIRONMENT_MISSING",
-            suggestions=[f"Connect to the internet once, or copy the all-MiniLM-L6-v2 ONNX files into {folder}",
+            f"({exc.__class__.__name__})", suggestions=[f"Connect to the internet once, or copy the all-MiniLM-L6-v2 ONNX files into {folder}",
                          "researcher config set default_embedding_provider ollama"]) from None
     return folder
 

@@ -20,7 +20,7 @@ from gsd_research.core.errors import UsageError
 SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".mypy_cache"}
 REASONS = {"outside": "a symlink leading outside the repository", "loop": "a symlink loop",
            "dangling": "a symlink to nothing", "not_regular": "not a regular file (FIFO, socket or device)",
-           "unreadable": "cannot be read"}
+           "unreadable": "cannot be read", "not_utf8": "a name that is not valid UTF-8 (rename it to index it)"}
 
 
 class NotIndexable(UsageError):
@@ -70,7 +70,8 @@ class FilesystemGateway:
         return None
 
     def _skip(self, path: Path, reason: str) -> None:
-        self.skipped.append({"document_path": path.relative_to(self.base_path).as_posix(), "reason": reason})
+        rel = os.fsencode(path.relative_to(self.base_path).as_posix()).decode("utf-8", "replace")
+        self.skipped.append({"document_path": rel, "reason": reason})
 
     def iter_files(self, file_types: list[str]) -> Iterator[str]:
         """Relative paths of matching files, streamed in a stable order (each directory's files sorted,
@@ -85,7 +86,8 @@ class FilesystemGateway:
             for d in sorted(dirs):
                 if d in SKIP_DIRS or d.startswith("."):
                     continue
-                reason = self._problem(here / d, root, directory=True) if (here / d).is_symlink() else None
+                reason = "not_utf8" if not _utf8(d) else \
+                    self._problem(here / d, root, directory=True) if (here / d).is_symlink() else None
                 if reason:
                     self._skip(here / d, reason)
                     continue
@@ -94,7 +96,7 @@ class FilesystemGateway:
             for name in sorted(files):
                 if name.startswith(".") or Path(name).suffix.lower() not in suffixes:
                     continue
-                reason = self._problem(here / name, root)
+                reason = self._problem(here / name, root) if _utf8(name) else "not_utf8"
                 if reason:
                     self._skip(here / name, reason)
                     continue
@@ -164,3 +166,12 @@ class FilesystemGateway:
             return self.absolute(rel).is_file()
         except NotIndexable:
             return False
+
+
+def _utf8(name: str) -> bool:
+    """Whether a file name decoded from the disk is valid UTF-8 (no stores, spool or record could hold it)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

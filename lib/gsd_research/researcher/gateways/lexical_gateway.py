@@ -10,7 +10,7 @@ import stat
 import time
 from pathlib import Path
 
-from gsd_research.core.errors import GsdError
+from gsd_research.core.errors import IndexDamaged
 from gsd_research.core.private import open_private
 
 _TOKEN = re.compile(r"[\w][\w.\-]*[\w]|\w", re.UNICODE)
@@ -21,7 +21,9 @@ SCHEMA = """
 CREATE VIRTUAL TABLE IF NOT EXISTS fragments USING fts5(
     text, breadcrumb, fragment_id UNINDEXED, document_path UNINDEXED, fragment_index UNINDEXED,
     tokenize = "porter unicode61 tokenchars '_'");
+CREATE TABLE IF NOT EXISTS stamp (repository_id TEXT NOT NULL, generation INTEGER NOT NULL);
 """
+Stamp = tuple[str, int]  # (repository id, generation) of the index run that last committed into a store
 COLUMNS = ("text", "breadcrumb", "fragment_id", "document_path", "fragment_index")
 
 
@@ -93,10 +95,8 @@ def holds(text: str, term: str) -> bool:
     return False
 
 
-class LexicalStoreDamaged(GsdError):
-    """lexical.sqlite is not a readable SQLite database (overwritten, truncated, disk error)."""
-
-    code = "INDEX_DAMAGED"
+class LexicalStoreDamaged(IndexDamaged):
+    """The keyword index is not a readable SQLite database (overwritten, truncated, disk error)."""
 
 
 def _regular_file(path: Path) -> bool:
@@ -127,7 +127,7 @@ HELD_UNKNOWN = 2**62  # what `held` answers for an index another process has loc
 
 
 class LexicalGateway:
-    """BM25 over fragments in `lexical.sqlite`; writes are transactions, so a crash never half-writes."""
+    """BM25 over fragments in one SQLite file; writes are transactions, so a crash never half-writes."""
 
     def __init__(self, db_path: Path, repository: str = "") -> None:
         self.db_path, self.repository = Path(db_path), repository
@@ -175,19 +175,41 @@ class LexicalGateway:
         return aside
 
     @_guarded
-    def replace_documents(self, paths: list[str], rows: list[tuple[str, str, str, int, str]]) -> None:
+    def replace_documents(self, paths: list[str], rows: list[tuple[str, str, str, int, str]],
+                          stamp: Stamp | None = None) -> None:
         """Delete the documents' old fragments and insert (fragment_id, text, path, index, breadcrumb) rows in one
-        transaction."""
+        transaction, with the stamp of the index run writing them when given."""
         with self.conn:
             self.conn.executemany("DELETE FROM fragments WHERE document_path = ?", [(p,) for p in paths])
             self.conn.executemany(
                 "INSERT INTO fragments (fragment_id, text, document_path, fragment_index, breadcrumb) "
                 "VALUES (?, ?, ?, ?, ?)", rows)
+            if stamp is not None:
+                self.conn.execute("DELETE FROM stamp")
+                self.conn.execute("INSERT INTO stamp VALUES (?, ?)", stamp)
+
+    def stamp(self) -> Stamp | None:
+        """The stamp of the index run that last committed here, read-only; None when there is none (no file, an
+        index written before stamps, or one only research memory has written)."""
+        if not _regular_file(self.db_path):
+            return None
+        try:
+            conn = sqlite3.connect(f"{self.db_path.absolute().as_uri()}?mode=ro", uri=True)
+        except sqlite3.Error:
+            return None
+        try:
+            row = conn.execute("SELECT repository_id, generation FROM stamp LIMIT 1").fetchone()
+        except sqlite3.DatabaseError:
+            return None  # no stamp table (older index), or damage `held` names
+        finally:
+            conn.close()
+        return (str(row[0]), int(row[1])) if row else None
 
     @_guarded
     def clear(self) -> None:
         with self.conn:
             self.conn.execute("DELETE FROM fragments")
+            self.conn.execute("DELETE FROM stamp")
 
     def delete_by_document(self, document_path: str) -> None:
         self.replace_documents([document_path], [])

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from gsd_research.core.errors import GsdError
+from gsd_research.core.errors import Locked
 from gsd_research.core.private import open_private
 
 LOCK_NAME = "index.lock"
@@ -123,8 +123,8 @@ class RepositoryLock:
                 pass
             holder = self.holder()
             if time.monotonic() >= deadline:
-                raise GsdError(f"The index of '{self.repo_dir.name}' is being written by {holder}",
-                               code="LOCKED", suggestions=["Run the command again when it has finished",
+                raise Locked(f"The index of '{self.repo_dir.name}' is being written by {holder}",
+                               suggestions=["Run the command again when it has finished",
                                                            "Or wait longer: researcher index NAME --wait SECONDS"])
             if not announced:
                 print(f"researcher: waiting for the index of '{self.repo_dir.name}', held by {holder} "

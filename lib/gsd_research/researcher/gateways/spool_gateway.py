@@ -1,4 +1,4 @@
-"""spool.jsonl: documents converted, chunked and embedded by an index run, waiting to be stored."""
+"""The spool: documents converted, chunked and embedded by an index run, waiting to be stored."""
 
 from __future__ import annotations
 

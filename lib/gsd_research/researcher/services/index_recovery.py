@@ -1,12 +1,15 @@
-"""Recovery before an index run: the stores and checksums.json brought back into agreement (a crash's
+"""Recovery before an index run: the stores and the state record brought back into agreement (a crash's
 journal replayed, a damaged keyword index set aside, vectors the store lost embedded again, orphans removed)."""
 
 from __future__ import annotations
 
+from gsd_research.core.errors import GsdError
 from gsd_research.researcher import log
 from gsd_research.researcher.chunking import VERSION as CHUNKING_VERSION
 from gsd_research.researcher.gateways.chroma_health import VectorStoreDamaged, lost, unreadable
 from gsd_research.researcher.gateways.lexical_gateway import LexicalStoreDamaged
+from gsd_research.researcher.models import Head
+from gsd_research.researcher.state import keywords_short
 
 
 class StoreRecovery:
@@ -23,22 +26,20 @@ class StoreRecovery:
     def _load_state(self, repair: bool = False) -> None:
         self._check_keyword_file(repair)
         checksums = self.state.load_checksums()
-        meta = self.state.load_meta()
-        journal = self.state.load_journal()
-        if checksums is None or (meta.get("embedding") and meta["embedding"] != self.embedding.signature) or \
-                (checksums and meta.get("chunking") != CHUNKING_VERSION):
+        head = self.state.head() or Head()
+        journal = head.in_flight
+        if checksums is None or (head.embedding and head.embedding != self.embedding.signature) or \
+                (checksums and head.chunking != CHUNKING_VERSION):
             log.event("index.reset", repository=self.name, reason="corrupt state, embedding or chunking change")
             self._reset()
             checksums = {}
         self.checksums = checksums
+        if repair:
+            self._check_stamps()
         self._check_vectors(repair)
         if journal:  # a crash while these documents were being written: drop whatever reached the stores
             log.event("index.recover", repository=self.name, documents=len(journal))
-            self._delete_everywhere(journal)
-            for path in journal:
-                self.checksums.pop(path, None)
-            self.state.save_checksums(self.checksums)
-            self.state.clear_journal()
+            self._remove(journal)
         if not repair:
             self._refuse_keyword_shortfall()
         if self.lexical.count() != sum(m.fragment_count for m in self.checksums.values()):
@@ -64,11 +65,10 @@ class StoreRecovery:
     def _refuse_keyword_shortfall(self) -> None:
         """A single-document call on a repository whose keyword index lacks fragments the checksums record
         (deleted or emptied by hand; measured as search measures it): INDEX_DAMAGED with the index run as fix."""
-        from gsd_research.researcher.gateways.state_gateway import keywords_short
-
         expected = sum(m.fragment_count for m in self.checksums.values())
         held = self.lexical.held()
-        if keywords_short(held, expected, self.state.repo_dir, self.fs.base_path):
+        head = self.state.head()
+        if keywords_short(held, expected, bool(head and head.writes_pending), self.fs.base_path):
             raise self.lexical.lost(held, expected, vectors_answer=False)
 
     def _check_vectors(self, repair: bool) -> None:
@@ -100,17 +100,15 @@ class StoreRecovery:
         gone = [p for p, m in self.checksums.items() if counts.get(p, 0) < m.fragment_count]
         for path in gone:  # embedded again by this run; not saved now: should the run fail, the checksums on
             self.checksums.pop(path)  # disk still record them and the next search still names the damage
-        if set(gone) <= set(self.state.load_journal()):  # a killed run's documents: resumed, not repaired
+        if set(gone) <= set((self.state.head() or Head()).in_flight):  # a killed run's documents: resumed, not repaired
             return
         self.repaired = f"{damage.message}; {len(gone)} document(s) embedded again"
         log.event("index.repair", repository=self.name, damaged=damage.message, documents=len(gone))
 
     def _check_keywords(self) -> None:
-        """Documents recorded as indexed whose fragments the keyword index no longer holds (lexical.sqlite deleted
+        """Documents recorded as indexed whose fragments the keyword index no longer holds (its file deleted
         or emptied by hand: SQLite starts an empty one): marked changed, so that this run indexes them again
         (their old vectors replaced, not left behind)."""
-        from gsd_research.researcher.gateways.state_gateway import writes_pending
-
         counts = self.lexical.fragment_counts()
         short = sorted(p for p, m in self.checksums.items()
                        if counts.get(p, 0) < m.fragment_count and (self.fs.base_path / p).is_file())
@@ -118,7 +116,7 @@ class StoreRecovery:
             return
         for path in short:
             self.checksums[path] = self.checksums[path].model_copy(update={"checksum": ""})
-        if writes_pending(self.state.repo_dir):  # research memory rewrote their rows ahead: indexed, not repaired
+        if (self.state.head() or Head()).writes_pending:  # research memory rewrote their rows ahead: indexed, not repaired
             return
         note = (f"the keyword index {self.lexical.db_path} lacked the fragments of {len(short)} document(s); "
                 "indexed again")
@@ -129,8 +127,7 @@ class StoreRecovery:
         self.chroma.delete_collection()
         self._chroma = None
         self.lexical.clear()
-        self.state.save_checksums({})
-        self.state.clear_journal()
+        self.state.save_checksums({}, in_flight=[])
 
     def _reconcile(self) -> None:
         """Stores and checksums disagree: remove every document the checksums do not vouch for, except the
@@ -144,8 +141,36 @@ class StoreRecovery:
             self._delete_everywhere(orphans)
         log.event("index.reconcile", repository=self.name, orphans=len(orphans))
 
-    def _delete_everywhere(self, paths: list[str]) -> None:
+    def _check_stamps(self) -> None:
+        """A store stamped by another repository or another generation (copied in, restored from an older copy,
+        or beside a record restored from one): both stores rebuilt from the documents. The vector collection is
+        opened only when its file is not the one the last commit stamped (a warm run never imports Chroma)."""
+        from gsd_research.researcher.health import stamp_problem
+
+        head = self.state.head()
+        problems = [f"the keyword index {p}" for p in [stamp_problem(head, self.lexical.stamp())] if p]
+        if head is not None and self.checksums:
+            store = self._chroma_factory()
+            if store.url is not None or store.file_identity() != head.vector_file:
+                problems += [f"the vector store {p}" for p in [stamp_problem(head, self._vector_stamp(store))] if p]
+        if not problems:
+            return
+        log.event("index.repair", repository=self.name, damaged="; ".join(problems))
+        self._reset()
+        self.checksums = {}
+        note = "; ".join(problems)
+        self.repaired = f"{note[0].upper()}{note[1:]}; every document indexed again"
+
+    def _vector_stamp(self, store):
+        try:
+            return store.stamp() if store.held(self.name) and not store.damaged_inside() else None
+        except GsdError:
+            return None  # a store that cannot be read: _check_vectors names it
+
+    def _delete_everywhere(self, paths: list[str], stamp: tuple[str, int] | None = None) -> None:
         for start in range(0, len(paths), 500):
             part = paths[start:start + 500]
             self.chroma.delete_documents(part)
-            self.lexical.replace_documents(part, [])
+            self.lexical.replace_documents(part, [], stamp)
+        if stamp is not None:
+            self.chroma.stamp_with(stamp)

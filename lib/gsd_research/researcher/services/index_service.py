@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
-from gsd_research.core.errors import NotFound
+from gsd_research.core.errors import DocumentNotFound, NotFound
 from gsd_research.researcher import log
 from gsd_research.researcher.chunking import VERSION as CHUNKING_VERSION
 from gsd_research.researcher.chunking import embedding_text
@@ -23,7 +23,6 @@ from gsd_research.researcher.gateways.filesystem_gateway import (
 from gsd_research.researcher.gateways.lexical_gateway import LexicalGateway
 from gsd_research.researcher.gateways.lock_gateway import WAIT_SECONDS, RepositoryLock
 from gsd_research.researcher.gateways.spool_gateway import SpooledDocument, SpoolGateway
-from gsd_research.researcher.gateways.state_gateway import StateGateway
 from gsd_research.researcher.models import (
     ChunkResult,
     DocumentMetadata,
@@ -40,6 +39,7 @@ from gsd_research.researcher.services.index_report import (
     ocr_retry,
     tesseract_on_path,
 )
+from gsd_research.researcher.state import StateGateway
 
 BATCH_FRAGMENTS = 128
 BATCH_DOCUMENTS = 32
@@ -74,10 +74,10 @@ class IndexService(StoreRecovery):
         if self._chroma is None:
             self._chroma = self._chroma_factory()
             self._verified = False
-            meta = self.state.load_meta()
+            head = self.state.head()
             recipe = {"embedding": self.embedding.signature, "chunking": CHUNKING_VERSION}
-            if any(meta.get(k) != v for k, v in recipe.items()):
-                self.state.save_meta({**meta, **recipe})
+            if head is None or any(getattr(head, k) != v for k, v in recipe.items()):
+                self.state.update(**recipe)
         return self._chroma
 
     # -- pipeline -------------------------------------------------------------------------------
@@ -115,10 +115,12 @@ class IndexService(StoreRecovery):
         if aside is not None:
             self.repaired = (f"The state folder {self.state.repo_dir} was no folder (a file or a link); moved aside to "
                              f"{aside.name}, every document indexed again")
-        token = self.state.writes_token()  # research memory's writes this run covers
+        head = self.state.head()
+        token = head.writes if head else ""  # research memory's writes this run covers
         with self.lock.hold(wait):
             result = self._index_repository(progress, on_plan)
-        self.state.cover_writes(token)
+        if token:
+            self.state.update(covered=token)
         return result
 
     def _index_repository(self, progress: Progress | None, on_plan: Callable[[int], None] | None) -> IndexingResult:
@@ -133,9 +135,9 @@ class IndexService(StoreRecovery):
         if progress and expected:
             progress(0, "storing")
         self._store_phase(expected, deleted, stale, result)
-        if not self.state.checksums_path.exists():  # a folder with nothing to index is indexed all the same
+        head = self.state.head()  # a folder with nothing to index is indexed all the same; a total edited corrected
+        if head is None or head.fragments != sum(m.fragment_count for m in self.checksums.values()):
             self.state.save_checksums(self.checksums)
-        self.state.record_total(self.checksums)
         result.repaired = getattr(self, "repaired", None)
         result.skipped = sorted({s["document_path"]: s for s in self.fs.skipped + result.skipped}.values(),
                                 key=lambda s: s["document_path"])
@@ -182,10 +184,10 @@ class IndexService(StoreRecovery):
 
     def _record_precision(self, precision: str | None) -> None:
         """Remember which model precision embedded documents of this index (`status` shows it)."""
-        meta = self.state.load_meta()
-        known = set(meta.get("precisions") or [])
+        head = self.state.head()
+        known = set(head.precisions if head else [])
         if precision and precision not in known:
-            self.state.save_meta({**meta, "precisions": sorted(known | {precision})})
+            self.state.update(precisions=sorted(known | {precision}))
 
     def _store_phase(self, expected: int, deleted: list[str], stale: list[str], result: IndexingResult) -> None:
         """Remove deleted and no-longer-converting documents, then stream the spool into both stores."""
@@ -252,21 +254,22 @@ class IndexService(StoreRecovery):
                 records.append(FragmentWithEmbedding(id=fid, text=f.text, metadata=meta, embedding=vector))
                 rows.append((fid, f.text, doc.path, f.fragment_index, f.breadcrumb))
         self._verify_store()
-        self.state.write_journal(paths)
+        self.state.set_in_flight(paths)
+        stamp = self._next_stamp()
         previously = [p for p in paths if p in self.checksums]
         chroma = self.chroma
         chroma.delete_documents(previously)
         for start in range(0, len(records), 1000):
             chroma.add_fragments_with_embeddings(records[start:start + 1000])
-        self.lexical.replace_documents(paths, rows)
+        chroma.stamp_with(stamp)
+        self.lexical.replace_documents(paths, rows, stamp)
         now = datetime.now(timezone.utc)
         for doc in documents:
             self.checksums[doc.path] = DocumentMetadata(
                 file_path=doc.path, file_name=Path(doc.path).name, file_type=Path(doc.path).suffix.lstrip(".").lower(),
                 checksum=doc.checksum, indexed_at=now, fragment_count=len(doc.fragments), text_source=doc.text_source,
                 ocr_tried=doc.text_source == "none" and doc.path.lower().endswith(".pdf") and tesseract_on_path())
-        self.state.save_checksums(self.checksums)
-        self.state.clear_journal()
+        self._commit(stamp)
         result.documents_indexed += sum(1 for doc in documents if doc.text_source != "none")
         result.documents_ocr += sum(1 for doc in documents if doc.text_source == "ocr")
         result.fragments_created += len(records)
@@ -276,12 +279,22 @@ class IndexService(StoreRecovery):
 
     def _remove(self, paths: list[str]) -> None:
         self._verify_store()
-        self.state.write_journal(paths)
-        self._delete_everywhere(paths)
+        self.state.set_in_flight(paths)
+        stamp = self._next_stamp()
+        self._delete_everywhere(paths, stamp)
         for p in paths:
             self.checksums.pop(p, None)
-        self.state.save_checksums(self.checksums)
-        self.state.clear_journal()
+        self._commit(stamp)
+
+    def _next_stamp(self) -> tuple[str, int]:
+        """The stamp this write gives the stores: the record's next generation (its in-flight write made it)."""
+        head = self.state.head()
+        return head.repository_id, head.generation + 1
+
+    def _commit(self, stamp: tuple[str, int]) -> None:
+        """The record written last: the generation the stores now carry, nothing in flight."""
+        self.state.save_checksums(self.checksums, in_flight=[], generation=stamp[1],
+                                  vector_file=self.chroma.file_identity())
 
     # -- single documents -----------------------------------------------------------------------
 
@@ -291,8 +304,8 @@ class IndexService(StoreRecovery):
     def resolve(self, document_path: str) -> str:
         """A repository-relative POSIX path from a relative or absolute path; never one outside the folder."""
         p = Path(document_path).expanduser()
-        outside = NotFound(f"{document_path} is not inside repository '{self.name}' ({self.fs.base_path})",
-                           code="DOCUMENT_NOT_FOUND", suggestions=[f"researcher status {self.name}"])
+        outside = DocumentNotFound(f"{document_path} is not inside repository '{self.name}' ({self.fs.base_path})",
+                           suggestions=[f"researcher status {self.name}"])
         if p.is_absolute():
             try:
                 return p.resolve().relative_to(self.fs.root).as_posix()
@@ -310,10 +323,9 @@ class IndexService(StoreRecovery):
             try:
                 exists = self.fs.absolute(rel).is_file()
             except OutsideRepository as exc:
-                raise NotFound(f"{document_path} leads outside repository '{self.name}' (a symlink out)",
-                               code="DOCUMENT_NOT_FOUND") from exc
+                raise DocumentNotFound(f"{document_path} leads outside repository '{self.name}' (a symlink out)") from exc
             if not exists:
-                raise NotFound(f"No file {rel} in repository '{self.name}'", code="DOCUMENT_NOT_FOUND")
+                raise DocumentNotFound(f"No file {rel} in repository '{self.name}'")
             result = IndexingResult(repository_name=self.name)
             digest = self.fs.compute_checksum(rel)
             converted = self._convert(rel, digest, result)
@@ -329,8 +341,7 @@ class IndexService(StoreRecovery):
         with self.lock.hold(wait):
             self._load_state()
             if rel not in self.checksums:
-                raise NotFound(f"Document '{rel}' is not in the index of '{self.name}'", code="DOCUMENT_NOT_FOUND",
-                               suggestions=[f"researcher status {self.name}"])
+                raise DocumentNotFound(f"Document '{rel}' is not in the index of '{self.name}'", suggestions=[f"researcher status {self.name}"])
             self._remove([rel])
             return rel
 

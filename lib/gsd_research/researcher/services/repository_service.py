@@ -4,15 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gsd_research.core.errors import GsdError, NotFound, UsageError
+from gsd_research.core.errors import NotFound, RepositoryNotFound, UsageError
 from gsd_research.researcher.config import PROVIDERS, ConfigGateway, RepositoryConfig, check_name
 
 SUPPORTED_TYPES = ("md", "markdown", "txt", "text", "rst", "pdf", "docx", "pptx", "xlsx", "html", "htm",
                    "csv", "adoc", "asciidoc", "odt", "xhtml")
-
-
-class RepositoryNotFound(NotFound):
-    code = "REPOSITORY_NOT_FOUND"
 
 
 def normalize_types(file_types: list[str] | None) -> list[str] | None:
@@ -42,8 +38,7 @@ class RepositoryService:
         check_name(name)
         root = Path(path).expanduser()
         if not root.exists():
-            raise GsdError(f"Path does not exist: {root}", code="NOT_FOUND",
-                           suggestions=["Give the folder that holds the documents"])
+            raise NotFound(f"Path does not exist: {root}", suggestions=["Give the folder that holds the documents"])
         if not root.is_dir():
             raise UsageError(f"Not a directory: {root}", suggestions=["Give a folder, not a file"])
         if embedding_provider and embedding_provider not in PROVIDERS:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from gsd_research.core.errors import GsdError
+from gsd_research.core.errors import GsdError, IndexDamaged
 from gsd_research.researcher.gateways.embedding_gateway import EmbeddingGateway
 from gsd_research.researcher.gateways.lexical_gateway import LexicalGateway, phrase
 from gsd_research.researcher.models import DocumentSearchResult, SearchResult
@@ -33,7 +33,7 @@ class SearchService:
         self.name = repository_name
         self._chroma_factory, self._chroma = chroma_factory, None
         self.lexical, self.embedding = lexical_gateway, embedding_gateway
-        self.repo_dir = repo_dir  # checksums.json's folder (by default the keyword index's)
+        self.repo_dir = repo_dir  # the state record's folder (by default the keyword index's)
         self.documents = documents  # the repository's folder
 
     @property
@@ -47,61 +47,62 @@ class SearchService:
         none, or cannot be read, while the index records some (its folder or database deleted, emptied or
         truncated): vector search would silently find nothing."""
         from gsd_research.researcher.gateways.chroma_health import interrupted, lost
-        from gsd_research.researcher.gateways.state_gateway import StateGateway, recorded_fragments
-
         held = self.chroma.held(self.name)
-        repo_dir = self._state_dir()
-        if repo_dir is None:  # no state of its own (a service built in memory)
+        head = self._head()
+        if head is None:  # no state of its own (a service built in memory), or none recorded yet
             return held
-        recorded = StateGateway(repo_dir).recorded_total()  # meta.json: a few bytes, not checksums.json
-        if recorded is not None and held < recorded and not self._index_writing(repo_dir):
-            short = interrupted if (repo_dir / "journal.json").exists() else lost  # a killed run's journal is left
-            raise short(self.name, self.chroma.where(), held, recorded)  # some documents' vectors lost, or another store
-        if not held and not self._index_writing(repo_dir):  # a run rewriting every document empties it a moment
-            expected = recorded_fragments(repo_dir)
-            if expected:
-                raise lost(self.name, self.chroma.where(), held, expected)
+        if held < head.fragments and not self._index_writing(head):
+            short = interrupted if head.in_flight else lost  # a killed run's documents in flight are left
+            raise short(self.name, self.chroma.where(), held, head.fragments)  # vectors lost, or another store
+        if held:
+            self._stamped("vector store", self.chroma.stamp())
         return held
 
     def keywords_held(self, vectors_answer: bool = False) -> None:
-        """INDEX_DAMAGED when the keyword index holds fewer fragments than the index records (lexical.sqlite
+        """INDEX_DAMAGED when the keyword index holds fewer fragments than the index records (the keyword index
         deleted, emptied or truncated) and no index run is writing: a search would bury exact identifiers."""
-        from gsd_research.researcher.gateways.state_gateway import (
-            StateGateway,
-            keywords_short,
-            recorded_fragments,
-        )
+        from gsd_research.researcher.state import keywords_short
 
-        repo_dir = self._state_dir()
-        if repo_dir is None:
+        head = self._head()
+        if head is None:
             return
         held = self.lexical.held()
-        recorded = StateGateway(repo_dir).recorded_total()
-        if recorded is None:  # an index older than meta.json's count, or meta.json lost: the checksums say
-            recorded = recorded_fragments(repo_dir)
-        if keywords_short(held, recorded, repo_dir, self.documents) and not self._index_writing(repo_dir):
-            raise self.lexical.lost(held, recorded, vectors_answer)
+        if keywords_short(held, head.fragments, head.writes_pending, self.documents) and not self._index_writing(head):
+            raise self.lexical.lost(held, head.fragments, vectors_answer)
+        self._stamped("keyword index", self.lexical.stamp())
 
     def keywords_sound(self) -> bool:
         """Whether a search by keywords alone would answer (no INDEX_DAMAGED of its own)."""
         try:
             self.keywords_held()
-        except GsdError as exc:
-            if exc.code != "INDEX_DAMAGED":
-                raise
+        except IndexDamaged:
             return False
         return True
 
-    def _state_dir(self) -> Path | None:
-        db_path = getattr(self.lexical, "db_path", None)
-        return self.repo_dir or (db_path.parent if db_path is not None else None)
+    def _head(self):
+        """The record's head, read once per service (one line of one small file)."""
+        if not hasattr(self, "_head_read"):
+            from gsd_research.researcher.state import StateGateway
 
-    @staticmethod
-    def _index_writing(repo_dir) -> bool:
-        """An index run is writing (its journal is there and it holds the lock): the store lags on purpose."""
+            db_path = getattr(self.lexical, "db_path", None)
+            repo_dir = self.repo_dir or (db_path.parent if db_path is not None else None)
+            self._head_read = StateGateway(repo_dir).head() if repo_dir is not None else None
+        return self._head_read
+
+    def _stamped(self, what: str, stamp) -> None:
+        """IndexDamaged when the store's stamp says it holds another repository's or another generation's index."""
+        from gsd_research.researcher.health import stamp_damage, stamp_problem
+
+        head = self._head()
+        problem = stamp_problem(head, stamp)
+        if problem and not self._index_writing(head):
+            raise stamp_damage(self.name, what, problem)
+
+    def _index_writing(self, head) -> bool:
+        """An index run is writing (documents in flight and it holds the lock): the store lags on purpose."""
         from gsd_research.researcher.gateways.lock_gateway import RepositoryLock
 
-        return (repo_dir / "journal.json").exists() and RepositoryLock(repo_dir).busy()
+        return bool(head.in_flight) and RepositoryLock(self.repo_dir or self.lexical.db_path.parent).busy()
 
     def evidence_many(self, queries: list[str], depth: int, mode: str = "hybrid",
                       query_embeddings: list[list[float]] | None = None) -> list[Evidence]:
@@ -135,7 +136,7 @@ class SearchService:
     def _advised(self, exc: GsdError) -> GsdError:
         """A damaged vector store's error; its advice names only the index run (which rebuilds both stores)
         when the keyword index cannot answer either: a search by keywords would only meet its own damage."""
-        if exc.code == "INDEX_DAMAGED" and not (self.lexical.answers() and self.keywords_sound()):
+        if isinstance(exc, IndexDamaged) and not (self.lexical.answers() and self.keywords_sound()):
             from gsd_research.researcher.gateways.chroma_health import fix
 
             exc.suggestions = fix(self.name, keywords=False)
@@ -188,7 +189,7 @@ def search_repositories(services: list[SearchService], queries: list[str], n_fra
         try:
             evidence = service.evidence_many(queries, depth, mode, _embedded(service, queries, mode, embeddings))
         except GsdError as exc:
-            if skipped is None or exc.code != "INDEX_DAMAGED":
+            if skipped is None or not isinstance(exc, IndexDamaged):
                 raise
             damaged.append((service.name, exc))
             continue

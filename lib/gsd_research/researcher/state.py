@@ -1,0 +1,204 @@
+"""The one state record of a repository index (`state.jsonl`): what the index claims to hold.
+
+Line 1 is the head (repository id, generation, embedding recipe, fragment total, documents in flight,
+research memory's write tokens); each further line one document's checksum and fragment count. Written
+whole and atomically (temp file, fsync, rename) under a short flock, so readers see the old or the new
+record and concurrent writers (an index run, research memory) never lose each other's change. A search
+reads the first line only. The files it replaces are read once, on first touch, and removed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pydantic stays out of research memory's write path
+    from gsd_research.researcher.models import DocumentMetadata, Head
+
+RECORD = "state.jsonl"
+LOCK = "state.lock"
+KEYWORDS, VECTORS, SPOOL = "lexical.sqlite", "chroma", "spool.jsonl"  # the stores, named here alone
+LEGACY = ("checksums.json", "meta.json", "journal.json", "embed.dirty", "embed.done")
+
+
+class StateGateway:
+    """Reads and writes one repository's record; every write is a read-modify-write under `state.lock`."""
+
+    def __init__(self, repo_dir: Path) -> None:
+        self.repo_dir = Path(repo_dir)
+        self.path = self.repo_dir / RECORD
+
+    def set_aside_misplaced(self) -> Path | None:
+        """Something other than a folder where the state folder belongs (a file; a link is moved itself, never
+        followed) moved aside, so that an index run can write a new one; its new name, or None."""
+        if not os.path.lexists(self.repo_dir) or (self.repo_dir.is_dir() and not self.repo_dir.is_symlink()):
+            return None
+        aside = self.repo_dir.with_name(f"{self.repo_dir.name}.misplaced-{time.strftime('%Y%m%d-%H%M%S')}")
+        self.repo_dir.rename(aside)
+        return aside
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def exists(self) -> bool:
+        return self.path.is_file() or any((self.repo_dir / n).is_file() for n in LEGACY[:2])
+
+    def head(self) -> Head | None:
+        """The head, reading one line; None when there is no record or it cannot be read."""
+        from gsd_research.researcher.models import Head
+
+        self._migrate()
+        try:
+            with self.path.open("rb") as fh:
+                return Head.model_validate_json(fh.readline())
+        except (OSError, ValueError):
+            return None
+
+    def load_checksums(self) -> dict[str, DocumentMetadata] | None:
+        """Every document's entry; {} without a record, None when the record is damaged (the run rebuilds)."""
+        from gsd_research.researcher.models import DocumentMetadata, Head
+
+        self._migrate()
+        try:
+            lines = self.path.read_bytes().splitlines()
+        except FileNotFoundError:
+            return {}
+        except OSError:
+            return None
+        try:
+            Head.model_validate_json(lines[0])
+            docs = (DocumentMetadata.model_validate_json(line) for line in lines[1:] if line.strip())
+            return {d.file_path: d for d in docs}
+        except (ValueError, IndexError):
+            return None
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def save_checksums(self, checksums: dict[str, DocumentMetadata], **head: object) -> None:
+        """Record the documents (and head fields), keeping what other writers set meanwhile."""
+        fragments = sum(m.fragment_count for m in checksums.values())
+        lines = [checksums[k].model_dump_json().encode("utf-8") for k in sorted(checksums)]
+        self._update({**head, "fragments": fragments}, lines)
+
+    def update(self, durable: bool = True, **head: object) -> None:
+        """Change head fields only (the document lines are kept as they are)."""
+        self._update(head, None, durable)
+
+    def set_in_flight(self, paths: list[str]) -> None:
+        self.update(in_flight=sorted(set(paths)))
+
+    def mark_written(self) -> None:
+        """Research memory wrote or removed documents: a fresh token the next complete run covers."""
+        self.update(durable=False, writes=os.urandom(8).hex())
+
+    def _update(self, fields: dict, lines: list[bytes] | None, durable: bool = True) -> None:
+        """Head fields changed as plain JSON (validated where the head is read), under the record's lock."""
+        from gsd_research.core.private import flock
+
+        with flock(self.repo_dir / LOCK):
+            self._migrate_locked()
+            try:
+                first, _, rest = self.path.read_bytes().partition(b"\n")
+                head = json.loads(first)
+                if not isinstance(head, dict):
+                    raise ValueError(first[:40])
+            except (OSError, ValueError):
+                head, rest = {}, b""
+            head.setdefault("repository_id", uuid.uuid4().hex)
+            head.update(fields)
+            body = rest if lines is None else b"".join(line + b"\n" for line in lines)
+            self._write(json.dumps(head, ensure_ascii=False).encode("utf-8") + b"\n" + body, durable)
+
+    def _write(self, data: bytes, durable: bool) -> None:
+        self.repo_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{RECORD}.", dir=self.repo_dir)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                if durable:
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    # -- the files it replaces ----------------------------------------------------------------
+
+    def _migrate(self) -> None:
+        if not self.path.exists() and any((self.repo_dir / n).is_file() for n in LEGACY):
+            from gsd_research.core.private import flock
+
+            with flock(self.repo_dir / LOCK):
+                self._migrate_locked()
+
+    def _migrate_locked(self) -> None:
+        """An index written by an older version: its files read once into the record, then removed."""
+        if self.path.exists() or not any((self.repo_dir / n).is_file() for n in LEGACY):
+            return
+        from gsd_research.researcher.models import DocumentMetadata, Head
+
+        meta = _json(self.repo_dir / "meta.json", {}) or {}
+        raw = _json(self.repo_dir / "checksums.json", {})
+        try:
+            docs = {k: DocumentMetadata.model_validate(v) for k, v in (raw or {}).items()}
+        except (ValueError, AttributeError):
+            docs = {}
+        head = Head(embedding=meta.get("embedding"), chunking=meta.get("chunking"),
+                    precisions=list(meta.get("precisions") or []),
+                    fragments=sum(m.fragment_count for m in docs.values()),
+                    in_flight=list(_json(self.repo_dir / "journal.json", []) or []),
+                    writes=_text(self.repo_dir / "embed.dirty"), covered=_text(self.repo_dir / "embed.done"))
+        lines = [docs[k].model_dump_json() for k in sorted(docs)]
+        self._write("\n".join([head.model_dump_json(), *lines]).encode("utf-8") + b"\n", True)
+        for name in LEGACY:
+            (self.repo_dir / name).unlink(missing_ok=True)
+
+
+def _json(path: Path, default):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return default
+    except (OSError, ValueError):
+        return None
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def holds_files(folder: Path | None) -> bool:
+    """Whether `folder` holds at least one file, anywhere below it (stops at the first; links not followed)."""
+    if folder is None:
+        return False
+    stack = [Path(folder)]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    if entry.is_file(follow_symlinks=False):
+                        return True
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(Path(entry.path))
+        except OSError:
+            continue
+    return False
+
+
+def keywords_short(held: int | None, recorded: int, writes_pending: bool, documents: Path | None) -> bool:
+    """Whether a keyword index holding `held` fragments falls short of the `recorded` ones. While research
+    memory's writes lead the embedding, rows removed or rewritten ahead make counts no measure: only an index
+    emptied while documents remain is short then."""
+    if not recorded or (held or 0) >= recorded:
+        return False
+    if held is None or not writes_pending:
+        return True
+    return held == 0 and holds_files(documents)
