@@ -14,7 +14,8 @@ import os
 import shutil
 import time
 
-from gsd_research_hooks.plugin_env import ENV_NAME, USED_FILE, current_link, marker_problem, read_marker
+from bootstrap.locate import USED_FILE, current_link
+from bootstrap.verdict import ENV_NAME, marker_problem, read_marker
 
 GC_AFTER = 7 * 86400  # seconds an environment of another lock stays after its last use
 LEGACY_LINK = "venv"  # <data>/venv of earlier versions (one environment for all versions)
