@@ -2,7 +2,6 @@
 one older than 3.7 it hands over to a newer python3.1x on PATH, or answers that one is needed (one JSON envelope
 for a launcher)."""
 
-import json
 import os
 import sys
 
@@ -29,6 +28,8 @@ def too_old(argv):
     message = "gsd-research needs Python 3.10 or newer (found {} at {})".format(  # noqa: UP032 - parses on 3.5
         sys.version.split()[0], sys.executable)
     if len(argv) > 2 and argv[1] in ("launch", "wait"):
+        import json
+
         print(json.dumps({"success": False, "command": None, "error": {
             "code": "ENVIRONMENT_BUILD_FAILED", "message": message,
             "suggestions": ["Install Python 3.10 or newer (python3.1x on PATH), then run the command again",
@@ -42,7 +43,7 @@ def main(argv):
     here = os.path.dirname(os.path.abspath(__file__))
     if sys.version_info < (3, 7):  # noqa: UP036 - whatever python3 the system has
         return too_old([here] + argv[1:])
-    sys.path[:] = [os.path.dirname(here)] + [p for p in sys.path if p != here]  # `bootstrap`, not its modules
+    sys.path[:] = [p for p in sys.path if p != here] + [os.path.dirname(here)]  # `bootstrap`, after the stdlib
     from bootstrap.cli import main as run
 
     return run(argv)

@@ -11,12 +11,13 @@ ROOT is the plugin's directory (holding requirements.lock), DATA its ${CLAUDE_PL
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
 
 def build(action: str, root: str, data: str) -> int:
+    import json
+
     from bootstrap.build import build, invalidate
     from bootstrap.locate import current_link, lock_digest
     from bootstrap.verdict import plugin_status
@@ -52,6 +53,8 @@ def main(argv: list[str]) -> int:
 
         return plugin(rest[0], rest[1], rest[2], rest[3:])
     if action == "status" and len(rest) in (1, 2):
+        import json
+
         from bootstrap.verdict import resolve
 
         status = resolve(rest[0], rest[1] if len(rest) == 2 else None)

@@ -6,7 +6,6 @@ environment not ready is waited for (wait); every failure is one JSON envelope o
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -42,6 +41,8 @@ def command_of(args: list[str]) -> str | None:
 
 
 def answer(prog: str, args: list[str], status: Status, root: str, data: str | None) -> int:
+    import json  # imports re: only on a failure (start-up time)
+
     doc = envelope(prog, command_of(args), status, root, data)
     print(json.dumps(doc))
     return EXIT[doc["error"]["code"]]
@@ -132,6 +133,8 @@ def run(prog: str, venv: str, data: str, args: list[str]) -> int:
             from bootstrap.wait import Waiter
 
             return Waiter(prog, root, data, args, broken=str(exc)).run()
+        import json
+
         fix = fix_command(root, data, "rebuild") if data else install_command(root)
         print(json.dumps({"success": False, "command": command_of(args), "error": {
             "code": "ENVIRONMENT_MISSING",

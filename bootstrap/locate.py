@@ -18,10 +18,7 @@ first on sys.path and PYTHONPATH by the launcher: each version runs its own code
 
 from __future__ import annotations
 
-import glob
-import json
 import os
-import shlex
 
 LOCK_FILE = "requirements.lock"
 STATE_FILE = "gsd-research-env.json"
@@ -37,16 +34,20 @@ def plugin_root() -> str:
 
 
 def entry() -> str:
-    """bootstrap/ itself, run as `python3 <entry> SUBCOMMAND ...` (the build, the wait, a status)."""
-    return os.path.dirname(os.path.abspath(__file__))
+    """bootstrap/__main__.py, run as `python3 -I -S <entry> SUBCOMMAND ...` (a file: no runpy to import)."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "__main__.py")
 
 
 def fix_command(root: str, data: str, action: str = "build") -> str:
     """What a user runs in a terminal to (re)build the plugin's environment; every path quoted for the shell."""
+    import shlex  # imports re: only where a message needs it (start-up time)
+
     return " ".join(shlex.quote(part) for part in ("python3", os.path.join(root, "bootstrap"), action, root, data))
 
 
 def install_command(root: str) -> str:
+    import shlex
+
     return "bash " + shlex.quote(os.path.join(root, "install.sh"))
 
 
@@ -65,8 +66,17 @@ def current_link(data: str, digest: str) -> str:
     return os.path.join(data, "current", digest[:16])
 
 
+def lib_dirs(venv: str) -> list[str]:
+    """<venv>/lib/python3*: listed without glob (which imports re: start-up time on every call)."""
+    lib = os.path.join(venv, "lib")
+    try:
+        return [os.path.join(lib, n) for n in sorted(os.listdir(lib)) if n.startswith("python3")]
+    except OSError:
+        return []
+
+
 def site_packages(venv: str) -> list[str]:
-    return glob.glob(os.path.join(glob.escape(venv), "lib", "python3*", "site-packages"))
+    return [p for p in (os.path.join(d, "site-packages") for d in lib_dirs(venv)) if os.path.isdir(p)]
 
 
 def python_of(venv: str) -> str:
@@ -94,6 +104,8 @@ def first_venv(root: str | None) -> str | None:
 
 
 def read_json(path: str) -> dict:
+    import json
+
     try:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
@@ -104,6 +116,8 @@ def read_json(path: str) -> dict:
 
 def write_json(path: str, data: dict) -> None:
     """Atomically; the temporary file never stays behind (a full disk fails here first)."""
+    import json
+
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
         with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as fh:
@@ -166,6 +180,8 @@ def config_dir() -> str:
 
 def find_data(root: str) -> str | None:
     """This plugin's data directory among the client's (private, and listing this root or laid out for it)."""
+    import glob
+
     from bootstrap.verdict import private_problem
 
     real = os.path.realpath(root)

@@ -7,11 +7,8 @@ would run in every call. Ready: its marker names this lock's sha256 and the inte
 
 from __future__ import annotations
 
-import glob
 import math
 import os
-import re
-import shlex
 import stat
 import time
 
@@ -23,6 +20,7 @@ from bootstrap.locate import (
     fix_command,
     install_command,
     is_python,
+    lib_dirs,
     lock_digest,
     python_of,
     read_json,
@@ -32,8 +30,6 @@ from bootstrap.locate import (
 RETRY_AFTER = 120  # seconds before a failed build is tried again by itself
 DEFAULT_WAIT = 90  # seconds a launcher waits for a running build: under the Bash tool's default 2-minute timeout
 PACKAGE_PREFIXES = ("gsd_research", "__editable__.gsd_research", "__editable___gsd_research", "_gsd_research")
-SHA256 = re.compile(r"^[0-9a-f]{64}$")
-ENV_NAME = re.compile(r"^[0-9a-f]{16}(-[0-9a-z]{1,24})?$")
 PREPARING, FAILED, MISSING = "ENVIRONMENT_PREPARING", "ENVIRONMENT_BUILD_FAILED", "ENVIRONMENT_MISSING"
 EXIT = {PREPARING: 6, FAILED: 3, MISSING: 3}
 WHY = {"first": "first use after installing the plugin",
@@ -56,6 +52,8 @@ def owner_problem(path: str, owners: tuple[int, ...]) -> str:
     if st.st_uid not in owners:
         return f"{path} belongs to another user (uid {st.st_uid})"
     if st.st_mode & 0o022:
+        import shlex
+
         return f"{path} can be written by other users (mode {stat.S_IMODE(st.st_mode):o}; chmod go-w {shlex.quote(path)})"
     return ""
 
@@ -78,7 +76,7 @@ def unsafe_env(venv: str) -> str:
     real, me = os.path.realpath(venv), os.geteuid()
     interpreter = os.path.realpath(python_of(real))
     own = [real, os.path.join(real, "bin"), os.path.join(real, "pyvenv.cfg"), os.path.join(real, "lib"),
-           *glob.glob(os.path.join(glob.escape(real), "lib", "python3*")), *site_packages(real)]
+           *lib_dirs(real), *site_packages(real)]
     system = []
     if interpreter.startswith(real + os.sep):
         own.append(interpreter)  # a copied interpreter is the environment's own
@@ -93,6 +91,29 @@ def unsafe_env(venv: str) -> str:
 
 
 # -- records --------------------------------------------------------------------------------------------------
+# checked without re (its import costs start-up time on every call)
+
+def _chars(text: str, allowed: str) -> bool:
+    return all(c in allowed for c in text)
+
+
+def is_sha256(value) -> bool:
+    return isinstance(value, str) and len(value) == 64 and _chars(value, "0123456789abcdef")
+
+
+def is_env_name(name) -> bool:
+    """<digest16> or <digest16>-<stamp>: the names of envs/ and current/ entries."""
+    if not isinstance(name, str) or len(name) < 16 or not _chars(name[:16], "0123456789abcdef"):
+        return False
+    stamp = name[16:]
+    return not stamp or (stamp[0] == "-" and 1 <= len(stamp) - 1 <= 24
+                         and _chars(stamp[1:], "0123456789abcdefghijklmnopqrstuvwxyz"))
+
+
+def is_version(value) -> bool:
+    parts = value.split(".") if isinstance(value, str) else []
+    return 2 <= len(parts) <= 3 and parts[0] == "3" and all(p.isdigit() and p.isascii() for p in parts)
+
 
 def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
@@ -104,8 +125,8 @@ def _text(value) -> bool:
 
 STATE_FIELDS = {
     "state": lambda v: v in ("building", "ready", "failed"),
-    "lock_sha256": lambda v: isinstance(v, str) and bool(SHA256.match(v)),
-    "env": lambda v: isinstance(v, str) and bool(ENV_NAME.match(v)),
+    "lock_sha256": is_sha256,
+    "env": is_env_name,
     "started_at": _number, "finished_at": _number, "seconds": _number,
     "pid": lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
     "tool": lambda v: v is None or v in ("uv", "pip"),
@@ -115,7 +136,7 @@ STATE_FIELDS = {
                                                      for k, x in v.items()),
 }
 MARKER_FIELDS = {"lock_sha256": STATE_FIELDS["lock_sha256"], "tool": STATE_FIELDS["tool"], "python": _text,
-                 "python_version": lambda v: isinstance(v, str) and bool(re.match(r"^3\.\d+(\.\d+)?$", v)),
+                 "python_version": is_version,
                  "built_at": _number, "plugin_root": _text}
 
 
@@ -214,10 +235,10 @@ def plugin_status(root: str, data: str) -> Status:
     if unsafe:
         return Status("failed", error=f"its data directory is not safe to use: {unsafe}", decided=True)
     venv = current_link(data, digest)
-    problem = marker_problem(venv, digest)
-    unsafe = unsafe_env(venv) if not problem else ""
-    if unsafe:  # never run from it
+    unsafe = unsafe_env(venv) if os.path.isdir(venv) else ""
+    if unsafe:  # never run from it, nor rebuild over it: someone else may be writing there
         return Status("failed", venv, error=f"its environment is not safe to use: {unsafe}", decided=True)
+    problem = marker_problem(venv, digest)
     if not problem:
         return Status("ready", venv)
     why = {"outdated": "update", "interpreter": "interpreter"}.get(problem, "first")
@@ -280,6 +301,8 @@ def verdict(found: Status, root: str | None, data: str | None) -> Verdict:
         return Verdict(FAILED, cause, fixes + [f"or install it without the plugin's environment: "
                                                f"{install_command(root or '')}"])
     if found.state == "failed":  # a launcher environment refused as unsafe
+        import shlex
+
         return Verdict(FAILED, info.get("error") or "unknown error",
                        [f"make it private (chmod -R go-w {shlex.quote(found.venv)}) or remove it",
                         f"or install it again: {install_command(root or '')}"])

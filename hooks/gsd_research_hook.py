@@ -20,7 +20,8 @@ def main(argv):
     try:
         sys.dont_write_bytecode = True  # no __pycache__ in the plugin or ~/.claude/hooks (uninstall removes all)
         here = os.path.dirname(os.path.abspath(__file__))
-        sys.path[:0] = [here, os.path.dirname(here)]  # its package, then bootstrap/ (beside it, or the plugin's)
+        sys.path.insert(0, here)  # its package (and install.sh's copy of bootstrap/)
+        sys.path.append(os.path.dirname(here))  # the plugin's bootstrap/, after the stdlib: nothing shadows it
         from importlib import import_module
 
         from gsd_research_hooks import EVENTS

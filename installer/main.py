@@ -75,6 +75,7 @@ def planned_files() -> list[tuple[Path, Path]]:
     if claude_files == "1":
         pairs += [(src, dst) for src, dst in _tree(ROOT / "hooks", HOOK_DIR)  # the entry and its modules
                   if src != ROOT / "hooks" / "hooks.json"]
+        pairs += _tree(ROOT / "bootstrap", HOOK_DIR / "bootstrap")  # the entry finds it beside itself
         pairs += [(p, CLAUDE / "agents" / p.name) for p in sorted((ROOT / "agents").glob("*.md"))]
         pairs += [(p, CLAUDE / "commands" / "research" / p.name) for p in sorted((ROOT / "commands").glob("*.md"))]
     skill_dirs = [CLAUDE / "skills"] if claude_files == "1" else []
