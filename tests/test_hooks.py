@@ -448,6 +448,19 @@ def test_a_config_the_hooks_cannot_read_is_said_at_session_start(home, text, pro
     assert "could not read their settings" in said and problem in said
 
 
+def test_the_hooks_keep_their_reading_of_the_config_without_keys_until_it_changes(home):
+    set_config(home, "providers:\n  tavily:\n    api_key: tvly-canary-0042\nhooks: {webfetch_mode: enforce}\n")
+
+    decisions = [hook("pre-webfetch", WEBFETCH).json["hookSpecificOutput"].get("permissionDecision")
+                 for _ in range(2)]
+    kept = (home / "hooks-config.json").read_text()
+    set_config(home, "hooks: {webfetch_mode: suggest}\n")
+    changed = hook("pre-webfetch", WEBFETCH).json["hookSpecificOutput"].get("permissionDecision")
+
+    assert decisions == ["deny", "deny"] and changed is None
+    assert "tvly-canary" not in kept and '"enforce"' in kept
+
+
 def test_without_an_environment_to_read_it_the_config_leaves_every_mode_at_its_default(tmp_path):
     runner, env = _bare_hooks(tmp_path)
     (tmp_path / "gsd").mkdir(mode=0o700)

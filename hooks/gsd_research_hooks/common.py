@@ -13,6 +13,7 @@ import sys
 MODES = ("off", "suggest", "enforce")
 STATE_FILE = "hooks-state.json"
 CONFIG_CAP = 1 << 20  # bytes of config.yaml read at most
+MEMO_FILE = "hooks-config.json"  # the hooks' view of config.yaml (no keys), with the stat it was read at
 _CONFIG_PROBLEM: list[str] = []
 
 
@@ -119,18 +120,64 @@ def _yaml():
 
 def load_config() -> dict:
     """GSD_RESEARCH_HOME/config.yaml as the CLI reads it ({} when missing or the home is unsafe; {} and
-    config_problem() when it cannot be read: every hook mode then at its default)."""
+    config_problem() when it cannot be read: every hook mode then at its default). Its reading is kept in
+    MEMO_FILE until the file changes: PyYAML's import costs each hook more than the hook itself."""
     path = os.path.join(gsd_home(), "config.yaml")
     del _CONFIG_PROBLEM[:]
     if unsafe_home():
         return {}
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the hook
-            return _unread(f"{path} is not a regular file")
+        info = os.stat(path)
     except FileNotFoundError:
         return {}
     except OSError as exc:
         return _unread(f"{path} cannot be read ({exc.strerror})")
+    if not stat.S_ISREG(info.st_mode):  # a FIFO would block the hook
+        return _unread(f"{path} is not a regular file")
+    key = [info.st_mtime_ns, info.st_size, info.st_ino]
+    memo = _read_memo()
+    if memo.get("key") == key and isinstance(memo.get("config"), dict):
+        return memo["config"]
+    config = _parse_config(path)
+    if not _CONFIG_PROBLEM:
+        _write_memo({"key": key, "config": config})
+    return config
+
+
+def _hooks_view(data: dict) -> dict:
+    """What the hooks use of the config: hooks.* and which providers have a key (never the key itself)."""
+    providers = data.get("providers") if isinstance(data.get("providers"), dict) else {}
+    return {"hooks": data.get("hooks") if isinstance(data.get("hooks"), dict) else {},
+            "providers": {name: {"api_key": True} for name, value in providers.items()
+                          if isinstance(value, dict) and value.get("api_key")}}
+
+
+def _read_memo() -> dict:
+    try:
+        with open(os.path.join(gsd_home(), MEMO_FILE), encoding="utf-8") as fh:
+            memo = json.load(fh)
+        return memo if isinstance(memo, dict) else {}
+    except (OSError, ValueError, RecursionError):
+        return {}
+
+
+def _write_memo(memo: dict) -> None:
+    """Best effort, atomically: the next hook skips PyYAML's import while config.yaml is unchanged."""
+    path = os.path.join(gsd_home(), MEMO_FILE)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        text = json.dumps(memo)
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except (OSError, TypeError, ValueError):
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def _parse_config(path: str) -> dict:
     yaml = _yaml()
     if yaml is None:
         return _unread(f"{path} was not read: its reader comes with gsd-research's Python environment, which is "
@@ -145,7 +192,7 @@ def load_config() -> dict:
         return _unread(f"{path} cannot be read ({clip(exc, 200)})")
     except yaml.YAMLError as exc:
         return _unread(f"{path} is not valid YAML ({clip(exc, 200)})")
-    return data if isinstance(data, dict) else _unread(f"{path} does not hold a mapping")
+    return _hooks_view(data) if isinstance(data, dict) else _unread(f"{path} does not hold a mapping")
 
 
 def _unread(problem: str) -> dict:
