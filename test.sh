@@ -62,7 +62,7 @@ else
 fi
 
 say "ruff"
-"$VENV/bin/ruff" check lib tests bench installer hooks
+"$VENV/bin/ruff" check lib tests bench installer hooks bootstrap
 
 say "pytest"
 exec "$VENV/bin/python" -m pytest -p no:cacheprovider --timeout 600 -rs -n auto "$@"

@@ -1,12 +1,14 @@
 """Start-up cost of a cached `gsd-research docs` call vs. `python -c "import requests_cache"`, and its memory.
 
-    .venv/bin/python bench/docs_startup.py [--runs 15] [--importtime]
+    .venv/bin/python bench/docs_startup.py [--runs 15] [--importtime] [--launcher bin/gsd-research ...]
 
 The commands run as fresh processes of the same venv, interleaved (A B C A B C ...) so machine load hits both
 alike; the docs call answers from the HTTP cache filled by one warm-up call against the fake Context7
 server this script starts on 127.0.0.1. Peak RSS is the child's ru_maxrss (os.wait4).
 Targets: median ratio <= 1.0 (it was <= 1.5 before the start-up goal was tightened), peak RSS of a docs
-call <= 100 MiB. The measured package is compiled to bytecode first, as an install has it.
+call <= 100 MiB. The measured package is compiled to bytecode first, as an install has it. Each --launcher
+(a bin/gsd-research of this or another tree, run with GSD_RESEARCH_VENV set to this venv) makes the same cached
+call through it, interleaved with the rest: the launcher's cost side by side.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--importtime", action="store_true", help="also print the heaviest imports")
+    parser.add_argument("--launcher", action="append", default=[], help="a bin/gsd-research to measure too")
     args = parser.parse_args()
 
     print(f"measuring {compile_bytecode()} (bytecode compiled, as an install has it)")
@@ -73,6 +76,8 @@ def main() -> int:
         _, uncached_rss, _ = run([*DOCS, "--no-cache"], env)
         upstream = len(server.hits())
         docs_t, base_t, docs_rss, base_rss, untrimmed_t, recomputed_t = [], [], [], [], [], []
+        launched_t = {path: [] for path in args.launcher}
+        launcher_env = dict(env, GSD_RESEARCH_VENV=str(VENV_BIN.parent))
         memo = Path(home) / "cache" / "docs"
         for _ in range(args.runs):
             t, rss, out = run(DOCS, env)
@@ -91,6 +96,10 @@ def main() -> int:
             t, _, out = run(UNTRIMMED, env)
             assert json.loads(out)["metadata"]["cache_hit"] is True
             untrimmed_t.append(t)
+            for path, times in launched_t.items():
+                t, _, out = run([path, *DOCS[1:]], launcher_env)
+                assert json.loads(out)["metadata"]["cache_hit"] is True
+                times.append(t)
         assert len(server.hits()) == upstream, "a cached call reached the server"
         if args.importtime:
             print("heaviest imports of a cached docs call (cumulative us):")
@@ -113,6 +122,9 @@ def main() -> int:
     print(f"| `gsd-research docs` first call (cache miss, 2 requests to the fake server) | | "
           f"| {cold_rss / mib:.1f} MiB |")
     print(f"| `gsd-research docs --no-cache` | | | {uncached_rss / mib:.1f} MiB |")
+    for path, times in launched_t.items():
+        print(f"| the same cached call through `{path}` | {median(times) * 1000:.0f} ms | {min(times) * 1000:.0f} ms "
+              f"| (ratio to baseline {median(times) / median(base_t):.2f}) |")
     peak = max(max(docs_rss), cold_rss, uncached_rss) / mib
     print(f"\nratio docs/baseline (medians): {ratio:.2f} (target <= 1.0); answer worked out again: "
           f"{median(recomputed_t) / median(base_t):.2f}; without import trimming: "

@@ -54,19 +54,25 @@ def make_home(root: Path) -> Path:
     return home
 
 
-def hooks_of(ref: str, dest: Path) -> Path:
-    """hooks/ as of git REF, extracted into dest (to run an earlier version side by side)."""
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "hooks"], capture_output=True, check=True).stdout
+def tree_of(ref: str, dest: Path) -> Path:
+    """bin/, hooks/ and bootstrap/ (where it has one) as of git REF, extracted into dest (run side by side)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    listed = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "--name-only", ref], capture_output=True, text=True,
+                            check=True).stdout.split()
+    parts = [p for p in ("bin", "hooks", "bootstrap", "requirements.lock") if p in listed]
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, *parts], capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
-    return dest / "hooks" / "run"
+    return dest
 
 
-def plugin_data_copy(tmp: Path) -> Path:
+def plugin_data_copy(tree: Path, tmp: Path) -> tuple[Path, Path]:
     """A plugin root whose only environment is its data directory's (the launcher's last lookup), that
-    environment borrowing .venv's packages through a .pth: bin/gsd-research as installed from a marketplace."""
+    environment borrowing .venv's packages through a .pth: bin/gsd-research as installed from a marketplace.
+    Returns the launcher and the data directory."""
     root = tmp / "plugin"
-    for part in ("bin", "hooks"):
-        shutil.copytree(ROOT / part, root / part, ignore=shutil.ignore_patterns("__pycache__"))
+    for part in ("bin", "hooks", "bootstrap"):
+        if (tree / part).is_dir():
+            shutil.copytree(tree / part, root / part, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy2(ROOT / "requirements.lock", root / "requirements.lock")
     (root / "lib").symlink_to(ROOT / "lib")
     data = tmp / "data"
@@ -75,10 +81,15 @@ def plugin_data_copy(tmp: Path) -> Path:
     site = next(env_dir.glob("lib/python3*/site-packages"))
     (site / "borrow.pth").write_text(next((ROOT / ".venv").glob("lib/python3*/site-packages")).as_posix() + "\n")
     digest = hashlib.sha256((root / "requirements.lock").read_bytes()).hexdigest()
-    (env_dir / ".gsd-research-ready").write_text(json.dumps({"lock_sha256": digest}))
+    version = ".".join(str(v) for v in sys.version_info[:3])
+    (env_dir / ".gsd-research-ready").write_text(json.dumps({
+        "lock_sha256": digest, "python": os.path.realpath(env_dir / "bin" / "python"), "python_version": version}))
     (data / "current").mkdir()
     (data / "current" / digest[:16]).symlink_to("../envs/bench")  # the environment of this lock
-    return root / "bin" / "gsd-research"
+    (data / "plugin-roots.json").write_text(json.dumps({"roots": [str(root.resolve())]}))
+    for path in (data, data / "envs", data / "current"):
+        path.chmod(0o700)
+    return root / "bin" / "gsd-research", data
 
 
 def time_once(cmd: list[str], stdin: bytes, env: dict) -> float:
@@ -127,7 +138,7 @@ def main() -> None:
             label = f"`{event}`" + (", malformed stdin" if stdin.startswith(b"not") else "")
             print(f"| {label} | {med:.1f} | {worst:.1f} | {floor:.1f} | {med / floor:.2f}× |")
         if args.compare:
-            old_run = hooks_of(args.compare, Path(tmp))
+            old_run = tree_of(args.compare, Path(tmp) / "old") / "hooks" / "run"
             print(f"\nThis tree's hooks vs. those of `{args.compare}`, interleaved, median of {args.runs}\n")
             print(f"| hook | this tree ms | `{args.compare}` ms | ratio |")
             print("|---|---|---|---|")
@@ -136,21 +147,21 @@ def main() -> None:
                                                  floor_cmd=[str(old_run), event], floor_stdin=stdin)
                 print(f"| `{event}` | {new_ms:.1f} | {old_ms:.1f} | {new_ms / old_ms:.2f}× |")
 
-        from_data = plugin_data_copy(Path(tmp))
-        data_env = dict(env, GSD_RESEARCH_PLUGIN_DATA=str(Path(tmp) / "data"))
-        triples = [(time_once([str(ROOT / ".venv" / "bin" / "gsd-research"), "--version"], b"", env),
-                    time_once([str(ROOT / "bin" / "gsd-research"), "--version"], b"", env),
-                    time_once([str(from_data), "--version"], b"", data_env)) for _ in range(args.runs)]
-        direct = statistics.median(t[0] for t in triples) * 1000  # interleaved: the same machine load for all
-        launched = statistics.median(t[1] for t in triples) * 1000
-        data_ms = statistics.median(t[2] for t in triples) * 1000
-        print("\n| launcher | median ms |")
-        print("|---|---|")
-        print(f"| `.venv/bin/gsd-research --version` (console script, baseline) | {direct:.1f} |")
-        print(f"| `bin/gsd-research --version` (plugin launcher, checkout .venv) | {launched:.1f} "
-              f"({launched - direct:+.1f} ms, {launched / direct:.2f}×) |")
-        print(f"| `bin/gsd-research --version` (plugin launcher, the plugin's data environment: lock check, "
-              f"lib/ link) | {data_ms:.1f} ({data_ms - direct:+.1f} ms, {data_ms / direct:.2f}×) |")
+        trees = [("this tree", ROOT)] + ([(f"`{args.compare}`", Path(tmp) / "old")] if args.compare else [])
+        venv_env = dict(env, GSD_RESEARCH_VENV=str(ROOT / ".venv"))
+        cases = [("console script (baseline)", [str(ROOT / ".venv" / "bin" / "gsd-research")], env)]
+        for i, (label, tree) in enumerate(trees):
+            launcher, data = plugin_data_copy(tree, Path(tmp) / f"data-route-{i}")
+            cases += [(f"{label}, checkout .venv", [str(tree / "bin" / "gsd-research")], venv_env),
+                      (f"{label}, plugin data environment", [str(launcher)],
+                       dict(env, GSD_RESEARCH_PLUGIN_DATA=str(data)))]
+        samples = [[time_once([*cmd, "--version"], b"", case_env) for _, cmd, case_env in cases]
+                   for _ in range(args.runs)]  # interleaved: the same machine load for all
+        medians = [statistics.median(run[i] for run in samples) * 1000 for i in range(len(cases))]
+        print("\n| `gsd-research --version` | median ms | vs. console script |")
+        print("|---|---|---|")
+        for (label, _, _), ms in zip(cases, medians, strict=True):
+            print(f"| {label} | {ms:.1f} | {ms - medians[0]:+.1f} ms ({ms / medians[0]:.2f}×) |")
 
 
 if __name__ == "__main__":

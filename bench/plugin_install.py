@@ -37,7 +37,7 @@ from tests.fakes.server import make_server
 
 SYNC_SESSION_START = {
     "type": "command", "command": "/bin/sh", "timeout": 600,
-    "args": ["-c", 'python3 "$CLAUDE_PLUGIN_ROOT/hooks/plugin_env_cli.py" build "$CLAUDE_PLUGIN_ROOT" '
+    "args": ["-c", 'python3 "$CLAUDE_PLUGIN_ROOT/bootstrap" build "$CLAUDE_PLUGIN_ROOT" '
                    '"$CLAUDE_PLUGIN_DATA" >/dev/null 2>&1; exec "$CLAUDE_PLUGIN_ROOT/hooks/run" session-start']}
 VARIANTS = ("background-wheelhouse", "sessionstart-wheelhouse", "background-pypi", "background-uv")
 

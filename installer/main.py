@@ -83,6 +83,7 @@ def planned_files() -> list[tuple[Path | bytes, Path]]:
                   if src != ROOT / "hooks" / "hooks.json"]
         # where the commands are linked: SessionStart puts it on the Bash tool's PATH when it is missing there
         pairs.append(((str(BIN_DIR) + "\n").encode(), HOOK_DIR / BIN_DIR_FILE))
+        pairs += _tree(ROOT / "bootstrap", HOOK_DIR / "bootstrap")  # the entry finds it beside itself
         pairs += [(p, CLAUDE / "agents" / p.name) for p in sorted((ROOT / "agents").glob("*.md"))]
         pairs += [(p, CLAUDE / "commands" / "research" / p.name) for p in sorted((ROOT / "commands").glob("*.md"))]
     if claude_files == "1":

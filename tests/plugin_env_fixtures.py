@@ -1,4 +1,4 @@
-"""A small plugin to build environments for, offline: the real bin/ and hooks/, a stand-in gsd_research package
+"""A small plugin to build environments for, offline: the real bin/, bootstrap/ and hooks/, a stand-in package
 whose CLI imports one locked dependency, and a lock pinning that dependency (with its hash) from a local
 wheelhouse of wheels made here. Builds then take seconds and reach no network, through the product's own
 lock -> venv -> pip path (PIP_NO_INDEX and PIP_FIND_LINKS point pip at the wheelhouse)."""
@@ -77,14 +77,14 @@ def lock_text(wheel: Path, version: str, bad_hash: bool = False) -> str:
 
 
 class TinyPlugin:
-    """The plugin under test: `root` (bin/, hooks/, lib/, requirements.lock) and its data directory."""
+    """The plugin under test: `root` (bin/, bootstrap/, hooks/, lib/, requirements.lock) and its data directory."""
 
     def __init__(self, base: Path):
         self.base = base
         self.root = base / "plugin root"  # a space in the path on purpose
         self.data = base / "claude-home" / ".claude" / "plugins" / "data" / "research-gsd-research"
         self.wheelhouse = base / "wheelhouse"
-        for part in ("bin", "hooks"):
+        for part in ("bin", "bootstrap", "hooks"):
             shutil.copytree(ROOT / part, self.root / part, ignore=shutil.ignore_patterns("__pycache__"))
         package = self.root / "lib" / "gsd_research"
         (package / "researcher").mkdir(parents=True)
@@ -140,7 +140,7 @@ class TinyPlugin:
 
     def builder(self) -> subprocess.Popen:
         """A build started as the hooks start it (detached, its own process group)."""
-        return subprocess.Popen([sys.executable, "-I", "-S", "-B", str(self.root / "hooks" / "plugin_env_cli.py"),
+        return subprocess.Popen([sys.executable, "-I", "-S", "-B", str(self.root / "bootstrap"),
                                  "build", str(self.root), str(self.data)], env=self.env(), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)
 

@@ -1,5 +1,5 @@
 """Hook scripts as Claude Code runs them: real stdin shapes per event (claude-code NOTES §3.4), malformed
-input, config modes, job announcements; every call a real process that must answer within 1 s."""
+input, config modes, job announcements; every call a real process (bench/hooks.py measures their time)."""
 
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ CONTEXT7 = pre_tool("mcp__plugin_context7_context7__query-docs",
 
 
 class Hook:
-    def __init__(self, code: int, stdout: str, stderr: str, seconds: float):
-        self.code, self.stdout, self.stderr, self.seconds = code, stdout, stderr, seconds
+    def __init__(self, code: int, stdout: str, stderr: str):
+        self.code, self.stdout, self.stderr = code, stdout, stderr
 
     @property
     def json(self) -> dict | None:
@@ -55,13 +55,10 @@ def hook(event: str, payload, env: dict | None = None, runner: Path = RUN) -> Ho
     full = dict(os.environ)
     full["PATH"] = f"{ROOT / 'bin'}{os.pathsep}{full.get('PATH', '')}"  # the commands reachable, as when installed
     full.update(env or {})
-    t0 = time.perf_counter()
     proc = subprocess.run([str(runner), event], input=data.encode() if isinstance(data, str) else data,
                           capture_output=True, env=full, timeout=10)
-    seconds = time.perf_counter() - t0
-    result = Hook(proc.returncode, proc.stdout.decode(), proc.stderr.decode(), seconds)
+    result = Hook(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
     assert result.code == 0, result.stderr
-    assert result.seconds <= 1.0, f"{event} took {result.seconds:.3f} s"
     assert "Traceback" not in result.stderr
     return result
 
@@ -301,6 +298,9 @@ def test_hooks_json_subagent_matcher_is_the_handlers_pattern():
 
 
 # -- one module per event ---------------------------------------------------------------------------
+ALLOWED_IMPORTS = ("gsd_research_hooks", "bootstrap", "__future__", "yaml")
+
+
 def test_every_event_has_its_own_small_stdlib_only_module():
     import ast
     import sys
@@ -319,7 +319,8 @@ def test_every_event_has_its_own_small_stdlib_only_module():
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             for mod in names:
                 top = mod.split(".")[0]
-                assert top in sys.stdlib_module_names or top in ("gsd_research_hooks", "__future__"), (path.name, mod)
+                # yaml only from an environment bootstrap judged ready (common._yaml)
+                assert top in sys.stdlib_module_names or top in ALLOWED_IMPORTS, (path.name, mod)
 
 
 # -- malformed input and hostile environments -----------------------------------------------------
@@ -361,22 +362,21 @@ def test_missing_home_directory(tmp_path):
     assert result.stdout == ""
 
 
-def test_hooks_run_on_system_python_without_the_environment(tmp_path):
-    """A copy of hooks/ with no venv anywhere falls back to python3 and still works."""
-    copy = tmp_path / "plugin" / "hooks"
-    shutil.copytree(ROOT / "hooks", copy, ignore=shutil.ignore_patterns("__pycache__"))
-    env = {"HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "xdg"), "GSD_RESEARCH_VENV": ""}
+def _bare_hooks(tmp_path) -> tuple[Path, dict]:
+    """A copy of the plugin's hooks/ and bootstrap/ with no environment anywhere."""
+    for part in ("hooks", "bootstrap"):
+        shutil.copytree(ROOT / part, tmp_path / "plugin" / part, ignore=shutil.ignore_patterns("__pycache__"))
+    return (tmp_path / "plugin" / "hooks" / "run",
+            {"HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "xdg"), "GSD_RESEARCH_VENV": ""})
 
-    result = hook("pre-webfetch", WEBFETCH, env=env, runner=copy / "run")
+
+def test_hooks_run_on_system_python_without_the_environment(tmp_path):
+    runner, env = _bare_hooks(tmp_path)
+
+    result = hook("pre-webfetch", WEBFETCH, env=env, runner=runner)
 
     assert "gsd-research fetch" in context(result)
-    assert not list(copy.rglob("__pycache__"))  # nothing written beside the hooks (install.sh removes its files)
-
-
-def _bare_hooks(tmp_path) -> tuple[Path, dict]:
-    copy = tmp_path / "plugin" / "hooks"
-    shutil.copytree(ROOT / "hooks", copy, ignore=shutil.ignore_patterns("__pycache__"))
-    return copy / "run", {"HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "xdg"), "GSD_RESEARCH_VENV": ""}
+    assert not list((tmp_path / "plugin").rglob("__pycache__"))  # nothing written (install.sh removes its files)
 
 
 def test_session_start_without_any_environment_says_not_available(tmp_path):
@@ -410,7 +410,7 @@ def test_subagent_start_without_the_tools_sends_the_researcher_to_its_usual_tool
     assert "NOT available" in text and "Research with your usual tools" in text
 
 
-# -- the block-YAML reader ------------------------------------------------------------------------
+# -- config.yaml, read as the CLI reads it --------------------------------------------------------
 def _module(name: str = "common"):
     """A module of hooks/gsd_research_hooks/, imported as the entry script does (its directory on sys.path)."""
     import sys
@@ -421,19 +421,55 @@ def _module(name: str = "common"):
     return importlib.import_module(f"gsd_research_hooks.{name}")
 
 
-def test_block_yaml_reader_agrees_with_pyyaml_on_config_files():
-    import yaml
+@pytest.mark.parametrize("text", [
+    "hooks:\n  webfetch_mode: enforce\n",
+    "hooks: {webfetch_mode: enforce}\n",
+    "{hooks: {webfetch_mode: enforce}, cache: {backend: sqlite}}\n",
+    "hooks:\n  webfetch_mode: \"enforce\"  # keep pages out\n",
+    "---\nhooks:\n    webfetch_mode: !!str enforce\n",
+])
+def test_the_hook_enforces_what_the_cli_reads_in_any_yaml_style(home, text):
+    from gsd_research.core.config import load_user_config
 
-    mod = _module()
-    data = {"cache": {"backend": "sqlite", "ttl": {"docs": 86400}},
-            "hooks": {"context7_mode": "off", "webfetch_mode": "enforce"},
-            "providers": {"tavily": {"api_key": "tvly-x: y", "base_url": "http://127.0.0.1:1/t"}}}
-    text = yaml.safe_dump(data, sort_keys=True)
-    parsed = mod.read_block_yaml("# comment\n" + text)
-    assert parsed["hooks"] == data["hooks"]
-    assert parsed["providers"]["tavily"]["api_key"] == "tvly-x: y"
-    assert mod.mode(parsed, "webfetch_mode") == "enforce"
-    assert mod.mode({}, "webfetch_mode") == "suggest"
+    set_config(home, text)
+
+    assert load_user_config()["hooks"]["webfetch_mode"] == "enforce"
+    assert hook("pre-webfetch", WEBFETCH).json["hookSpecificOutput"]["permissionDecision"] == "deny"
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("hooks: [\n  webfetch_mode: enforce\n", "is not valid YAML"),
+    ("- hooks\n", "does not hold a mapping"),
+])
+def test_a_config_the_hooks_cannot_read_is_said_at_session_start(home, text, problem):
+    set_config(home, text)
+
+    said = context(hook("session-start", SESSION_START))
+
+    assert "could not read their settings" in said and problem in said
+
+
+def test_the_hooks_keep_their_reading_of_the_config_without_keys_until_it_changes(home):
+    set_config(home, "providers:\n  tavily:\n    api_key: tvly-canary-0042\nhooks: {webfetch_mode: enforce}\n")
+
+    decisions = [hook("pre-webfetch", WEBFETCH).json["hookSpecificOutput"].get("permissionDecision")
+                 for _ in range(2)]
+    kept = (home / "hooks-config.json").read_text()
+    set_config(home, "hooks: {webfetch_mode: suggest}\n")
+    changed = hook("pre-webfetch", WEBFETCH).json["hookSpecificOutput"].get("permissionDecision")
+
+    assert decisions == ["deny", "deny"] and changed is None
+    assert "tvly-canary" not in kept and '"enforce"' in kept
+
+
+def test_without_an_environment_to_read_it_the_config_leaves_every_mode_at_its_default(tmp_path):
+    runner, env = _bare_hooks(tmp_path)
+    (tmp_path / "gsd").mkdir(mode=0o700)
+    (tmp_path / "gsd" / "config.yaml").write_text("hooks: {webfetch_mode: enforce}\n")
+
+    result = hook("pre-webfetch", WEBFETCH, env={**env, "GSD_RESEARCH_HOME": str(tmp_path / "gsd")}, runner=runner)
+
+    assert "permissionDecision" not in result.json["hookSpecificOutput"]  # suggest, not a guess at enforce
 
 
 def test_mode_set_through_gsd_research_config_reaches_the_hook(home, cli):

@@ -3,12 +3,10 @@ and one JSON error envelope (ENVIRONMENT_MISSING, exit 3) when there is no envir
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -28,11 +26,10 @@ def run(cmd: list[str], env: dict | None = None, cwd: Path | None = None) -> Res
 
 @pytest.fixture
 def bare_plugin(tmp_path) -> Path:
-    """A copy of the plugin's bin/ with no environment anywhere (no .venv, empty HOME)."""
+    """A copy of the plugin's bin/ and bootstrap/ with no environment anywhere (no .venv, empty HOME)."""
     root = tmp_path / "plugin copy"  # a space in the path on purpose
-    (root / "bin").mkdir(parents=True)
-    for name in LAUNCHERS:
-        shutil.copy2(ROOT / "bin" / name, root / "bin" / name)
+    for part in ("bin", "bootstrap"):
+        shutil.copytree(ROOT / part, root / part, ignore=shutil.ignore_patterns("__pycache__"))
     return root
 
 
@@ -80,9 +77,42 @@ def test_missing_environment_gives_one_json_envelope_and_exit_3(bare_plugin, tmp
     doc = result.json
     assert doc["success"] is False and doc["command"] == "docs"
     assert doc["error"]["code"] == "ENVIRONMENT_MISSING"
-    assert shlex.split(doc["error"]["suggestions"][1]) == ["bash", f"{bare_plugin}/install.sh"]
+    assert shlex.split(doc["error"]["suggestions"][1].split(": ", 1)[1]) == ["bash", f"{bare_plugin}/install.sh"]
     assert result.stderr == ""
     assert_no_traceback(result)
+
+
+@pytest.mark.parametrize("name", LAUNCHERS)
+def test_without_bootstrap_the_shell_alone_answers_one_json_envelope(bare_plugin, tmp_path, name):
+    shutil.rmtree(bare_plugin / "bootstrap")
+
+    result = run([str(bare_plugin / "bin" / name), "--version"], env={"HOME": str(tmp_path)})
+
+    assert result.code == 3 and result.json["error"]["code"] == "ENVIRONMENT_MISSING"
+    assert name in result.json["error"]["message"]
+
+
+def planted_venv(base: Path, pwned: Path) -> Path:
+    """An environment whose bin/python is a script that leaves a trace when it runs."""
+    venv = base / "planted"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text(f"#!/bin/sh\ntouch {shlex.quote(str(pwned))}\n")
+    (venv / "bin" / "python").chmod(0o755)
+    return venv
+
+
+@pytest.mark.parametrize("writable", ["", "bin", "bin/python"])
+def test_a_planted_interpreter_others_can_write_is_refused_before_it_runs(bare_plugin, tmp_path, writable):
+    pwned = tmp_path / "pwned"
+    venv = planted_venv(tmp_path, pwned)
+    (venv / writable).chmod((venv / writable).stat().st_mode | 0o020)
+
+    result = run([str(bare_plugin / "bin" / "gsd-research"), "docs", "x"],
+                 env={"GSD_RESEARCH_VENV": str(venv), "HOME": str(tmp_path)})
+
+    assert result.code == 3 and result.json["error"]["code"] == "ENVIRONMENT_BUILD_FAILED"
+    assert "written by other users" in result.json["error"]["message"]
+    assert not pwned.exists()
 
 
 def test_environment_without_the_package_is_reported_not_a_traceback(bare_plugin, tmp_path):
@@ -120,25 +150,16 @@ def test_xdg_location_used_by_install_sh_is_found(bare_plugin, tmp_path):
     assert result.code == 0 and result.json["success"] is True
 
 
-def test_launcher_overhead_is_small(tmp_path):
-    """The launcher adds a shell and one readlink: runs interleaved with the console script (the same machine
-    load for both), the median stays within 25 % + 30 ms of it."""
-    direct, launched = [], []
-    for _ in range(7):
-        for cmd, samples in (([str(VENV / "bin" / "gsd-research"), "--version"], direct),
-                             ([str(ROOT / "bin" / "gsd-research"), "--version"], launched)):
-            t0 = time.perf_counter()
-            out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-            samples.append(time.perf_counter() - t0)
-            assert json.loads(out)["success"] is True
-    d, m = sorted(direct)[3], sorted(launched)[3]
-    assert m <= d * 1.25 + 0.03, (m, d)
+@pytest.mark.parametrize("name", LAUNCHERS)
+def test_each_launcher_is_a_short_script_with_no_program_inside(name):
+    lines = (ROOT / "bin" / name).read_text().splitlines()
+
+    assert len(lines) <= 30
+    assert f"PROG={name}" in lines and not any("python" in line and " -c " in line for line in lines)
 
 
-def test_both_launchers_are_the_same_script_but_for_what_they_run():
+def test_both_launchers_are_the_same_script_but_for_their_name():
     def body(name: str) -> list[str]:
-        lines = (ROOT / "bin" / name).read_text().splitlines()
-        return [line for line in lines[2:] if not line.startswith(("PROG=", "MODULE="))]
+        return [line for line in (ROOT / "bin" / name).read_text().splitlines()[2:] if not line.startswith("PROG=")]
 
     assert body("gsd-research") == body("researcher")
-    assert "MODULE=gsd_research.researcher.cli" in (ROOT / "bin" / "researcher").read_text()

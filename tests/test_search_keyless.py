@@ -118,7 +118,7 @@ def test_library_missing_on_the_plugin_route_gives_the_plugins_fix(monkeypatch, 
 
     assert not any("install.sh" in s for s in info.value.suggestions)
     fix = info.value.suggestions[0].split(": ", 1)[1]
-    assert shlex.split(fix) == ["python3", str(root / "hooks" / "plugin_env_cli.py"), "rebuild", str(root), str(data)]
+    assert shlex.split(fix) == ["python3", str(root / "bootstrap"), "rebuild", str(root), str(data)]
 
 
 def test_normalize_filters_and_query_shaping():

@@ -2,10 +2,8 @@
 
 `hooks/gsd_research_hook.py EVENT` dispatches to the module named in `EVENTS`; each module's `handle(event)`
 takes the event JSON (a dict) and returns the JSON to print, or None. The shared pieces: `common` (event
-input, GSD_RESEARCH_HOME's config), `jobs` (finished deep research announcements) and the plugin's own Python
-environment under ${CLAUDE_PLUGIN_DATA}: `plugin_env` (where and in what state), `data_dir` (whose directory),
-`env_build` (the build), `env_verdict` (what hooks and launchers say of it), `env_wait` (the launchers' wait) and
-`env_context` (what the hooks do with it)."""
+input, GSD_RESEARCH_HOME's config), `jobs` (finished deep research announcements) and `env_context` (what the
+hooks say of gsd-research's Python environment, as decided by the plugin's bootstrap/ package)."""
 
 # event sub-command -> module holding handle(event)
 EVENTS = {

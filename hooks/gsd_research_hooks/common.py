@@ -1,7 +1,7 @@
 """What every hook shares: the event on stdin, GSD_RESEARCH_HOME and its config file, short quoting helpers.
 
-The hooks run without site-packages (`python -I -S`), so they never import the gsd_research package: the
-config file is read with a small reader for the block YAML `gsd-research config set` writes."""
+The hooks run without site-packages (`python -I -S`), so they never import the gsd_research package; they read
+the config file with PyYAML, as the CLI does, from the environment bootstrap/ finds ready (else they say so)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ import sys
 
 MODES = ("off", "suggest", "enforce")
 STATE_FILE = "hooks-state.json"
+CONFIG_CAP = 1 << 20  # bytes of config.yaml read at most
+MEMO_FILE = "hooks-config.json"  # the hooks' view of config.yaml (no keys), with the stat it was read at
+_CONFIG_PROBLEM: list[str] = []
 
 
 def gsd_home() -> str:
@@ -88,50 +91,113 @@ def save_state(state: dict) -> None:
             pass
 
 
-def _scalar(text: str):
-    text = text.strip()
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-        return text[1:-1]
-    if " #" in text:
-        text = text.split(" #", 1)[0].rstrip()
-    return text
+def config_problem() -> str:
+    """Why config.yaml was not read this run ('' when it was, or there is none): said by the next context()."""
+    return _CONFIG_PROBLEM[0] if _CONFIG_PROBLEM else ""
 
 
-def read_block_yaml(text: str) -> dict:
-    """Nested block mappings of scalars (what `gsd-research config set` writes); anything else is ignored."""
-    root: dict = {}
-    stack: list[tuple[int, dict]] = [(-1, root)]
-    for raw in text.splitlines():
-        line = raw.rstrip()
-        stripped = line.lstrip()
-        if not stripped or stripped.startswith(("#", "-", "---")) or ":" not in stripped:
-            continue
-        indent = len(line) - len(stripped)
-        key, _, value = stripped.partition(":")
-        key = _scalar(key)
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        parent = stack[-1][1] if stack else root
-        value = value.strip()
-        if value and not value.startswith("#"):
-            parent[key] = _scalar(value)
-        else:
-            child: dict = {}
-            parent[key] = child
-            stack.append((indent, child))
-    return root
+def _yaml():
+    """PyYAML, as the CLI reads config.yaml: from the environment the launchers would run on, only once
+    bootstrap/ has judged it safe and ready (its site-packages appended, no .pth run); None without one."""
+    try:
+        import yaml
+    except ImportError:
+        from bootstrap.locate import site_packages
+        from bootstrap.verdict import resolve
+
+        from gsd_research_hooks.env_context import plugin_paths
+
+        found = resolve(*plugin_paths())
+        if found.state != "ready":
+            return None
+        sys.path.extend(site_packages(os.path.realpath(found.venv)))
+        try:
+            import yaml
+        except Exception:  # noqa: BLE001 - an environment of another Python: as if there were none
+            return None
+    return yaml
 
 
 def load_config() -> dict:
-    """GSD_RESEARCH_HOME/config.yaml ({} when missing, unreadable, not a regular file or the home is unsafe)."""
+    """GSD_RESEARCH_HOME/config.yaml as the CLI reads it ({} when missing or the home is unsafe; {} and
+    config_problem() when it cannot be read: every hook mode then at its default). Its reading is kept in
+    MEMO_FILE until the file changes: PyYAML's import costs each hook more than the hook itself."""
     path = os.path.join(gsd_home(), "config.yaml")
-    try:
-        if unsafe_home() or not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the hook
-            return {}
-        with open(path, encoding="utf-8") as fh:
-            return read_block_yaml(fh.read(65536))
-    except (OSError, UnicodeDecodeError, ValueError):
+    del _CONFIG_PROBLEM[:]
+    if unsafe_home():
         return {}
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        return _unread(f"{path} cannot be read ({exc.strerror})")
+    if not stat.S_ISREG(info.st_mode):  # a FIFO would block the hook
+        return _unread(f"{path} is not a regular file")
+    key = [info.st_mtime_ns, info.st_size, info.st_ino]
+    memo = _read_memo()
+    if memo.get("key") == key and isinstance(memo.get("config"), dict):
+        return memo["config"]
+    config = _parse_config(path)
+    if not _CONFIG_PROBLEM:
+        _write_memo({"key": key, "config": config})
+    return config
+
+
+def _hooks_view(data: dict) -> dict:
+    """What the hooks use of the config: hooks.* and which providers have a key (never the key itself)."""
+    providers = data.get("providers") if isinstance(data.get("providers"), dict) else {}
+    return {"hooks": data.get("hooks") if isinstance(data.get("hooks"), dict) else {},
+            "providers": {name: {"api_key": True} for name, value in providers.items()
+                          if isinstance(value, dict) and value.get("api_key")}}
+
+
+def _read_memo() -> dict:
+    try:
+        with open(os.path.join(gsd_home(), MEMO_FILE), encoding="utf-8") as fh:
+            memo = json.load(fh)
+        return memo if isinstance(memo, dict) else {}
+    except (OSError, ValueError, RecursionError):
+        return {}
+
+
+def _write_memo(memo: dict) -> None:
+    """Best effort, atomically: the next hook skips PyYAML's import while config.yaml is unchanged."""
+    path = os.path.join(gsd_home(), MEMO_FILE)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        text = json.dumps(memo)
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except (OSError, TypeError, ValueError):
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def _parse_config(path: str) -> dict:
+    yaml = _yaml()
+    if yaml is None:
+        return _unread(f"{path} was not read: its reader comes with gsd-research's Python environment, which is "
+                       "not ready")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read(CONFIG_CAP + 1)
+        if len(text) > CONFIG_CAP:
+            return _unread(f"{path} is over {CONFIG_CAP // 1024} KB")
+        data = yaml.safe_load(text) or {}
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        return _unread(f"{path} cannot be read ({clip(exc, 200)})")
+    except yaml.YAMLError as exc:
+        return _unread(f"{path} is not valid YAML ({clip(exc, 200)})")
+    return _hooks_view(data) if isinstance(data, dict) else _unread(f"{path} does not hold a mapping")
+
+
+def _unread(problem: str) -> dict:
+    _CONFIG_PROBLEM[:] = [problem]
+    return {}
 
 
 def config_get(cfg: dict, dotted: str, default=None):
@@ -163,5 +229,8 @@ def clip(text, limit: int) -> str:
 
 
 def context(event_name: str, text: str) -> dict:
-    """The hook answer that adds `text` to the model's context."""
+    """The hook answer that adds `text` to the model's context (and why config.yaml was not read, if so)."""
+    if config_problem():
+        text += (f" gsd-research's hooks could not read their settings: {config_problem()}; every hook mode is at "
+                 "its default (suggest).")
     return {"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": text}}

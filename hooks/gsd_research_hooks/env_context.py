@@ -9,33 +9,36 @@ import shlex
 import stat
 import time
 
+from bootstrap.locate import first_venv, register
+from bootstrap.verdict import DEFAULT_WAIT, PREPARING, Status, private_problem, resolve, verdict
+
 from gsd_research_hooks.common import load_state, save_state
-from gsd_research_hooks.plugin_env import Status, is_python, launcher_venvs, resolve
 
 MAX_PENDING = 20
+# Claude Code (2.1.197) drops a plugin's bin/ from the Bash tool's PATH when its path holds any of :"'$\` or a
+# newline ("Dropping plugin bin path with shell metacharacters"): said as a fact. The other shell
+# metacharacters are not known to be dropped: for them the full path is offered in case the bare name fails.
+SHELL_META = frozenset(':"\'$\\`\n')
+MAYBE_META = frozenset(';&|<>()')
 
 
 def plugin_paths() -> tuple[str, str | None]:
     """The plugin's root (CLAUDE_PLUGIN_ROOT, else where these hooks live) and its data dir (plugin route only)."""
-    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    return os.environ.get("CLAUDE_PLUGIN_ROOT") or here, os.environ.get("CLAUDE_PLUGIN_DATA") or None
+    from bootstrap.locate import plugin_root
+
+    return os.environ.get("CLAUDE_PLUGIN_ROOT") or plugin_root(), os.environ.get("CLAUDE_PLUGIN_DATA") or None
 
 
 def status() -> Status:
     """The environment a launcher would use now, decided as the launcher decides: on the plugin route a missing
     environment (or a failed one due for a retry) gets its build started, as the next call would."""
     root, data = plugin_paths()
-    if data and not any(is_python(venv) for venv in launcher_venvs(root)):  # the launchers' plugin route
-        from gsd_research_hooks.data_dir import private_problem, register
-
-        problem = private_problem(data)
-        if problem:
-            return Status("failed", error=f"its data directory is not safe to use: {problem}", decided=True)
-        register(data, root)  # the client gave both: this directory serves this root
+    if data and first_venv(root) is None and not private_problem(data):
+        register(data, root)  # the plugin's route, and the client gave both: this directory serves this root
     found = resolve(root, data)
     if not data or found.state not in ("missing", "failed"):
         return found
-    from gsd_research_hooks.env_build import start_if_due  # only here: subprocess & co. cost start-up time
+    from bootstrap.build import start_if_due  # only here: subprocess & co. cost start-up time
 
     return start_if_due(root, data, found)
 
@@ -60,12 +63,48 @@ def export_data_dir(data: str) -> None:
         os.close(fd)
 
 
+def _full_paths(root: str) -> list[str]:
+    return [shlex.quote(os.path.join(root, "bin", name)) for name in ("gsd-research", "researcher")]
+
+
+def off_path() -> str:
+    """'' on PATH, else how to call the tools: the plugin's root (CLAUDE_PLUGIN_ROOT) holds a shell
+    metacharacter the client refuses, so it leaves bin/ off PATH and `gsd-research` is 'command not found'."""
+    root = os.environ.get("CLAUDE_PLUGIN_ROOT") or ""
+    if not SHELL_META.intersection(root):
+        return ""
+    tools = _full_paths(root)
+    return ("Claude Code leaves this plugin's bin/ off PATH (its path holds shell metacharacters), so the bare "
+            f"commands are not found: call them by full path, {tools[0]} for gsd-research and {tools[1]} for "
+            "researcher")
+
+
+def maybe_off_path() -> str:
+    """'' unless the plugin's root holds a shell metacharacter other clients may refuse: then the full paths."""
+    root = os.environ.get("CLAUDE_PLUGIN_ROOT") or ""
+    if off_path() or not MAYBE_META.intersection(root):
+        return ""
+    tools = _full_paths(root)
+    return (f"If `gsd-research` is not found (this plugin's path holds shell metacharacters), call it by full "
+            f"path: {tools[0]}, and {tools[1]} for researcher")
+
+
 def describe(found: Status) -> str:
     """One or two sentences for the model; never 'available' unless a launcher would run now."""
-    from gsd_research_hooks.env_verdict import describe as text
-
     root, data = plugin_paths()
-    return text(found, root, data)
+    v = verdict(found, root, data)
+    if v.code is None and off_path():
+        return f"gsd-research is available through Bash by its full path only. {off_path()}"
+    if v.code is None:
+        hint = f". {maybe_off_path()}" if maybe_off_path() else ""
+        return ("gsd-research is available through Bash (gsd-research docs|search|fetch|deep|jobs, "
+                f"researcher search){hint}")
+    if v.code == PREPARING:
+        return (f"gsd-research is being prepared: {v.cause}. Its commands wait for it (up to {DEFAULT_WAIT} s) and "
+                "then run, or answer ENVIRONMENT_PREPARING with the time left: retry then, and meanwhile use your "
+                "other tools")
+    return (f"gsd-research is NOT available: {v.cause[:400]}. Its commands answer {v.code}. Tell the user the fix: "
+            f"{'; '.join(v.fixes)}. Use your other tools meanwhile")
 
 
 def remember_pending(session_id: str) -> None:

@@ -1,6 +1,6 @@
 """Would a Bash tool call find `gsd-research`? The hooks say "available" only when it would, else the exact fix.
 
-The plugin route: the client appends the plugin's bin/ to the Bash tool's PATH (env_verdict covers a root it
+The plugin route: the client appends the plugin's bin/ to the Bash tool's PATH (env_context covers a root it
 refuses). The install.sh route: the commands are links in a bin folder (install.sh writes its path beside these
 hooks, in `bin-dir`); when that folder is not on PATH, SessionStart appends it for the session's Bash calls
 through CLAUDE_ENV_FILE, so no shell profile needs editing."""

@@ -66,7 +66,7 @@ def handle(event: dict) -> dict | None:
     if not RESEARCHER.fullmatch(str(event.get("agent_type") or "")):  # `$` alone lets "…researcher\n" in
         return None
     found = status()
-    from gsd_research_hooks.env_verdict import maybe_off_path, off_path
+    from gsd_research_hooks.env_context import maybe_off_path, off_path
     from gsd_research_hooks.reach import reach
 
     where = reach(export=False) if found.state == "ready" else None

@@ -241,7 +241,7 @@ def reinstall_hint() -> str:
 
     root, data = os.environ.get("GSD_RESEARCH_PLUGIN_ROOT"), os.environ.get("GSD_RESEARCH_PLUGIN_DATA")
     if root and data:
-        cli = os.path.join(root, "hooks", "plugin_env_cli.py")
+        cli = os.path.join(root, "bootstrap")
         return "Rebuild the plugin's Python environment: " + " ".join(
             shlex.quote(p) for p in ("python3", cli, "rebuild", root, data))
     return "Reinstall with install.sh"

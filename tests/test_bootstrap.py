@@ -1,5 +1,5 @@
-"""The plugin environment's decisions that need no build: the free-space estimate, the route a fix is given for,
-plugin roots Claude Code leaves off PATH, the launcher's verdicts on unsafe directories."""
+"""bootstrap/ in process, and the decisions that need no build: the lookup order, the safety and readiness
+verdicts, the free-space estimate, garbage collection, plugin roots Claude Code leaves off PATH."""
 
 from __future__ import annotations
 
@@ -7,23 +7,88 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 import time
 
 import pytest
+from bootstrap import locate, progress, verdict
+from bootstrap.launch import command_of
+from bootstrap.store import collect_garbage, swap
 
 from tests.conftest import ROOT
 
-sys.path.insert(0, str(ROOT / "hooks"))
 
-from gsd_research_hooks import plugin_env  # noqa: E402
+def make_venv(path, python="/usr/bin/python3"):
+    """A virtual environment's shape: bin/python (a link to `python`, or a script when python is text),
+    pyvenv.cfg and site-packages holding the package."""
+    (path / "bin").mkdir(parents=True)
+    if python.startswith("/"):
+        (path / "bin" / "python").symlink_to(python)
+    else:
+        (path / "bin" / "python").write_text(python)
+        (path / "bin" / "python").chmod(0o755)
+    (path / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    site = path / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "gsd_research").mkdir()
+    for folder in (path, path / "bin", path / "lib", site.parent, site):
+        folder.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize("order", [("explicit", "root", "xdg"), ("root", "xdg"), ("xdg",)])
+def test_the_first_environment_in_the_lookup_order_decides(tmp_path, monkeypatch, order):
+    places = {"explicit": tmp_path / "explicit", "root": tmp_path / "root" / ".venv",
+              "xdg": tmp_path / "xdg" / "gsd-research" / "venv"}
+    for name in order:
+        make_venv(places[name])
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("GSD_RESEARCH_VENV", str(places["explicit"]))
+
+    assert locate.first_venv(str(tmp_path / "root")) == str(places[order[0]])
+
+
+@pytest.mark.parametrize("part", ["", "bin", "bin/python", "pyvenv.cfg", "lib", "lib/python3.11",
+                                  "lib/python3.11/site-packages"])
+def test_an_environment_others_can_write_into_is_unsafe(tmp_path, part):
+    venv = make_venv(tmp_path / "venv", python="#!/bin/sh\nexit 0\n")
+    (venv / part).chmod((venv / part).stat().st_mode | 0o020)
+
+    problem = verdict.unsafe_env(str(venv))
+
+    assert str(venv / part).rstrip("/") in problem and "written by other users" in problem
+
+
+def test_a_private_environment_on_a_system_interpreter_is_safe(tmp_path):
+    assert verdict.unsafe_env(str(make_venv(tmp_path / "venv"))) == ""
+
+
+@pytest.mark.parametrize("marker, expected", [
+    (None, "incomplete"),
+    ({"lock_sha256": "b" * 64}, "outdated"),
+    ({"lock_sha256": "a" * 64, "python": "/usr/bin/python3.0", "python_version": "3.0"}, "interpreter"),
+    ({"lock_sha256": "a" * 64, "python": "REAL", "python_version": "3.11.7"}, ""),
+])
+def test_readiness_is_the_markers_lock_and_interpreter(tmp_path, marker, expected):
+    venv = make_venv(tmp_path / "venv")
+    if marker is not None:
+        marker = {k: os.path.realpath("/usr/bin/python3") if v == "REAL" else v for k, v in marker.items()}
+        (venv / locate.READY_MARKER).write_text(json.dumps(marker))
+
+    assert verdict.marker_problem(str(venv), "a" * 64) == expected
+
+
+@pytest.mark.parametrize("args, word", [
+    (["docs", "react"], "docs"), (["--max-tokens", "500", "docs"], "docs"), (["--json", "search"], "search"),
+    (["--", "--odd"], "--odd"), (["--version"], None), ([], None)])
+def test_the_command_word_skips_options_and_their_values(args, word):
+    assert command_of(args) == word
 
 
 def test_the_free_space_estimate_is_close_to_the_real_environment():
-    """The real lock's environment measured 594 MB (`du -sm` of a plugin build, CPython 3.11, see plugin_env);
+    """The real lock's environment measured 594 MB (`du -sm` of a plugin build, CPython 3.11, see progress);
     the estimate keeps a modest margin, not a third more."""
-    needed = plugin_env.needed_bytes(str(ROOT)) >> 20
-    assert plugin_env.locked_count(str(ROOT)) > 100
+    needed = progress.needed_bytes(str(ROOT)) >> 20
+    assert progress.locked_count(str(ROOT)) > 100
     assert 594 <= needed <= 1.12 * 594, needed
 
 
@@ -38,8 +103,6 @@ def fake_env(data, name: str, digest: str, used_days_ago: float | None, now: flo
 
 
 def test_garbage_collection_keeps_other_locks_environments_until_unused_for_a_week(tmp_path):
-    from gsd_research_hooks.env_store import collect_garbage, swap
-
     now = time.time()
     a, b, c = "a" * 64, "b" * 64, "c" * 64
     mine = fake_env(tmp_path, f"{a[:16]}-2", a, 0, now)

@@ -3,8 +3,8 @@
 One build at a time (flock on <data>/build.lock). Each attempt builds in a fresh envs/<digest>-<stamp>/, which
 nothing uses yet; only when it is complete (installed, imports checked with the plugin's lib/) does it get its
 READY_MARKER (the lock and the interpreter it was built with), and then <data>/current/<digest16> is swapped to
-it with one atomic rename (env_store: one environment per lock, for every version of the plugin). A build that dies half-way leaves a directory without the marker, and maybe its installer still
-running: the next build stops those processes and removes it. Environments a process still runs from are kept.
+it with one atomic rename (store: one environment per lock, for every version of the plugin). A build that
+dies half-way leaves a directory without the marker, and maybe its installer still running: the next build stops those processes and removes it. Environments a process still runs from are kept.
 A failed build records why in gsd-research-env.json; the launchers and the hooks report it with the fix."""
 
 from __future__ import annotations
@@ -20,29 +20,22 @@ import subprocess
 import sys
 import time
 
-from gsd_research_hooks.data_dir import register
-from gsd_research_hooks.env_store import adopt, collect_garbage, processes_using, swap
-from gsd_research_hooks.plugin_env import (
+from bootstrap.locate import (
     LOCK_FILE,
     READY_MARKER,
     STATE_FILE,
     USED_FILE,
-    Status,
-    build_running,
-    cli_script,
     current_link,
-    expected_seconds,
-    free_bytes,
+    entry,
     lock_digest,
-    locked_count,
-    marker_problem,
-    needed_bytes,
-    progress,
     python_of,
-    read_state,
+    register,
     site_packages,
     write_json,
 )
+from bootstrap.progress import expected_seconds, free_bytes, locked_count, needed_bytes, progress
+from bootstrap.store import adopt, collect_garbage, processes_using, swap
+from bootstrap.verdict import Status, build_running, marker_problem, read_state
 
 STEP_TIMEOUT = 1800  # seconds for one installer step (a stalled network must not hold the lock forever)
 SMOKE = "import sys; sys.path.insert(0, sys.argv[1]); import gsd_research.cli, gsd_research.researcher.cli"
@@ -69,7 +62,7 @@ def start_build(root: str, data: str) -> str:
         os.umask(0o077)  # the plugin's data is private
         os.makedirs(data, mode=0o700, exist_ok=True)
         with open(os.path.join(data, "build.log"), "ab") as log:
-            subprocess.Popen([sys.executable, "-I", "-S", "-B", cli_script(), "build", root, data],
+            subprocess.Popen([sys.executable, "-I", "-S", "-B", entry(), "build", root, data],
                              stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True,
                              start_new_session=True)
         return ""

@@ -14,7 +14,8 @@ import os
 import shutil
 import time
 
-from gsd_research_hooks.plugin_env import ENV_NAME, USED_FILE, current_link, marker_problem, read_marker
+from bootstrap.locate import USED_FILE, current_link
+from bootstrap.verdict import is_env_name, marker_problem, read_marker
 
 GC_AFTER = 7 * 86400  # seconds an environment of another lock stays after its last use
 LEGACY_LINK = "venv"  # <data>/venv of earlier versions (one environment for all versions)
@@ -63,7 +64,7 @@ def adopt(data: str, digest: str) -> bool:
         return False
     for name in names:
         path = os.path.join(envs, name)
-        if ENV_NAME.match(name) and name.startswith(digest[:16]) and not marker_problem(path, digest):
+        if is_env_name(name) and name.startswith(digest[:16]) and not marker_problem(path, digest):
             swap(data, path, digest)
             return True
     return False
@@ -80,7 +81,7 @@ def links(data: str) -> list[str]:
     """Every link naming an environment: current/* and an earlier version's <data>/venv."""
     folder = os.path.join(data, "current")
     try:
-        found = [os.path.join(folder, n) for n in os.listdir(folder) if ENV_NAME.match(n)]
+        found = [os.path.join(folder, n) for n in os.listdir(folder) if is_env_name(n)]
     except OSError:
         found = []
     legacy = os.path.join(data, LEGACY_LINK)
