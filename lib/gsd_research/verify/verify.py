@@ -16,13 +16,16 @@ from dataclasses import dataclass, field
 from gsd_research.core.errors import GsdError
 from gsd_research.verify import quotes, support
 from gsd_research.verify.claims import MIN_QUOTE_WORDS
+from gsd_research.verify.deadline import Deadline
 
-SEVERITY = {"not_found": 0, "unreachable": 1, "no_source": 2, "too_short": 3, "related": 4, "supported": 5,
+SEVERITY = {"not_found": 0, "package_not_found": 0, "version_not_found": 0, "unreachable": 1, "unchecked": 1,
+            "no_source": 2, "unverified": 3, "too_short": 3, "related": 4, "supported": 5, "registry_confirmed": 6,
             "quote_found": 6}
 CONTEXT_CHARS = 160  # around a found quote
 CLAIM_CHARS = 400
 CANDIDATE_FRAGMENTS = 5
 DEFAULT_TIMEOUT = 120.0  # seconds for the whole check (verify --timeout)
+READING_SHARE = 0.75  # of the time, at most, for reading the sources: the rest is for checking the claims
 
 
 @dataclass
@@ -41,14 +44,16 @@ class SourceText:
 class Verifier:
     """Checks claims; sources are read once per run."""
 
-    def __init__(self, rt, *, use_llm: bool = True, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, rt, *, use_llm: bool = True, deadline: Deadline | None = None) -> None:
         from gsd_research.memory.api import settings
+        from gsd_research.verify.registries import Registries
 
         self.rt = rt
         self.memory = settings(rt.config)["enabled"]
         self.use_llm = use_llm
-        self.timeout = timeout
-        self.stop_at = time.monotonic() + timeout
+        self.deadline = deadline or Deadline(DEFAULT_TIMEOUT)
+        self.reading = self.deadline.part(READING_SHARE)
+        self.registries = Registries(rt, self.deadline)
         self.sources: dict[str, SourceText] = {}
         self.llm_backend: str | None = None
         self.timings: list[float] = []
@@ -66,7 +71,7 @@ class Verifier:
         """Every cited source, once: the memory's copy of the page, else the page read (HTTP cache, then the
         network; a few at once, all within the deadline), else, when it cannot be read, the snippet a search
         showed of it. What was not read in time is unreachable."""
-        self.read_urls(list(dict.fromkeys(u for c in claims for u in c.sources)))
+        self.read_urls(list(dict.fromkeys(u for c in claims if c.tag != "ASSUMED" for u in c.sources)))
 
     def read_urls(self, urls: list[str]) -> None:
         from gsd_research.verify.reading import Reader
@@ -78,7 +83,7 @@ class Verifier:
                 todo.append(url)
             else:
                 self.sources[url] = src
-        reader = Reader(self.rt, self.stop_at)
+        reader = Reader(self.rt, self.reading)
         self.readers.append(reader)
         for url, outcome in reader.results(todo):
             self.sources[url] = self._settle(url, outcome)
@@ -94,8 +99,9 @@ class Verifier:
         return self.sources[url]
 
     def _late(self) -> dict:
-        return {"code": "TIMEOUT", "message": f"Not read in time: verify's --timeout of {self.timeout:g} s was spent",
-                "suggestions": [f"gsd-research verify FILE --timeout {max(2 * self.timeout, 120):g}",
+        seconds = self.deadline.seconds
+        return {"code": "TIMEOUT", "message": f"Not read in time: verify's --timeout of {seconds:g} s was spent",
+                "suggestions": [f"gsd-research verify FILE --timeout {max(2 * seconds, 120):g}",
                                 "gsd-research fetch URL first: verify reads what fetch kept"]}
 
     def _from_memory(self, url: str, snippets: bool = True) -> SourceText | None:
@@ -123,7 +129,7 @@ class Verifier:
         from gsd_research.memory.api import record_fetch
 
         if isinstance(page, GsdError):
-            if page.code == "TIMEOUT" and time.monotonic() >= self.stop_at - 0.5:
+            if page.code == "TIMEOUT" and self.reading.left() < 0.5:
                 return SourceText(url, "unreachable", error=self._late())
             return SourceText(url, "unreachable", error={"code": page.code, "message": _shown(page.message, url)})
         status = record_fetch(self.rt, url=url, final_url=page.final_url, title=page.title, markdown=page.markdown,
@@ -154,7 +160,7 @@ class Verifier:
             from gsd_research.read.api import page_text
 
             try:
-                src.page_text = page_text(self.rt, src.url, self.stop_at)
+                src.page_text = page_text(self.rt, src.url, self.deadline.stop_at)
             except GsdError as exc:
                 src.page_text = ""
                 src.late = exc.code == "TIMEOUT"
@@ -171,12 +177,16 @@ class Verifier:
             result.setdefault("origin", src.origin)
             if src.fetched_at and src.origin != "unreachable":
                 result.setdefault("fetched_at", src.fetched_at)
-        out = {"line": claim.line, "claim": _cut(claim.text, CLAIM_CHARS), **result}
+        out = {"line": claim.line, "claim": _cut(claim.text, CLAIM_CHARS), "tag": claim.tag, **result}
         if len(claim.sources) > 1:
             out["sources"] = claim.sources
         return out
 
     def _check(self, claim) -> dict:
+        if claim.tag == "ASSUMED":  # the author says it was not verified: counted, never fetched
+            return {"verdict": "unverified", "method": "none", "note": "tagged [ASSUMED]: not checked"}
+        if claim.registry:
+            return self.registries.check(claim.registry, claim.text)
         if not claim.sources:
             out = {"verdict": "no_source", "method": "none", "quote": claim.quotes[0] if claim.quotes else None,
                    "note": "its marker names no source that can be read" if claim.unresolved
@@ -272,7 +282,7 @@ class Verifier:
         """The model's verdict replaces the ranking's when a model is configured (both are shown)."""
         if not self.use_llm:
             return out
-        if time.monotonic() >= self.stop_at:
+        if self.deadline.expired():
             return dict(out, note="no model judgement: verify's --timeout was spent")
         judged = support.judge(self.rt, claim.text, passage)
         if judged is None:
