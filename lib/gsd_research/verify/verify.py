@@ -185,6 +185,8 @@ class Verifier:
     def _check(self, claim) -> dict:
         if claim.tag == "ASSUMED":  # the author says it was not verified: counted, never fetched
             return {"verdict": "unverified", "method": "none", "note": "tagged [ASSUMED]: not checked"}
+        if self.deadline.expired():
+            return {"verdict": "unchecked", "method": "none", "note": "not checked: verify's --timeout was spent"}
         if claim.registry:
             return self.registries.check(claim.registry, claim.text)
         if not claim.sources:
