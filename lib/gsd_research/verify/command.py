@@ -50,8 +50,7 @@ def verify(rt, file: str, use_llm: bool, timeout: float):
     path, text = read_file(file)
     claims = extract_claims(text)
     verifier = Verifier(rt, use_llm=use_llm, deadline=deadline)
-    verifier.read_sources(claims)
-    results = [verifier.check(claim) for claim in claims]
+    results = verifier.check_all(claims)
     results.sort(key=lambda r: (SEVERITY[r["verdict"]], r["line"]))  # what needs attention first
     results, warnings = guard_claims(results)
     origins = [s.origin for s in verifier.sources.values()]

@@ -42,11 +42,8 @@ class Reader:
             client = self._client()
             threading.Thread(target=self._work, args=(client, jobs, done), name="verify-read", daemon=True).start()
         for _ in urls:
-            left = self.deadline.left()
-            if left <= 0:
-                return
-            try:
-                yield done.get(timeout=left)
+            try:  # what was read before the deadline counts, even when the caller took the time since
+                yield done.get(timeout=self.deadline.left()) if not self.deadline.expired() else done.get_nowait()
             except queue.Empty:
                 return
 

@@ -67,15 +67,35 @@ class Verifier:
 
     # -- sources -----------------------------------------------------------------------------------
 
-    def read_sources(self, claims) -> None:
-        """Every cited source, once: the memory's copy of the page, else the page read (HTTP cache, then the
-        network; a few at once, all within the deadline), else, when it cannot be read, the snippet a search
-        showed of it. What was not read in time is unreachable."""
-        self.read_urls(list(dict.fromkeys(u for c in claims if c.tag != "ASSUMED" for u in c.sources)))
+    def check_all(self, claims) -> list[dict]:
+        """Every claim checked, each as soon as its sources are settled while the others are still read, so
+        that reading and checking share the deadline. Sources: the memory's copy of the page, else the page
+        read (HTTP cache, then the network; a few at once), else, when it cannot be read, the snippet a search
+        showed of it; what was not read in time is unreachable. Assumptions and registry claims read none."""
+        needs = [set() if c.tag == "ASSUMED" or c.registry else set(c.sources) for c in claims]
+        todo = self._from_memory_first(list(dict.fromkeys(u for c, n in zip(claims, needs, strict=True)
+                                                           for u in c.sources if u in n)))
+        pending = set(todo)
+        results: dict[int, dict] = {}
 
-    def read_urls(self, urls: list[str]) -> None:
-        from gsd_research.verify.reading import Reader
+        def check_ready() -> None:
+            for i, claim in enumerate(claims):
+                if i not in results and not needs[i] & pending:
+                    results[i] = self.check(claim)
 
+        check_ready()
+        for url, outcome in self._read(todo):
+            self._settled(url, self._settle(url, outcome))
+            pending.discard(url)
+            check_ready()
+        for url in pending:
+            self._settled(url, SourceText(url, "unreachable", error=self._late()))
+        pending.clear()
+        check_ready()
+        return [results[i] for i in range(len(claims))]
+
+    def _from_memory_first(self, urls: list[str]) -> list[str]:
+        """Sources the memory has, settled; the URLs left to read."""
         todo = []
         for url in urls:
             src = self._from_memory(url, snippets=False)
@@ -83,15 +103,29 @@ class Verifier:
                 todo.append(url)
             else:
                 self.sources[url] = src
+        return todo
+
+    def _read(self, urls: list[str]):
+        from gsd_research.verify.reading import Reader
+
         reader = Reader(self.rt, self.reading)
         self.readers.append(reader)
-        for url, outcome in reader.results(todo):
-            self.sources[url] = self._settle(url, outcome)
+        return reader.results(urls)
+
+    def _settled(self, url: str, src: SourceText) -> None:
+        """A source's outcome; an unreadable one falls back to what a search showed of it."""
+        if src.origin == "unreachable":
+            src = self._from_memory(url, snippets=True) or src
+        self.sources[url] = src
+
+    def read_urls(self, urls: list[str]) -> None:
+        """Sources read on demand (all of a claim's are settled before it is checked: a safety net)."""
+        todo = self._from_memory_first(urls)
+        for url, outcome in self._read(todo):
+            self._settled(url, self._settle(url, outcome))
         for url in todo:
             if url not in self.sources:
-                self.sources[url] = SourceText(url, "unreachable", error=self._late())
-            if self.sources[url].origin == "unreachable":
-                self.sources[url] = self._from_memory(url, snippets=True) or self.sources[url]
+                self._settled(url, SourceText(url, "unreachable", error=self._late()))
 
     def source(self, url: str) -> SourceText:
         if url not in self.sources:
