@@ -349,6 +349,7 @@ def test_a_registry_that_keeps_failing_leaves_its_claims_unreachable(cli, gsd_fi
     assert {c["verdict"] for c in npm} == {"unreachable"}
     assert {c["error"]["code"] for c in npm} == {"UPSTREAM_ERROR"}
     assert by_line(doc)[13]["verdict"] == "registry_confirmed"  # the other registries still answer
+    assert "/npm/react-widgetz" not in [r.path for r in pages.hits("/npm/")]  # a registry down is asked once
 
 
 @pytest.mark.parametrize("budget", [300, 600])

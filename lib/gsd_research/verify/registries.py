@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from gsd_research.core.errors import GsdError
+from gsd_research.core.errors import GsdError, NotFound, UsageError
 
 REGISTRY_OF = (("npm", re.compile(r"\bnpm\b|npmjs", re.I)), ("pypi", re.compile(r"\bpypi\b|\bpip\b", re.I)),
                ("crates", re.compile(r"\bcrates(?:\.io)?\b|\bcargo\b", re.I)))
@@ -97,16 +97,21 @@ class Registries:
         self.rt = rt
         self.deadline = deadline
         self.seen: dict[tuple[str, str], tuple[dict | None, dict | None, str]] = {}
+        self.down: dict[str, dict] = {}  # registry -> the error that shows it unreachable for this run
 
     def lookup(self, registry: str, name: str) -> tuple[dict | None, dict | None, str]:
         """(the registry's answer or None when it has no such package, an error, the URL asked)."""
         key = (registry, name.lower())
         if key not in self.seen:
             url = _url(self.rt, registry, name)
+            if registry in self.down:  # its retries were spent once: not again for every package
+                return None, self.down[registry], url
             try:
                 self.seen[key] = (self._get(registry, url), None, url)
             except GsdError as exc:
                 self.seen[key] = (None, {"code": exc.code, "message": exc.message[:300]}, url)
+                if not isinstance(exc, NotFound | UsageError):
+                    self.down[registry] = self.seen[key][1]
         return self.seen[key]
 
     def _get(self, registry: str, url: str) -> dict | None:
