@@ -85,6 +85,8 @@ class Verifier:
 
         check_ready()
         for url, outcome in self._read(todo):
+            if self.deadline.expired():  # keeping a late page costs time no claim has left
+                break
             self._settled(url, self._settle(url, outcome))
             pending.discard(url)
             check_ready()
@@ -114,7 +116,7 @@ class Verifier:
 
     def _settled(self, url: str, src: SourceText) -> None:
         """A source's outcome; an unreadable one falls back to what a search showed of it."""
-        if src.origin == "unreachable":
+        if src.origin == "unreachable" and not self.deadline.expired():
             src = self._from_memory(url, snippets=True) or src
         self.sources[url] = src
 
