@@ -4,7 +4,9 @@ A source's text comes from the research memory first, else from the HTTP cache o
 SSRF rules (read.api), and what was fetched is kept in the memory for the next check. Quotes are located
 exactly, then fuzzily, in the source's Markdown and then in the page's whole visible text. Unquoted claims
 get the best supporting passage among the source's fragments as the knowledge base ranks them, scored
-without a model; a configured model's judgement is added and labelled.
+without a model; a configured model's judgement is added and labelled. `[VERIFIED: npm registry]`-style claims
+ask the registry (registries.py); `[ASSUMED]` ones are listed, never fetched. One Deadline bounds reading and
+checking: each claim is checked as soon as its sources are settled, and what is left when it passes is unchecked.
 """
 
 from __future__ import annotations
