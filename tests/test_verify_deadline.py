@@ -55,7 +55,7 @@ def test_claims_left_when_the_time_runs_out_are_unchecked(cli, clock, tmp_path, 
     path = write(tmp_path, [f'Widget fact {i} is "the best widget fact of all".' for i in range(7)]
                  + ["Widgets are fast [ASSUMED]."])
 
-    result = cli("verify", str(path), "--timeout", "5")  # checks start until 4.5 s: the answer needs the rest
+    result = cli("verify", str(path), "--timeout", "5")  # checks start until 4.25 s: the answer needs the rest
 
     verdicts = [c["verdict"] for c in sorted(result.json["claims"], key=lambda c: c["line"])]
     assert result.code == 0

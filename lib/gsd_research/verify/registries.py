@@ -32,6 +32,7 @@ _FORMS = (
     re.compile(rf"(?<![\w@/.-])({_NAME})\s*\|?\s*v?(\d+\.\d+(?:\.\d+)*(?:[-+]?[A-Za-z][0-9A-Za-z.-]*)?)"),  # pydantic 2.6
 )
 _TICKED = re.compile(rf"`({_NAME})`")
+_SHOWN_VERSION = re.compile(r"[0-9A-Za-z.+!-]{1,40}")
 
 
 def registry_of(marker: str) -> str | None:
@@ -138,8 +139,8 @@ class Registries:
         if data is None:
             return dict(out, verdict="package_not_found")
         published, latest = _versions(registry, data)
-        if latest:
-            out["latest"] = str(latest)[:40]
+        if isinstance(latest, str) and _SHOWN_VERSION.fullmatch(latest):  # the registry's text: only a version
+            out["latest"] = latest
         if package.version and not has_version(published, package.version):
             return dict(out, verdict="version_not_found")
         return dict(out, verdict="registry_confirmed")
