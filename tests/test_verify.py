@@ -340,7 +340,19 @@ def test_a_registry_that_keeps_failing_leaves_its_claims_unreachable(cli, gsd_fi
     assert {c["verdict"] for c in npm} == {"unreachable"}
     assert {c["error"]["code"] for c in npm} == {"UPSTREAM_ERROR"}
     assert by_line(doc)[13]["verdict"] == "registry_confirmed"  # the other registries still answer
-    assert "/npm/react-widgetz" not in [r.path for r in pages.hits("/npm/")]  # a registry down is asked once
+
+
+def test_a_registry_that_failed_is_not_asked_about_every_package(cli, pages, tmp_path):
+    from gsd_research.verify.registries import THREADS
+
+    pages.add_fault("/npm/", "status", status=503, times=100)
+    path = tmp_path / "RESEARCH.md"
+    path.write_text("".join(f"| `widget{i}` | 1.0.{i} | [VERIFIED: npm registry] |\n" for i in range(8)))
+
+    doc = cli("verify", str(path)).json
+
+    assert [c["verdict"] for c in doc["claims"]] == ["unreachable"] * 8
+    assert len({r.path for r in pages.hits("/npm/")}) <= THREADS  # those in flight when it failed, no more
 
 
 @pytest.mark.parametrize("budget", [300, 600, 1200])

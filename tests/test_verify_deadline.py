@@ -127,3 +127,24 @@ def test_the_timeout_must_be_positive(cli, tmp_path):
     path = write(tmp_path, ["Nothing cited."])
     result = cli("verify", str(path), "--timeout", "0")
     assert result.code == 2 and result.json["error"]["code"] == "USAGE_ERROR"
+
+
+def test_distinct_packages_are_looked_up_side_by_side(monkeypatch):
+    from gsd_research.core.config import Config
+    from gsd_research.verify.deadline import Deadline
+    from gsd_research.verify.registries import THREADS, Registries
+
+    together = threading.Barrier(THREADS, timeout=20)  # broken unless THREADS look-ups are in flight at once
+
+    def get(self, http, registry, url):
+        together.wait()
+        return ["1.0.0"], "1.0.0"
+
+    monkeypatch.setattr(Registries, "_get", get)
+    rt = SimpleNamespace(config=Config(), no_cache=False, max_tokens=2000, http=None)
+    registries = Registries(rt, Deadline(60))
+
+    registries.start([("npm", f"`widget{i}` 1.0.0") for i in range(THREADS)])
+
+    assert [registries.check("npm", f"`widget{i}` 1.0.0")["verdict"] for i in range(THREADS)] == [
+        "registry_confirmed"] * THREADS

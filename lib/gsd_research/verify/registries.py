@@ -9,7 +9,9 @@ Verdicts: registry_confirmed | package_not_found | version_not_found | unreachab
 
 from __future__ import annotations
 
+import queue
 import re
+import threading
 from dataclasses import dataclass
 from urllib.parse import quote
 
@@ -19,6 +21,7 @@ REGISTRY_OF = (("npm", re.compile(r"\bnpm\b|npmjs", re.I)), ("pypi", re.compile(
                ("crates", re.compile(r"\bcrates(?:\.io)?\b|\bcargo\b", re.I)))
 NAMES = {"npm": "npm registry", "pypi": "PyPI", "crates": "crates.io"}
 VERDICTS = ("registry_confirmed", "package_not_found", "version_not_found")
+THREADS = 3  # packages looked up side by side
 
 _NAME = r"@[A-Za-z0-9][\w.-]*/[\w.-]+|[A-Za-z0-9][\w.-]*"
 _VER = r"v?(\d+(?:\.\d+)*(?:[-+]?[A-Za-z][0-9A-Za-z.-]*)?)"
@@ -92,38 +95,81 @@ def has_version(published: list[str], wanted: str) -> bool:
 
 
 class Registries:
-    """Looks packages up once per run; `check` gives a claim's verdict fields."""
+    """Looks packages up once per run, THREADS at once (`start`), each thread with its own HTTP client (a
+    requests session is not shared between threads); `check` gives a claim's verdict fields."""
 
     def __init__(self, rt, deadline) -> None:
         self.rt = rt
         self.deadline = deadline
-        self.seen: dict[tuple[str, str], tuple[dict | None, dict | None, str]] = {}
+        # (registry, name) -> ((published versions, latest) or None when there is no such package, error, URL)
+        self.seen: dict[tuple[str, str], tuple[tuple[list[str], object] | None, dict | None, str]] = {}
+        self.ready: dict[tuple[str, str], threading.Event] = {}
         self.down: dict[str, dict] = {}  # registry -> the error that shows it unreachable for this run
 
-    def lookup(self, registry: str, name: str) -> tuple[dict | None, dict | None, str]:
-        """(the registry's answer or None when it has no such package, an error, the URL asked)."""
+    def start(self, wanted: list[tuple[str, str]]) -> None:
+        """Look the (registry, text of a claim) packages up in the background; `check` waits for each."""
+        jobs: queue.Queue = queue.Queue()
+        for registry, text in wanted:
+            package = package_of(text)
+            key = (registry, package.name.lower()) if package else None
+            if key and key not in self.ready:
+                self.ready[key] = threading.Event()
+                jobs.put((registry, package.name))
+        for _ in range(min(THREADS, jobs.qsize())):
+            client = self._client()
+            threading.Thread(target=self._work, args=(client, jobs), name="verify-registry", daemon=True).start()
+
+    def _client(self):
+        from gsd_research.core.http import HttpClient
+
+        client = HttpClient(self.rt.config, no_cache=self.rt.no_cache)
+        client.session  # noqa: B018 - built now, not concurrently in the threads
+        return client
+
+    def _work(self, client, jobs: queue.Queue) -> None:
+        while not self.deadline.expired():
+            try:
+                registry, name = jobs.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                self.lookup(registry, name, client)
+            except Exception as exc:  # noqa: BLE001 - one broken answer must not leave the others waiting
+                url = _url(self.rt, registry, name)
+                self.seen[(registry, name.lower())] = (None, {"code": "UPSTREAM_ERROR", "message": (
+                    f"Reading the registry's answer failed ({exc.__class__.__name__})")}, url)
+            finally:
+                self.ready[(registry, name.lower())].set()
+
+    def lookup(self, registry: str, name: str, client=None):
+        """((published versions, latest) or None when the registry has no such package, an error, the URL)."""
         key = (registry, name.lower())
+        if key in self.ready and client is None:  # being looked up in the background
+            self.ready[key].wait(self.deadline.left())
         if key not in self.seen:
             url = _url(self.rt, registry, name)
             if registry in self.down:  # its retries were spent once: not again for every package
                 return None, self.down[registry], url
+            if client is None and key in self.ready:  # not answered in time
+                return None, {"code": "TIMEOUT", "message": f"The {NAMES[registry]} did not answer in time"}, url
             try:
-                self.seen[key] = (self._get(registry, url), None, url)
+                self.seen[key] = (self._get(client or self.rt.http, registry, url), None, url)
             except GsdError as exc:
                 self.seen[key] = (None, {"code": exc.code, "message": exc.message[:300]}, url)
                 if not isinstance(exc, NotFound | UsageError):
                     self.down[registry] = self.seen[key][1]
         return self.seen[key]
 
-    def _get(self, registry: str, url: str) -> dict | None:
+    def _get(self, http, registry: str, url: str) -> tuple[list[str], object] | None:
         from gsd_research.core.http import parse_json
+
         headers = {"Accept": "application/vnd.npm.install-v1+json"} if registry == "npm" else {}
-        resp = self.rt.http.request(registry, "GET", url, ttl=self.rt.config.ttl("registry"),
-                                    expected=(200, 404), deadline=self.deadline.left(), headers=headers)
+        resp = http.request(registry, "GET", url, ttl=self.rt.config.ttl("registry"), expected=(200, 404),
+                            deadline=self.deadline.left(), headers=headers)
         if resp.status_code == 404:
             return None
         data = parse_json(registry, resp)
-        return data if isinstance(data, dict) else {}
+        return _versions(registry, data if isinstance(data, dict) else {})
 
     def check(self, registry: str, text: str) -> dict:
         package = package_of(text)
@@ -131,14 +177,14 @@ class Registries:
             return {"verdict": "no_source", "method": "none", "registry": NAMES[registry],
                     "note": f"verified with the {NAMES[registry]}, but the claim names no package: write it as "
                             "`name` 1.2.3 or name@1.2.3"}
-        data, error, url = self.lookup(registry, package.name)
+        found, error, url = self.lookup(registry, package.name)
         out = {"method": "registry", "registry": NAMES[registry], "package": package.name,
                "version": package.version, "source_url": url}
         if error is not None:
             return dict(out, verdict="unreachable", error=error)
-        if data is None:
+        if found is None:
             return dict(out, verdict="package_not_found")
-        published, latest = _versions(registry, data)
+        published, latest = found
         if isinstance(latest, str) and _SHOWN_VERSION.fullmatch(latest):  # the registry's text: only a version
             out["latest"] = latest
         if package.version and not has_version(published, package.version):

@@ -78,6 +78,7 @@ class Verifier:
         todo = self._from_memory_first(list(dict.fromkeys(u for c, n in zip(claims, needs, strict=True)
                                                            for u in c.sources if u in n)))
         pending = set(todo)
+        self.registries.start([(c.registry, c.text) for c in claims if c.registry and c.tag != "ASSUMED"])
         results: dict[int, dict] = {}
 
         def check_ready() -> None:
