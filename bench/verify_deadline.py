@@ -71,6 +71,8 @@ def run(path: Path, env: dict, timeout: float) -> dict:
     proc = subprocess.run([str(BIN / "gsd-research"), "verify", str(path), "--no-llm", "--timeout", f"{timeout:g}",
                            "--max-tokens", "400000"], capture_output=True, text=True, env=env)
     wall = time.perf_counter() - started
+    if not proc.stdout.strip():
+        raise SystemExit(f"verify printed nothing (exit {proc.returncode}): {proc.stderr[-2000:]}")
     doc = json.loads(proc.stdout)
     meta = doc.get("metadata", {})
     return {"exit": proc.returncode, "wall_s": round(wall, 2), "elapsed_s": round(meta.get("elapsed_ms", 0) / 1000, 2),
