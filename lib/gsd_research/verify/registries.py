@@ -105,6 +105,11 @@ class Registries:
         self.seen: dict[tuple[str, str], tuple[tuple[list[str], object] | None, dict | None, str]] = {}
         self.ready: dict[tuple[str, str], threading.Event] = {}
         self.down: dict[str, dict] = {}  # registry -> the error that shows it unreachable for this run
+        self.clients: list = []
+
+    @property
+    def upstream_requests(self) -> int:
+        return sum(c.upstream_requests for c in self.clients)
 
     def start(self, wanted: list[tuple[str, str]]) -> None:
         """Look the (registry, text of a claim) packages up in the background; `check` waits for each."""
@@ -124,6 +129,7 @@ class Registries:
 
         client = HttpClient(self.rt.config, no_cache=self.rt.no_cache)
         client.session  # noqa: B018 - built now, not concurrently in the threads
+        self.clients.append(client)
         return client
 
     def _work(self, client, jobs: queue.Queue) -> None:

@@ -65,7 +65,7 @@ class Verifier:
     def upstream_requests(self) -> int:
         """Requests sent to the network (not answered by the HTTP cache) by this check."""
         own = self.rt.http.upstream_requests if self.rt._http is not None else 0
-        return own + sum(r.upstream_requests for r in self.readers)
+        return own + sum(r.upstream_requests for r in self.readers) + self.registries.upstream_requests
 
     # -- sources -----------------------------------------------------------------------------------
 
