@@ -74,7 +74,8 @@ KEY_VARS = ("CONTEXT7_API_KEY", "PERPLEXITY_API_KEY", "TAVILY_API_KEY", "OD_TAVI
             "GOOGLE_API_KEY", "OPENAI_API_KEY", "OLLAMA_API_KEY")
 URL_VARS = ("CONTEXT7_API_URL", "PERPLEXITY_BASE_URL", "TAVILY_BASE_URL", "GEMINI_BASE_URL", "OLLAMA_HOST",
             "OPENAI_BASE_URL", "GSD_RESEARCH_ALLOW_HOSTS", "PERPLEXITY_ENABLE_ASYNC_DEEP_RESEARCH",
-            "PERPLEXITY_POLLING_TIMEOUT_MS", "OLLAMA_MODEL")
+            "PERPLEXITY_POLLING_TIMEOUT_MS", "OLLAMA_MODEL", "GSD_RESEARCH_NPM_REGISTRY_URL",
+            "GSD_RESEARCH_PYPI_URL", "GSD_RESEARCH_CRATES_URL")
 
 # Fast, bounded HTTP behaviour for tests (the real retry code runs, with short waits).
 TEST_CONFIG = """\
@@ -130,6 +131,9 @@ def fake(fake_server, monkeypatch):
     monkeypatch.setenv("GEMINI_BASE_URL", url + "/gemini")
     monkeypatch.setenv("OLLAMA_HOST", url + "/ollama")
     monkeypatch.setenv("OPENAI_BASE_URL", url + "/openai/v1")
+    monkeypatch.setenv("GSD_RESEARCH_NPM_REGISTRY_URL", url + "/npm")
+    monkeypatch.setenv("GSD_RESEARCH_PYPI_URL", url + "/pypi")
+    monkeypatch.setenv("GSD_RESEARCH_CRATES_URL", url + "/crates")
     yield fake_server
     fake_server.clear_faults()
     fake_server.state.pop("pplx_hang", None)  # wake handlers still hanging on a never-answering route

@@ -6,6 +6,7 @@ import pytest
 
 from gsd_research.verify.claims import extract_claims, references
 from gsd_research.verify.quotes import closest, locate
+from gsd_research.verify.registries import Package, has_version, package_of, registry_of
 from gsd_research.verify.support import best_window, score, stem
 
 RESEARCH = """# Widget research
@@ -63,7 +64,8 @@ def test_cited_markers_links_and_numbered_references_become_sources(claims):
 def test_quotes_line_numbers_and_markers_without_a_source(claims):
     nextjs = next(c for t, c in claims.items() if t.startswith("Next.js"))
     assert nextjs.quotes == ["uses the React 19 canary with the App Router"]
-    assert nextjs.sources == [] and nextjs.unresolved == ["[VERIFIED: npm registry]"] and nextjs.line == 3
+    assert nextjs.sources == [] and nextjs.unresolved == [] and nextjs.line == 3
+    assert (nextjs.tag, nextjs.registry) == ("VERIFIED", "npm")
     link = next(c for t, c in claims.items() if t.startswith("See the install guide"))
     assert link.sources == ["https://example.com/install"] and link.line == 7
     assert link.quotes == ["the most common errors that users run into"]
@@ -89,6 +91,71 @@ def test_code_and_the_reference_list_are_not_claims(claims):
 
 def test_a_file_without_citations_has_no_claims():
     assert extract_claims("# Notes\n\nJust prose, with 'short quotes' and no sources.\n") == []
+
+
+@pytest.mark.parametrize("line,tag,registry,sources", [
+    ("Uses `react` 19.1.0 [VERIFIED: npm registry].", "VERIFIED", "npm", []),
+    ("Needs pydantic 2.6 [VERIFIED: PyPI].", "VERIFIED", "pypi", []),
+    ("Pin `serde` 1.0 [VERIFIED: crates.io].", "VERIFIED", "crates", []),
+    ("Pin `tokio` [VERIFIED: cargo search].", "VERIFIED", "crates", []),
+    ("Docs say so [VERIFIED: https://crates.io/crates/serde].", "VERIFIED", None, ["https://crates.io/crates/serde"]),
+    ("Docs say so [CITED: docs.example.com/page].", "CITED", None, ["https://docs.example.com/page"]),
+    ("Memoization makes widgets faster [ASSUMED].", "ASSUMED", None, []),
+    ("See [the guide](https://example.com/g) [ASSUMED: from memory].", "ASSUMED", None, ["https://example.com/g"]),
+    ("Plain link [guide](https://example.com/g).", "other", None, ["https://example.com/g"]),
+])
+def test_each_claim_keeps_its_provenance_tag_and_registry(line, tag, registry, sources):
+    claim, = extract_claims(line + "\n")
+
+    assert (claim.tag, claim.registry, claim.sources) == (tag, registry, sources)
+
+
+def test_an_assumption_after_the_full_stop_belongs_to_the_sentence_before():
+    first, second = extract_claims("Widgets are fast. [ASSUMED] Gadgets are cited [CITED: https://e.com/x].\n")
+
+    assert (first.text, first.tag) == ("Widgets are fast.", "ASSUMED")
+    assert (second.tag, second.sources) == ("CITED", ["https://e.com/x"])
+
+
+@pytest.mark.parametrize("marker,registry", [
+    ("npm registry", "npm"), ("npmjs.com", "npm"), ("PyPI", "pypi"), ("pip index versions", "pypi"),
+    ("crates.io", "crates"), ("cargo search", "crates"), ("Context7", None), ("https://pypi.org/p/x", None),
+])
+def test_a_verified_marker_names_its_registry(marker, registry):
+    assert registry_of(marker) == registry
+
+
+@pytest.mark.parametrize("text,package", [
+    ("`react` 19.1.0 is the current major", Package("react", "19.1.0")),
+    ("Install react@19.1.0 for the new hooks", Package("react", "19.1.0")),
+    ("Types come from @types/node@20.11.0", Package("@types/node", "20.11.0")),
+    ("Use `useState` from `react` v19", Package("react", "19")),
+    ("pydantic==2.6.1 validates settings", Package("pydantic", "2.6.1")),
+    ("pydantic 2.6 validates settings on Python 3.12", Package("pydantic", "2.6")),
+    ("`react` | 19.1.0 | UI |", Package("react", "19.1.0")),
+    ("pydantic | 2.6 | validation |", Package("pydantic", "2.6")),
+    ("`tokio` is the async runtime", Package("tokio", None)),
+    ("`next` 15.0.0-rc.1 ships the compiler", Package("next", "15.0.0-rc.1")),
+    ("Version 2.6 added strict mode", None),
+    ("The framework is popular", None),
+])
+def test_the_package_and_version_a_claim_names(text, package):
+    assert package_of(text) == package
+
+
+@pytest.mark.parametrize("published,wanted,found", [
+    (["2.6.0", "2.6.1"], "2.6", True),
+    (["2.6"], "2.6.0", True),
+    (["19.0.0", "19.1.0"], "19", True),
+    (["19.1.0"], "v19.1.0", True),
+    (["19.1.0"], "19.1", True),
+    (["19.1.0"], "19.2", False),
+    (["1.10.0"], "1.1", False),
+    (["15.0.0-rc.1"], "15.0.0-rc.1", True),
+    ([], "1.0.0", False),
+])
+def test_a_version_is_published_when_a_release_is_it_or_starts_with_it(published, wanted, found):
+    assert has_version(published, wanted) is found
 
 
 # -- quotes ----------------------------------------------------------------------------------------

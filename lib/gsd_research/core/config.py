@@ -42,10 +42,17 @@ DEFAULTS: dict[str, Any] = {
         "gemini": {"base_url": "https://generativelanguage.googleapis.com"},
         "ollama": {"base_url": "http://localhost:11434"},
         "openai": {"base_url": "https://api.openai.com/v1"},
+        # package registries `verify` asks about [VERIFIED: npm registry]-style claims (no keys)
+        "npm": {"base_url": "https://registry.npmjs.org"},
+        "pypi": {"base_url": "https://pypi.org"},
+        "crates": {"base_url": "https://crates.io"},
     },
 }
 
 SECRET_MARKERS = ("key", "token", "secret", "password")
+# The package registries' base-URL variables (they take no key, so they are not in PROVIDER_ENV).
+REGISTRY_ENV = {"npm": "GSD_RESEARCH_NPM_REGISTRY_URL", "pypi": "GSD_RESEARCH_PYPI_URL",
+                "crates": "GSD_RESEARCH_CRATES_URL"}
 
 
 def home() -> Path:
@@ -110,7 +117,7 @@ class Config:
         return node
 
     def base_url(self, provider: str) -> str:
-        env_name = PROVIDER_ENV.get(provider, (None, ()))[0]
+        env_name = PROVIDER_ENV.get(provider, (None, ()))[0] or REGISTRY_ENV.get(provider)
         url = (os.environ.get(env_name) if env_name else None) or self.get(f"providers.{provider}.base_url", "")
         if provider == "ollama" and url and "://" not in url:
             url = "http://" + url

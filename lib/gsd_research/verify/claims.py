@@ -1,15 +1,19 @@
 """The sourced claims of a Markdown research file: sentences with their sources and quoted text.
 
-Sources: `[CITED: url]`, `[VERIFIED: …]` (a source when it names a URL or a domain), Markdown links,
+Sources: `[CITED: url]`, `[VERIFIED: …]` (a source when it names a URL or a domain; a package registry when
+it names npm, PyPI or crates.io), Markdown links,
 bare URLs, and `[n]` / `[^n]` references resolved through the file's reference list (`[n]: url`,
 `[^n]: …`, or a numbered list under a Sources/References heading). Quotes: text in straight or curly
-double quotes of at least MIN_QUOTE_WORDS words, and blockquotes that carry a source.
+double quotes of at least MIN_QUOTE_WORDS words, and blockquotes that carry a source. Sentences tagged
+`[ASSUMED]` are claims too (listed, never checked). Each claim keeps GSD's provenance tag.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+
+from gsd_research.verify.registries import registry_of
 
 MIN_QUOTE_WORDS = 4
 REFERENCE_HEADINGS = re.compile(r"^#{1,6}\s*(sources|references|citations|bibliography|works cited|links)\b", re.I)
@@ -22,6 +26,7 @@ _URL = re.compile(rf"https?://(?:\[[0-9A-Fa-f:.]+\](?:{_URL_TAIL}*{_URL_END})?|{
 _LINK = re.compile(r"(?<!!)\[([^\]]*)\]\((https?://[^)\s]+)(?:\s+\"[^\"]*\")?\)")
 _MARKER = re.compile(r"\[(CITED|VERIFIED)\s*:\s*((?:[^\[\]]|\[[0-9A-Fa-f:.]*\])*)\]", re.I)
 _ASSUMED = re.compile(r"\[ASSUMED[^\]]*\]", re.I)
+_TAG = re.compile(r"\[(CITED|VERIFIED|ASSUMED)\b", re.I)  # GSD's provenance tags
 _REF = re.compile(r"\[\^?(\d{1,3}(?:\s*[,–-]\s*\d{1,3})*)\](?![(:])")
 _REF_DEF = re.compile(r"^\s*(?:[-*]\s*)?\[\^?(\d{1,3})\]:?\s*(.*)$")
 _NUMBERED = re.compile(r"^\s*(\d{1,3})[.)]\s+(.*)$")
@@ -29,14 +34,16 @@ _DOMAIN = re.compile(r"^(?:[a-z0-9-]+\.)+[a-z]{2,}(?:/\S*)?$", re.I)
 _QUOTE = re.compile(r"[\"“”]([^\"“”]{3,}?)[\"“”]")
 _SENTENCE = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"”’)\]]))\s+(?=[A-Z\"“(\[])")
 # citations at the start of a piece belong to the sentence before it ("Claim. [CITED: url] Next claim.")
-_LEADING = re.compile(r"^(?:\s*\(?(?:\[(?:CITED|VERIFIED)\s*:(?:[^\[\]]|\[[0-9A-Fa-f:.]*\])*\]|\[\^?\d[\d,\s–-]*\](?![(:])|"
+_LEADING = re.compile(r"^(?:\s*\(?(?:\[(?:CITED|VERIFIED)\s*:(?:[^\[\]]|\[[0-9A-Fa-f:.]*\])*\]|\[ASSUMED[^\]]*\]|"
+                      r"\[\^?\d[\d,\s–-]*\](?![(:])|"
                       r"\[[^\]]*\]\(https?://[^)\s]+\))\)?[.,;]?)+")
 
 
 # `[1]: url` / `[label]: url "title"` / `[^1]: text`: a definition for references, never a claim
 _LINK_DEF = re.compile(r"^\s{0,3}\[\^?[^\]\s][^\]]*\]:\s")
 # a line ending with a citation ends its claim, even without a full stop
-_CITED_END = re.compile(r"(?:\[(?:CITED|VERIFIED)\s*:(?:[^\[\]]|\[[0-9A-Fa-f:.]*\])*\]|\[\^?\d[\d,\s–-]*\]|"
+_CITED_END = re.compile(r"(?:\[(?:CITED|VERIFIED)\s*:(?:[^\[\]]|\[[0-9A-Fa-f:.]*\])*\]|\[ASSUMED[^\]]*\]|"
+                        r"\[\^?\d[\d,\s–-]*\]|"
                         r"https?://\S+)[\s.,;:!?)]*$", re.I)
 MAX_QUOTED_SENTENCE = 800  # characters: an unclosed quotation mark does not hold a paragraph together
 
@@ -51,6 +58,8 @@ class Claim:
     quotes: list[str] = field(default_factory=list)
     unresolved: list[str] = field(default_factory=list)  # markers naming no retrievable source
     short_quotes: list[str] = field(default_factory=list)  # quoted text too short to locate reliably
+    tag: str = "other"  # GSD's provenance tag: CITED | VERIFIED | ASSUMED | other (the first in the sentence)
+    registry: str | None = None  # npm | pypi | crates: a [VERIFIED: npm registry]-style claim
 
 
 def _url_of(text: str) -> str | None:
@@ -198,12 +207,15 @@ def _quotes(sentence: str) -> tuple[list[str], list[str]]:
     return found, short
 
 
-def _sources(sentence: str, refs: dict[str, str]) -> tuple[list[str], list[str], str]:
-    """(source URLs, unresolved markers, the sentence without markers)."""
-    sources, unresolved = [], []
+def _sources(sentence: str, refs: dict[str, str]) -> tuple[list[str], list[str], str, str | None]:
+    """(source URLs, unresolved markers, the sentence without markers, the registry a marker names)."""
+    sources, unresolved, registry = [], [], None
     for kind, value in _MARKER.findall(sentence):
-        url = _url_of(value)
-        if url:
+        named = registry_of(value) if kind.upper() == "VERIFIED" else None
+        url = None if named else _url_of(value)
+        if named:
+            registry = registry or named
+        elif url:
             sources.append(url)
         else:
             unresolved.append(f"[{kind.upper()}: {value.strip()}]")
@@ -221,7 +233,12 @@ def _sources(sentence: str, refs: dict[str, str]) -> tuple[list[str], list[str],
                 unresolved.append(f"[{n}]")
     clean = _REF.sub("", _URL.sub("", _ASSUMED.sub("", clean)))
     clean = re.sub(r"\s+([.,;:!?])", r"\1", re.sub(r"\s{2,}", " ", clean)).strip(" -|*")
-    return list(dict.fromkeys(sources)), unresolved, clean
+    return list(dict.fromkeys(sources)), unresolved, clean, registry
+
+
+def _tag(sentence: str) -> str:
+    found = _TAG.search(sentence)
+    return found.group(1).upper() if found else "other"
 
 
 def _blockquote_text(para: str) -> str:
@@ -238,14 +255,16 @@ def extract_claims(text: str) -> list[Claim]:
     for lines, is_quote in _paragraphs(text):
         para = " ".join(body for _, body in lines)
         if is_quote:
-            sources, unresolved, clean = _sources(para, refs)
-            if sources or unresolved:
+            sources, unresolved, clean, registry = _sources(para, refs)
+            if sources or unresolved or registry:
                 quote = _blockquote_text(para)
-                claims.append(Claim(lines[0][0], quote or clean, sources, [quote] if quote else [], unresolved))
+                claims.append(Claim(lines[0][0], quote or clean, sources, [quote] if quote else [], unresolved,
+                                    tag=_tag(para), registry=registry))
                 continue
         for line, sentence in _sentences(lines):
-            sources, unresolved, clean = _sources(sentence, refs)
+            sources, unresolved, clean, registry = _sources(sentence, refs)
             quotes, short = _quotes(clean)
-            if sources or unresolved or quotes:
-                claims.append(Claim(line, clean, sources, quotes, unresolved, short))
+            tag = _tag(sentence)
+            if sources or unresolved or quotes or registry or tag == "ASSUMED":
+                claims.append(Claim(line, clean, sources, quotes, unresolved, short, tag, registry))
     return claims

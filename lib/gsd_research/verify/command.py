@@ -15,7 +15,9 @@ MAX_FILE_BYTES = 5_000_000  # a research file of Markdown; larger is refused, ne
 MAX_WARNINGS = 10
 # Text of the research file or of its sources in an answer: every such field sits in its fence (core.untrusted).
 TEXT_FIELDS = ("claim", "quote", "passage", "unresolved", "missing", "quote_only", "source_only")
-VERDICTS = ("quote_found", "supported", "related", "not_found", "too_short", "unreachable", "no_source")
+VERDICTS = ("quote_found", "supported", "related", "not_found", "too_short", "unreachable", "no_source",
+            "registry_confirmed", "package_not_found", "version_not_found", "unverified", "unchecked")
+TAGS = ("CITED", "VERIFIED", "ASSUMED", "other")
 
 
 def read_file(file: str) -> tuple[Path, str]:
@@ -34,25 +36,26 @@ def read_file(file: str) -> tuple[Path, str]:
 @click.option("--llm/--no-llm", "use_llm", default=True, show_default=True,
               help="Let a configured model judge unquoted claims (labelled; skipped when none is configured).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=120.0, show_default=True,
-              help="Seconds for the whole check (keep it under the Bash tool's timeout); sources not read by "
-                   "then are unreachable.")
+              help="Seconds for the whole check, scoring included (keep it under the Bash tool's timeout); "
+                   "sources not read by then are unreachable, claims not checked by then unchecked.")
 def verify(rt, file: str, use_llm: bool, timeout: float):
     """Check FILE's citations: quotes located in their sources, unquoted claims against the best passage."""
     from gsd_research.core.untrusted import seal
     from gsd_research.verify.claims import extract_claims
+    from gsd_research.verify.deadline import Deadline
     from gsd_research.verify.verify import SEVERITY, Verifier
 
     started = time.perf_counter()
+    deadline = Deadline(timeout)
     path, text = read_file(file)
     claims = extract_claims(text)
-    verifier = Verifier(rt, use_llm=use_llm, timeout=timeout)
-    verifier.read_sources(claims)
-    results = [verifier.check(claim) for claim in claims]
+    verifier = Verifier(rt, use_llm=use_llm, deadline=deadline)
+    results = verifier.check_all(claims)
     results.sort(key=lambda r: (SEVERITY[r["verdict"]], r["line"]))  # what needs attention first
     results, warnings = guard_claims(results)
-    counts = {v: sum(r["verdict"] == v for r in results) for v in VERDICTS}
     origins = [s.origin for s in verifier.sources.values()]
-    meta = {"claims": len(results), "counts": counts,
+    meta = {"claims": len(results), "counts": tally(results), "tags": {t: tally(results, t) for t in TAGS
+                                                                      if any(r["tag"] == t for r in results)},
             "sources": {o: origins.count(o) for o in ("memory", "cache", "fetched", "unreachable") if o in origins},
             "llm": verifier.llm_backend, "cache_hit": any(o in ("memory", "cache", "memory-snippet") for o in origins)
             and verifier.upstream_requests == 0 and "fetched" not in origins,
@@ -69,6 +72,12 @@ def verify(rt, file: str, use_llm: bool, timeout: float):
     doc["metadata"] = meta
     doc = fit_results(doc, results, rt.max_tokens, text_key="passage", results_key="claims")
     return drop_cut_warnings(doc, results_key="claims", index_key="claim")
+
+
+def tally(results: list[dict], tag: str | None = None) -> dict:
+    """Claims per verdict (those with any), of one provenance tag or of all."""
+    counts = {v: sum(r["verdict"] == v and tag in (None, r["tag"]) for r in results) for v in VERDICTS}
+    return {v: n for v, n in counts.items() if n}
 
 
 def guard_claims(results: list[dict]) -> tuple[list[dict], list[dict]]:

@@ -12,6 +12,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from difflib import SequenceMatcher
+from functools import lru_cache
 
 TYPOGRAPHY = str.maketrans({"‘": "'", "’": "'", "‛": "'", "′": "'", "“": '"', "”": '"', "„": '"', "″": '"',
                             "–": "-", "—": "-", "‐": "-", "‑": "-", "‒": "-", "−": "-", "\u00ad": None,
@@ -42,6 +43,7 @@ def _blank_markup(text: str) -> str:
     return _MARKUP.sub(keep_text, text)
 
 
+@lru_cache(maxsize=64)  # a source is normalized once for all the claims that cite it
 def _typographic(text: str) -> tuple[str, list[int]]:
     """Text with quotes/dashes unified, NFKC applied and spaces collapsed, and each char's source offset."""
     out: list[str] = []
@@ -63,6 +65,7 @@ def _typographic(text: str) -> tuple[str, list[int]]:
     return "".join(out), index
 
 
+@lru_cache(maxsize=64)
 def _stream(text: str) -> tuple[str, list[int]]:
     """Lower-case letters and digits without accents, each with its source offset."""
     out: list[str] = []
@@ -123,6 +126,7 @@ def _follow(stream: str, pos: int, segments: list[str]) -> int | None:
     return pos
 
 
+@lru_cache(maxsize=64)
 def words(text: str) -> list[tuple[str, int, int]]:
     """(lower-case word, start, end) of every word."""
     return [(m.group(0).lower(), m.start(), m.end()) for m in _WORD.finditer(text)]

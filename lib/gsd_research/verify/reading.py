@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 from collections.abc import Iterator
 from types import SimpleNamespace
 
@@ -21,9 +20,9 @@ THREADS = 3  # distinct sources read side by side
 class Reader:
     """Reads URLs with up to THREADS threads; `results` yields (url, read.api.Source or GsdError)."""
 
-    def __init__(self, rt, stop_at: float, threads: int = THREADS) -> None:
+    def __init__(self, rt, deadline, threads: int = THREADS) -> None:
         self.rt = rt
-        self.stop_at = stop_at
+        self.deadline = deadline  # verify.deadline.Deadline
         self.threads = threads
         self.clients: list = []
 
@@ -43,11 +42,8 @@ class Reader:
             client = self._client()
             threading.Thread(target=self._work, args=(client, jobs, done), name="verify-read", daemon=True).start()
         for _ in urls:
-            left = self.stop_at - time.monotonic()
-            if left <= 0:
-                return
-            try:
-                yield done.get(timeout=left)
+            try:  # what was read before the deadline counts, even when the caller took the time since
+                yield done.get(timeout=self.deadline.left()) if not self.deadline.expired() else done.get_nowait()
             except queue.Empty:
                 return
 
@@ -66,13 +62,13 @@ class Reader:
 
         view = SimpleNamespace(config=self.rt.config, http=client, no_cache=self.rt.no_cache,
                                max_tokens=self.rt.max_tokens)
-        while time.monotonic() < self.stop_at:
+        while not self.deadline.expired():
             try:
                 url = jobs.get_nowait()
             except queue.Empty:
                 return
             try:
-                outcome = fetch_source(view, url, self.stop_at)
+                outcome = fetch_source(view, url, self.deadline.stop_at)
             except GsdError as exc:
                 outcome = exc
             except Exception as exc:  # noqa: BLE001 - one unreadable page must not end the others' reading

@@ -10,6 +10,7 @@ word) of the claim is in the window, and the window does not differ from the cla
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 COVERAGE = 0.75  # tuned on the dev half of bench/citations.py's paraphrased claims (see BENCHMARKS.md)
 STOPWORDS = frozenset("""a an and are as at be been being but by can could did do does for from had has have he her
@@ -25,6 +26,7 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z'’]*|\d[\d,]*(?:\.\d+)?")
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
+@lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """A light stemmer: plural, -ed, -ing, -ly and a final e go (purchase, purchases, purchased -> purchas)."""
     word = word.lower().replace("’", "'").removesuffix("'s")
@@ -44,7 +46,8 @@ def stem(word: str) -> str:
     return word
 
 
-def terms(text: str) -> tuple[set[str], set[str], bool, set[str]]:
+@lru_cache(maxsize=8192)  # every window of every passage is scored against each claim: the same texts again
+def terms(text: str) -> tuple[frozenset[str], frozenset[str], bool, frozenset[str]]:
     """(content word stems, numbers, negated (an odd number of negations), names: stems of capitalized words)."""
     words, numbers, names, negated = set(), set(), set(), False
     for i, token in enumerate(_WORD.findall(text)):
@@ -58,7 +61,7 @@ def terms(text: str) -> tuple[set[str], set[str], bool, set[str]]:
             words.add(stem(low))
             if token[0].isupper() and (i > 0 or low not in SENTENCE_STARTS):
                 names.add(stem(low))
-    return words, numbers, negated, names
+    return frozenset(words), frozenset(numbers), negated, frozenset(names)
 
 
 def windows(text: str, size: int = 3) -> list[str]:

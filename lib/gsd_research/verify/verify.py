@@ -4,7 +4,9 @@ A source's text comes from the research memory first, else from the HTTP cache o
 SSRF rules (read.api), and what was fetched is kept in the memory for the next check. Quotes are located
 exactly, then fuzzily, in the source's Markdown and then in the page's whole visible text. Unquoted claims
 get the best supporting passage among the source's fragments as the knowledge base ranks them, scored
-without a model; a configured model's judgement is added and labelled.
+without a model; a configured model's judgement is added and labelled. `[VERIFIED: npm registry]`-style claims
+ask the registry (registries.py); `[ASSUMED]` ones are listed, never fetched. One Deadline bounds reading and
+checking: each claim is checked as soon as its sources are settled, and what is left when it passes is unchecked.
 """
 
 from __future__ import annotations
@@ -16,13 +18,16 @@ from dataclasses import dataclass, field
 from gsd_research.core.errors import GsdError, TimeoutError_
 from gsd_research.verify import quotes, support
 from gsd_research.verify.claims import MIN_QUOTE_WORDS
+from gsd_research.verify.deadline import Deadline
 
-SEVERITY = {"not_found": 0, "unreachable": 1, "no_source": 2, "too_short": 3, "related": 4, "supported": 5,
+SEVERITY = {"not_found": 0, "package_not_found": 0, "version_not_found": 0, "unreachable": 1, "unchecked": 1,
+            "no_source": 2, "unverified": 3, "too_short": 3, "related": 4, "supported": 5, "registry_confirmed": 6,
             "quote_found": 6}
 CONTEXT_CHARS = 160  # around a found quote
 CLAIM_CHARS = 400
 CANDIDATE_FRAGMENTS = 5
 DEFAULT_TIMEOUT = 120.0  # seconds for the whole check (verify --timeout)
+READING_SHARE = 0.75  # of the time, at most, for reading the sources: the rest is for checking the claims
 
 
 @dataclass
@@ -41,14 +46,16 @@ class SourceText:
 class Verifier:
     """Checks claims; sources are read once per run."""
 
-    def __init__(self, rt, *, use_llm: bool = True, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, rt, *, use_llm: bool = True, deadline: Deadline | None = None) -> None:
         from gsd_research.memory.api import settings
+        from gsd_research.verify.registries import Registries
 
         self.rt = rt
         self.memory = settings(rt.config)["enabled"]
         self.use_llm = use_llm
-        self.timeout = timeout
-        self.stop_at = time.monotonic() + timeout
+        self.deadline = deadline or Deadline(DEFAULT_TIMEOUT)
+        self.reading = self.deadline.part(READING_SHARE)
+        self.registries = Registries(rt, self.deadline)
         self.sources: dict[str, SourceText] = {}
         self.llm_backend: str | None = None
         self.timings: list[float] = []
@@ -58,19 +65,42 @@ class Verifier:
     def upstream_requests(self) -> int:
         """Requests sent to the network (not answered by the HTTP cache) by this check."""
         own = self.rt.http.upstream_requests if self.rt._http is not None else 0
-        return own + sum(r.upstream_requests for r in self.readers)
+        return own + sum(r.upstream_requests for r in self.readers) + self.registries.upstream_requests
 
     # -- sources -----------------------------------------------------------------------------------
 
-    def read_sources(self, claims) -> None:
-        """Every cited source, once: the memory's copy of the page, else the page read (HTTP cache, then the
-        network; a few at once, all within the deadline), else, when it cannot be read, the snippet a search
-        showed of it. What was not read in time is unreachable."""
-        self.read_urls(list(dict.fromkeys(u for c in claims for u in c.sources)))
+    def check_all(self, claims) -> list[dict]:
+        """Every claim checked, each as soon as its sources are settled while the others are still read, so
+        that reading and checking share the deadline. Sources: the memory's copy of the page, else the page
+        read (HTTP cache, then the network; a few at once), else, when it cannot be read, the snippet a search
+        showed of it; what was not read in time is unreachable. Assumptions and registry claims read none."""
+        needs = [set() if c.tag == "ASSUMED" or c.registry else set(c.sources) for c in claims]
+        todo = self._from_memory_first(list(dict.fromkeys(u for c, n in zip(claims, needs, strict=True)
+                                                           for u in c.sources if u in n)))
+        pending = set(todo)
+        self.registries.start([(c.registry, c.text) for c in claims if c.registry and c.tag != "ASSUMED"])
+        results: dict[int, dict] = {}
 
-    def read_urls(self, urls: list[str]) -> None:
-        from gsd_research.verify.reading import Reader
+        def check_ready() -> None:
+            for i, claim in enumerate(claims):
+                if i not in results and not needs[i] & pending:
+                    results[i] = self.check(claim)
 
+        check_ready()
+        for url, outcome in self._read(todo):
+            if self.deadline.expired():  # keeping a late page costs time no claim has left
+                break
+            self._settled(url, self._settle(url, outcome))
+            pending.discard(url)
+            check_ready()
+        for url in pending:
+            self._settled(url, SourceText(url, "unreachable", error=self._late()))
+        pending.clear()
+        check_ready()
+        return [results[i] for i in range(len(claims))]
+
+    def _from_memory_first(self, urls: list[str]) -> list[str]:
+        """Sources the memory has, settled; the URLs left to read."""
         todo = []
         for url in urls:
             src = self._from_memory(url, snippets=False)
@@ -78,15 +108,29 @@ class Verifier:
                 todo.append(url)
             else:
                 self.sources[url] = src
-        reader = Reader(self.rt, self.stop_at)
+        return todo
+
+    def _read(self, urls: list[str]):
+        from gsd_research.verify.reading import Reader
+
+        reader = Reader(self.rt, self.reading)
         self.readers.append(reader)
-        for url, outcome in reader.results(todo):
-            self.sources[url] = self._settle(url, outcome)
+        return reader.results(urls)
+
+    def _settled(self, url: str, src: SourceText) -> None:
+        """A source's outcome; an unreadable one falls back to what a search showed of it."""
+        if src.origin == "unreachable" and not self.deadline.expired():
+            src = self._from_memory(url, snippets=True) or src
+        self.sources[url] = src
+
+    def read_urls(self, urls: list[str]) -> None:
+        """Sources read on demand (all of a claim's are settled before it is checked: a safety net)."""
+        todo = self._from_memory_first(urls)
+        for url, outcome in self._read(todo):
+            self._settled(url, self._settle(url, outcome))
         for url in todo:
             if url not in self.sources:
-                self.sources[url] = SourceText(url, "unreachable", error=self._late())
-            if self.sources[url].origin == "unreachable":
-                self.sources[url] = self._from_memory(url, snippets=True) or self.sources[url]
+                self._settled(url, SourceText(url, "unreachable", error=self._late()))
 
     def source(self, url: str) -> SourceText:
         if url not in self.sources:
@@ -94,8 +138,9 @@ class Verifier:
         return self.sources[url]
 
     def _late(self) -> dict:
-        return TimeoutError_(f"Not read in time: verify's --timeout of {self.timeout:g} s was spent",
-                             suggestions=[f"gsd-research verify FILE --timeout {max(2 * self.timeout, 120):g}",
+        seconds = self.deadline.seconds
+        return TimeoutError_(f"Not read in time: verify's --timeout of {seconds:g} s was spent",
+                             suggestions=[f"gsd-research verify FILE --timeout {max(2 * seconds, 120):g}",
                                           "gsd-research fetch URL first: verify reads what fetch kept"]).to_dict()
 
     def _from_memory(self, url: str, snippets: bool = True) -> SourceText | None:
@@ -123,7 +168,7 @@ class Verifier:
         from gsd_research.memory.api import record_fetch
 
         if isinstance(page, GsdError):
-            if isinstance(page, TimeoutError_) and time.monotonic() >= self.stop_at - 0.5:
+            if isinstance(page, TimeoutError_) and self.reading.left() < 0.5:
                 return SourceText(url, "unreachable", error=self._late())
             return SourceText(url, "unreachable", error={"code": page.code, "message": _shown(page.message, url)})
         status = record_fetch(self.rt, url=url, final_url=page.final_url, title=page.title, markdown=page.markdown,
@@ -154,7 +199,7 @@ class Verifier:
             from gsd_research.read.api import page_text
 
             try:
-                src.page_text = page_text(self.rt, src.url, self.stop_at)
+                src.page_text = page_text(self.rt, src.url, self.deadline.stop_at)
             except GsdError as exc:
                 src.page_text = ""
                 src.late = isinstance(exc, TimeoutError_)
@@ -171,12 +216,18 @@ class Verifier:
             result.setdefault("origin", src.origin)
             if src.fetched_at and src.origin != "unreachable":
                 result.setdefault("fetched_at", src.fetched_at)
-        out = {"line": claim.line, "claim": _cut(claim.text, CLAIM_CHARS), **result}
+        out = {"line": claim.line, "claim": _cut(claim.text, CLAIM_CHARS), "tag": claim.tag, **result}
         if len(claim.sources) > 1:
             out["sources"] = claim.sources
         return out
 
     def _check(self, claim) -> dict:
+        if claim.tag == "ASSUMED":  # the author says it was not verified: counted, never fetched
+            return {"verdict": "unverified", "method": "none", "note": "tagged [ASSUMED]: not checked"}
+        if self.deadline.expired():
+            return {"verdict": "unchecked", "method": "none", "note": "not checked: verify's --timeout was spent"}
+        if claim.registry:
+            return self.registries.check(claim.registry, claim.text)
         if not claim.sources:
             out = {"verdict": "no_source", "method": "none", "quote": claim.quotes[0] if claim.quotes else None,
                    "note": "its marker names no source that can be read" if claim.unresolved
@@ -272,7 +323,7 @@ class Verifier:
         """The model's verdict replaces the ranking's when a model is configured (both are shown)."""
         if not self.use_llm:
             return out
-        if time.monotonic() >= self.stop_at:
+        if self.deadline.expired():
             return dict(out, note="no model judgement: verify's --timeout was spent")
         judged = support.judge(self.rt, claim.text, passage)
         if judged is None:
