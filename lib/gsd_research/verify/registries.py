@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from gsd_research.core.errors import GsdError, NotFound, TimeoutError_, UsageError
+from gsd_research.core.errors import GsdError, NotFound, ProviderError, TimeoutError_, UsageError
 
 REGISTRY_OF = (("npm", re.compile(r"\bnpm\b|npmjs", re.I)), ("pypi", re.compile(r"\bpypi\b|\bpip\b", re.I)),
                ("crates", re.compile(r"\bcrates(?:\.io)?\b|\bcargo\b", re.I)))
@@ -142,7 +142,7 @@ class Registries:
                 self.lookup(registry, name, client)
             except Exception as exc:  # noqa: BLE001 - one broken answer must not leave the others waiting
                 url = _url(self.rt, registry, name)
-                self.seen[(registry, name.lower())] = (None, {"code": "UPSTREAM_ERROR", "message": (
+                self.seen[(registry, name.lower())] = (None, {"code": ProviderError.code, "message": (
                     f"Reading the registry's answer failed ({exc.__class__.__name__})")}, url)
             finally:
                 self.ready[(registry, name.lower())].set()
