@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cache_fixtures import redis_home, redis_server  # noqa: F401 - shared fixtures, registered here
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("GSD_SHARED_DIR", ROOT.parent / "shared"))
 # Where test.sh puts cl100k's BPE file and Chroma's model when no shared/ is beside the checkout.

@@ -3,39 +3,14 @@ a cache file written by the old pickle serializer is discarded unread."""
 
 from __future__ import annotations
 
-import os
-import pickle
 import sqlite3
 
 import pytest
 
 from gsd_research.core.http_cache import CACHE_FORMAT, cache_file
-from tests import test_cache
+from tests.cache_fixtures import evil_pickle as _evil
+from tests.cache_fixtures import redis_warning
 from tests.conftest import assert_no_traceback
-
-# The real redis-server fixtures of test_cache.py.
-redis_server, redis_home, redis_warning = test_cache.redis_server, test_cache.redis_home, test_cache.redis_warning
-
-
-class _Payload:
-    """Unpickling this runs `touch MARKER`: what an attacker with write access to the cache would plant."""
-
-    def __init__(self, marker) -> None:
-        self.marker = str(marker)
-
-    def __reduce__(self):
-        return os.system, (f"touch {self.marker}",)
-
-
-def _evil(marker) -> bytes:
-    return pickle.dumps(_Payload(marker))
-
-
-def test_the_payload_really_runs_when_unpickled(tmp_path):
-    """The test's own premise: whoever unpickles this creates the marker file."""
-    marker = tmp_path / "ran"
-    pickle.loads(_evil(marker))
-    assert marker.exists()
 
 
 def test_sqlite_cache_entries_are_json_not_pickle(cli, fake):
@@ -141,20 +116,6 @@ def test_planted_pickle_in_the_shared_redis_cache_never_runs_and_the_call_still_
     assert again.code == 0 and again.json["results"] == first["results"]
     assert again.json["metadata"]["cache_hit"] is False and third["metadata"]["cache_hit"] is True
     assert_no_traceback(again)
-
-
-@redis_warning
-def test_old_pickle_serializer_in_redis_would_have_run_the_payload(redis_home, tmp_path):
-    """Why the format changed: requests-cache's default Redis serializer unpickles what it reads."""
-    from requests_cache.backends.redis import RedisDict
-
-    marker = tmp_path / "pwned-by-pickle"
-    store = RedisDict("gsd_research_probe", connection=redis_home)
-    redis_home.set("gsd_research_probe:k", _evil(marker))
-
-    store.get("k")
-
-    assert marker.exists()
 
 
 @pytest.mark.parametrize("value", [b"\x80\x04junk", b"", b"gsd-research-cache/json\nnot json", "caf\u00e9",
