@@ -191,6 +191,16 @@ def run_bin():
     return invoke
 
 
+@pytest.fixture
+def retry_waits(monkeypatch) -> list[float]:
+    """The waits the HTTP retry loop asked for, recorded instead of slept: a test asserts them, not the clock."""
+    from gsd_research.core.http import HttpClient
+
+    waits: list[float] = []
+    monkeypatch.setattr(HttpClient, "sleep", staticmethod(waits.append))
+    return waits
+
+
 def assert_no_traceback(result: Result) -> None:
     assert "Traceback" not in result.stdout and "Traceback" not in result.stderr, result.stderr
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from gsd_research.core.config import set_value
@@ -130,23 +128,21 @@ def test_persistent_429_is_rate_limited_after_retries(cli, fake):
     assert any("CONTEXT7_API_KEY" in s for s in err["suggestions"])
 
 
-def test_429_with_retry_after_then_200_succeeds_after_waiting(cli, fake):
+def test_429_with_retry_after_then_200_succeeds_after_waiting_what_it_said(cli, fake, retry_waits):
     fake.add_fault("/api/v2/context", "status", times=1, status=429, retry_after="1")
-    started = time.monotonic()
 
     assert_success(cli("docs", "react", "hooks"))
 
-    assert time.monotonic() - started >= 0.9  # Retry-After honoured
+    assert retry_waits == [1.0]
     assert len(fake.hits("/api/v2/context")) == 2
 
 
-def test_retry_after_beyond_the_cap_fails_at_once_and_says_when(cli, fake):
+def test_retry_after_beyond_the_cap_fails_at_once_and_says_when(cli, fake, retry_waits):
     fake.add_fault("/api/v2/libs/search", "status", times=5, status=429, retry_after="3600")
-    started = time.monotonic()
 
     err = assert_failure(cli("docs", "react", "hooks"), "RATE_LIMITED", 5)
 
-    assert time.monotonic() - started < 1.0
+    assert retry_waits == []
     assert err["retry_after"] == pytest.approx(3600, abs=1)
     assert "3600" in err["suggestions"][0] or "3599" in err["suggestions"][0]
     assert len(fake.hits("/api/v2/libs/search")) == 1
@@ -176,15 +172,14 @@ def test_html_502_page_is_upstream_error_without_the_html(cli, fake):
     assert "<html" not in err["message"]
 
 
-def test_timeout_gives_timeout_exit_6_within_the_deadline(cli, fake, home):
+def test_timeout_gives_timeout_exit_6_after_the_configured_retries(cli, fake, home):
     set_value("http.read_timeout", "0.4", home / "config.yaml")
     set_value("http.max_retries", "1", home / "config.yaml")
     fake.add_fault("/api/v2/libs/search", "timeout", times=5, delay=1.5)
-    started = time.monotonic()
 
     err = assert_failure(cli("docs", "react", "hooks"), "TIMEOUT", 6)
 
-    assert time.monotonic() - started < 3.0
+    assert len(fake.hits("/api/v2/libs/search")) == 2
     assert err["suggestions"]
 
 
