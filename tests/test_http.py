@@ -233,13 +233,15 @@ def test_expired_entries_are_fetched_again(echo, fake):
     assert len(fake.hits("/test/echo")) == 2
 
 
-def test_per_request_deadline_stops_retrying(echo, fake):
+def test_a_retry_whose_wait_would_pass_the_deadline_is_not_made(echo, fake, retry_waits):
     fake.add_fault("/test/echo", "status", times=50, status=503)
+    http = client()
+    http.policy = RetryPolicy(backoff_base=40, backoff_max=40)  # every wait is at least 20 s
 
     with pytest.raises(ProviderError):
-        client().request("test", "GET", echo, ttl=60, deadline=0.001)  # shorter than any backoff wait
+        http.request("test", "GET", echo, ttl=60, deadline=15)
 
-    assert len(fake.hits("/test/echo")) == 1
+    assert len(fake.hits("/test/echo")) == 1 and retry_waits == []
 
 
 def test_the_deadline_also_cuts_each_tries_read_timeout(echo, fake, monkeypatch):
