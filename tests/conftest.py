@@ -192,6 +192,15 @@ def run_bin():
 
 
 @pytest.fixture
+def project(tmp_path, monkeypatch) -> Path:
+    """A fresh project folder as the working directory (where lockfiles and reports are looked for)."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    return folder
+
+
+@pytest.fixture
 def retry_waits(monkeypatch) -> list[float]:
     """The waits the HTTP retry loop asked for, recorded instead of slept: a test asserts them, not the clock."""
     from gsd_research.core.http import HttpClient
