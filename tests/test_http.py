@@ -24,6 +24,7 @@ from gsd_research.core.errors import (
 from gsd_research.core.http import (
     HttpClient,
     RetryPolicy,
+    not_taken,
     parse_json,
     raise_for_status,
     retry_after_seconds,
@@ -276,6 +277,23 @@ def test_a_non_idempotent_post_is_sent_again_only_when_certainly_not_taken(echo,
 
     assert len(fake.hits("/test/echo")) == sends
     assert info.value.details.get("maybe_accepted") is maybe
+
+
+def _refused() -> requests.ConnectionError:
+    from urllib3.exceptions import MaxRetryError, NewConnectionError
+
+    return requests.ConnectionError(MaxRetryError(None, "/x", reason=NewConnectionError(None, "refused")))
+
+
+@pytest.mark.parametrize("status, fault, taken", [
+    (429, None, False), (408, None, False), (503, None, True), (None, "connect timeout", False),
+    (None, "refused", False), (None, "read timeout", True), (None, "reset", True),
+])
+def test_a_request_is_known_not_taken_only_when_refused_or_never_connected(status, fault, taken):
+    faults = {"connect timeout": requests.exceptions.ConnectTimeout(), "refused": _refused(),
+              "read timeout": requests.exceptions.ReadTimeout(), "reset": requests.ConnectionError("reset"), None: None}
+
+    assert not_taken(response(status) if status else None, faults[fault]) is (not taken)
 
 
 def test_an_idempotent_post_is_retried_on_5xx_and_says_it_may_have_been_taken(echo, fake):
