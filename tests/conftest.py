@@ -191,6 +191,18 @@ def run_bin():
     return invoke
 
 
+GEMINI_KEY = "gk-canary-GEMINI-1234"
+OPENAI_KEY = "sk-canary-OPENAI-5678"
+
+
+@pytest.fixture
+def keys(fake, monkeypatch):
+    """Gemini and OpenAI keys (canaries) set, on the fake server: the model backends that need a key."""
+    monkeypatch.setenv("GEMINI_API_KEY", GEMINI_KEY)
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    return fake
+
+
 @pytest.fixture
 def project(tmp_path, monkeypatch) -> Path:
     """A fresh project folder as the working directory (where lockfiles and reports are looked for)."""

@@ -6,16 +6,7 @@ import pytest
 
 from gsd_research.core.runtime import Runtime
 from gsd_research.llm import Router, make_backend
-
-GEMINI_KEY = "gk-canary-GEMINI-1234"
-OPENAI_KEY = "sk-canary-OPENAI-5678"
-
-
-@pytest.fixture
-def keys(fake, monkeypatch):
-    monkeypatch.setenv("GEMINI_API_KEY", GEMINI_KEY)
-    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
-    return fake
+from tests.conftest import GEMINI_KEY, OPENAI_KEY
 
 
 def _text(tmp_path, text="The widget toolkit 4.2.0 needs Python 3.10. It installs with pip. It is fast."):

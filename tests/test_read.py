@@ -5,17 +5,9 @@ from __future__ import annotations
 import pytest
 
 from gsd_research.core.untrusted import is_fenced, unfence
-from tests.conftest import assert_no_traceback, cl100k_tokens
-from tests.test_llm import GEMINI_KEY, OPENAI_KEY
+from tests.conftest import GEMINI_KEY, OPENAI_KEY, assert_no_traceback, cl100k_tokens
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 100
-
-
-@pytest.fixture
-def keys(fake, monkeypatch):
-    monkeypatch.setenv("GEMINI_API_KEY", GEMINI_KEY)
-    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
-    return fake
 
 
 def test_summarize_stdin(cli, keys):
