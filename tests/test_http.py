@@ -314,6 +314,14 @@ def test_connection_faults_become_network_error_with_attempts(echo, fake):
     assert info.value.details["attempts"] == 4
 
 
+def test_any_other_request_failure_is_a_network_error_naming_only_its_kind(echo, fake):
+    with pytest.raises(NetworkError) as info:
+        client().request("test", "GET", echo, cache=False, headers={"X-Probe": "a\nsmuggled: header"})
+
+    assert info.value.message == "Request failed: InvalidHeader" and "smuggled" not in str(info.value.to_dict())
+    assert fake.hits("/test/echo") == []
+
+
 def test_a_corrupt_cache_file_degrades_to_uncached_calls(echo, fake, capsys):
     path = cache_file()
     path.parent.mkdir(parents=True, exist_ok=True)
