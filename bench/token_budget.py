@@ -130,6 +130,20 @@ HEADER = ("| answers | outputs | over budget | utilization median | utilization 
           "| worst real/budget |\n|---|---|---|---|---|---|---|")
 
 
+def time_cut(texts: dict[str, list[str]], size: int = 1_000_000, budget: int = 2000) -> float:
+    """Median seconds of cutting ~1 MB of the corpora to `budget` tokens (was a wall-clock test assert)."""
+    from gsd_research.core.tokens import cut_to_tokens
+
+    whole = "\n\n".join(doc for docs in texts.values() for doc in docs)
+    text = (whole * (size // max(len(whole), 1) + 1))[:size]
+    runs = []
+    for _ in range(3):
+        started = time.perf_counter()
+        cut_to_tokens(text, budget)
+        runs.append(time.perf_counter() - started)
+    return median(runs)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a third of each corpus")
@@ -146,6 +160,7 @@ def main() -> int:
         c = calibrate(count, docs)
         print(f"| {name} | {c['n']} | {c['min']:.4f} | {c['p50']:.4f} | {c['p99']:.4f} | {c['max']:.4f} "
               f"| {c['under']} |")
+    print(f"\ncut_to_tokens of 1 MB to 2000 tokens: {time_cut(texts):.3f} s (median of 3)")
     print("\nPrinted answers (cl100k count of the whole stdout document):\n")
     print(HEADER)
     total = Tally()

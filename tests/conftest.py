@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cache_fixtures import redis_home, redis_server  # noqa: F401 - shared fixtures, registered here
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("GSD_SHARED_DIR", ROOT.parent / "shared"))
 # Where test.sh puts cl100k's BPE file and Chroma's model when no shared/ is beside the checkout.
@@ -191,6 +193,37 @@ def run_bin():
         return Result(proc.returncode, proc.stdout, proc.stderr)
 
     return invoke
+
+
+GEMINI_KEY = "gk-canary-GEMINI-1234"
+OPENAI_KEY = "sk-canary-OPENAI-5678"
+
+
+@pytest.fixture
+def keys(fake, monkeypatch):
+    """Gemini and OpenAI keys (canaries) set, on the fake server: the model backends that need a key."""
+    monkeypatch.setenv("GEMINI_API_KEY", GEMINI_KEY)
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    return fake
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch) -> Path:
+    """A fresh project folder as the working directory (where lockfiles and reports are looked for)."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    return folder
+
+
+@pytest.fixture
+def retry_waits(monkeypatch) -> list[float]:
+    """The waits the HTTP retry loop asked for, recorded instead of slept: a test asserts them, not the clock."""
+    from gsd_research.core.http import HttpClient
+
+    waits: list[float] = []
+    monkeypatch.setattr(HttpClient, "sleep", staticmethod(waits.append))
+    return waits
 
 
 def assert_no_traceback(result: Result) -> None:

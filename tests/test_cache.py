@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -17,6 +14,7 @@ import pytest
 from gsd_research.core.cache_stats import read_cache_stats, record_cache_event
 from gsd_research.core.config import set_value
 from gsd_research.core.http_cache import cache_file
+from tests.cache_fixtures import expire_entries, free_port, redis_warning
 from tests.conftest import BIN, assert_no_traceback
 
 
@@ -32,10 +30,10 @@ def test_repeated_docs_call_is_a_cache_hit_without_a_second_upstream_request(cli
     assert first["results"] == second["results"]
 
 
-def test_cache_is_shared_between_processes(run_bin, fake):
+def test_cache_written_by_another_process_is_a_hit(run_bin, cli, fake):
     run_bin("gsd-research", "docs", "react", "hooks")
 
-    second = run_bin("gsd-research", "docs", "react", "hooks")
+    second = cli("docs", "react", "hooks")
 
     assert second.json["metadata"]["cache_hit"] is True
     assert len(fake.hits()) == 2
@@ -69,15 +67,15 @@ def test_error_answers_are_not_cached(cli, fake):
     assert after.code == 0 and after.json["metadata"]["cache_hit"] is False
 
 
-def test_sixteen_parallel_processes_sharing_one_home_all_succeed(fake, home):
+def test_parallel_processes_sharing_one_home_all_succeed_and_count_every_lookup(fake, home):
     env = dict(os.environ)
     argv = [str(BIN / "gsd-research"), "docs", "react", "parallel hooks"]
 
     def one(_):
         return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=90)
 
-    with ThreadPoolExecutor(max_workers=16) as pool:
-        runs = list(pool.map(one, range(16)))
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        runs = list(pool.map(one, range(6)))
 
     for proc in runs:
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -86,7 +84,7 @@ def test_sixteen_parallel_processes_sharing_one_home_all_succeed(fake, home):
         assert doc["success"] is True and doc["results"]
     stats = read_cache_stats()
     said = [proc.stderr for proc in runs if proc.stderr.strip()]
-    assert stats["hits"] + stats["misses"] == 32, (stats, said)  # every lookup counted, none lost to a race
+    assert stats["hits"] + stats["misses"] == 12, (stats, said)  # every lookup counted, none lost to a race
     assert len(fake.hits()) == stats["misses"]
 
 
@@ -135,10 +133,8 @@ def test_cache_clear_empties_the_cache_and_resets_counters(cli, fake):
 
 
 def test_cache_clear_expired_keeps_fresh_entries(cli, fake, home):
-    set_value("cache.ttl.docs", "1", home / "config.yaml")
     cli("docs", "react", "hooks")
-    time.sleep(1.2)
-    set_value("cache.ttl.docs", "3600", home / "config.yaml")  # fresh however slow the machine is
+    assert expire_entries(cache_file()) == 2
     cli("docs", "nextjs", "routing")
 
     doc = cli("cache", "clear", "--expired").json
@@ -175,53 +171,6 @@ def test_record_cache_event_survives_a_corrupt_counters_file(home):
 
 
 # -- Redis backend against a real redis-server ------------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory):
-    """A throwaway redis-server on 127.0.0.1 (no persistence), stopped after the module."""
-    exe = shutil.which("redis-server")
-    if not exe:
-        pytest.skip("redis-server is not on PATH (Debian: apt-get install redis-server); Redis backend untested")
-    port = _free_port()
-    workdir = tmp_path_factory.mktemp("redis")
-    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--dir", str(workdir)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    import redis
-
-    client = redis.Redis(host="127.0.0.1", port=port)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                pytest.fail("redis-server did not start")
-            time.sleep(0.05)
-    yield f"redis://127.0.0.1:{port}/0", client
-    proc.terminate()
-    proc.wait(timeout=10)
-
-
-# requests-cache 1.3 calls redis-py's deprecated setex; not ours to fix.
-redis_warning = pytest.mark.filterwarnings("ignore:Call to deprecated setex:DeprecationWarning")
-
-
-@pytest.fixture
-def redis_home(redis_server, home):
-    url, client = redis_server
-    client.flushall()
-    set_value("cache.backend", "redis", home / "config.yaml")
-    set_value("cache.redis_url", url, home / "config.yaml")
-    return client
 
 
 @redis_warning
@@ -281,7 +230,7 @@ def _redis_values(client) -> list[bytes]:
 
 def test_redis_down_degrades_to_uncached_calls_with_a_warning(cli, fake, home):
     set_value("cache.backend", "redis", home / "config.yaml")
-    set_value("cache.redis_url", f"redis://127.0.0.1:{_free_port()}/0", home / "config.yaml")
+    set_value("cache.redis_url", f"redis://127.0.0.1:{free_port()}/0", home / "config.yaml")
 
     result = cli("docs", "react", "hooks")
 

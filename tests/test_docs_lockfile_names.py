@@ -16,14 +16,6 @@ SCOPED_FIRST = json.dumps({"lockfileVersion": 3, "packages": {
     "node_modules/react": {"version": "18.2.0"}}})
 
 
-@pytest.fixture
-def project(tmp_path, monkeypatch):
-    folder = tmp_path / "project"
-    folder.mkdir()
-    monkeypatch.chdir(folder)
-    return folder
-
-
 def test_a_scoped_package_is_not_the_library_of_its_last_name(cli, fake, project):
     (project / "package-lock.json").write_text(SCOPED_FIRST)
 

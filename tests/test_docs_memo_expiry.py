@@ -8,8 +8,9 @@ import time
 
 import pytest
 
-from gsd_research.core.config import set_value
+from gsd_research.core.http_cache import cache_file
 from gsd_research.docs import answer_memo
+from tests.cache_fixtures import expire_entries
 
 
 def kept_files():
@@ -40,12 +41,10 @@ def keep(cli, library: str, query: str):
 
 
 def test_clear_expired_removes_the_kept_answers_of_expired_http_answers_and_keeps_fresh_ones(cli, fake, home):
-    set_value("cache.ttl.docs", "1", home / "config.yaml")
     stale = keep(cli, "react", "hooks")
-    set_value("cache.ttl.docs", "3600", home / "config.yaml")
+    assert expire_entries(cache_file()) == 2  # as if its TTL had run out
+    stale.write_text(json.dumps(dict(entry(stale), expires=time.time() - 1)))
     fresh = keep(cli, "nextjs", "routing")
-    assert entry(stale)["expires"] <= time.time() + 1 < entry(fresh)["expires"]
-    time.sleep(1.2)
 
     doc = cli("cache", "clear", "--expired").json
 

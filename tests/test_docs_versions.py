@@ -41,14 +41,6 @@ CASES = [  # lockfile, docs LIB, served version, the id asked for
 ]
 
 
-@pytest.fixture
-def project(tmp_path, monkeypatch):
-    folder = tmp_path / "project"
-    folder.mkdir()
-    monkeypatch.chdir(folder)
-    return folder
-
-
 def asked_ids(fake) -> list[str]:
     return [hit.query.get("libraryId") for hit in fake.hits("/api/v2/context")]
 

@@ -39,39 +39,41 @@ def test_a_leading_heading_that_is_not_the_title_stays():
     assert "Background to the vote on the budget" in found.markdown
 
 
-def test_runs_of_link_lines_at_either_end_are_dropped():
-    teasers = ["### Mayor opens the new library downtown", "- Bridge closures extended until the summer"]
-    text = "\n\n".join([teasers[0], *PARAGRAPHS, *teasers[::-1]])
-    anchors = {"mayor opens the new library downtown", "bridge closures extended until the summer"}
-    assert trim_chrome(text, None, anchors) == "\n\n".join(PARAGRAPHS)
-    # a non-link line ends the run: a teaser above it, inside the article, stays
-    closing = "\n\n".join([*PARAGRAPHS, teasers[1], "*Reporting by the city desk.*"])
-    assert teasers[1] in trim_chrome(closing, None, anchors)
+TEASERS = ["### Mayor opens the new library downtown", "- Bridge closures extended until the summer"]
+TEASER_ANCHORS = {"mayor opens the new library downtown", "bridge closures extended until the summer"}
+BODY = "\n\n".join(PARAGRAPHS)
+INSTALL = "\n\n".join(["## Installation", PARAGRAPHS[0]])
+
+# (text, page title, link texts of the page, what trimming leaves)
+TRIMS = {
+    "link runs at either end go": ("\n\n".join([TEASERS[0], *PARAGRAPHS, *TEASERS[::-1]]), None, TEASER_ANCHORS,
+                                   BODY),
+    "a non-link line ends the run": ("\n\n".join([*PARAGRAPHS, TEASERS[1], "*Reporting by the city desk.*"]), None,
+                                     TEASER_ANCHORS, "same"),
+    "a link inside the article, even emphasised": (
+        "\n\n".join([PARAGRAPHS[0], "- Budget figures for every district", PARAGRAPHS[1],
+                      "**Related: Bridge closures extended until the summer**", PARAGRAPHS[2]]), None,
+        {"budget figures for every district", "bridge closures extended until the summer"}, "same"),
+    "a line containing a link, a bare URL": (
+        "\n\n".join(["Read the full budget report for the details of the plan", PARAGRAPHS[0],
+                      "https://city.example/budget-2019.pdf"]), None,
+        {"full budget report", "https city example budget 2019 pdf"}, "same"),
+    "a text made only of links": ("- Mayor opens the new library downtown\n- Bridge closures extended until the summer",
+                                  "Mayor opens the new library downtown", TEASER_ANCHORS, "same"),
+    "a title match past the first line": ("\n\n".join([PARAGRAPHS[0], "## Council passes budget", PARAGRAPHS[1]]),
+                                          "Council passes budget", set(), "same"),
+    "a leading heading that is not the title": (INSTALL, "Python packaging tutorial: installation and setup", set(),
+                                                "same"),
+    "a leading heading that is the title": (INSTALL, "Installation", set(), PARAGRAPHS[0]),
+    "a leading heading that is the title before the site name": (INSTALL, "Installation | Python packaging", set(),
+                                                                 PARAGRAPHS[0]),
+    "a leading heading that is only the title's start": (INSTALL, "Installation and setup", set(), "same"),
+}
 
 
-def test_a_link_inside_the_article_stays_even_emphasised():
-    text = "\n\n".join([PARAGRAPHS[0], "- Budget figures for every district", PARAGRAPHS[1],
-                       "**Related: Bridge closures extended until the summer**", PARAGRAPHS[2]])
-    anchors = {"budget figures for every district", "bridge closures extended until the summer"}
-    assert trim_chrome(text, None, anchors) == text
-
-
-def test_lines_that_merely_contain_a_link_or_are_bare_urls_stay():
-    text = "\n\n".join(["Read the full budget report for the details of the plan",
-                       PARAGRAPHS[0], "https://city.example/budget-2019.pdf"])
-    anchors = {"full budget report", "https city example budget 2019 pdf"}
-    assert trim_chrome(text, None, anchors) == text
-
-
-def test_a_text_made_only_of_links_is_not_emptied():
-    text = "- Mayor opens the new library downtown\n- Bridge closures extended until the summer"
-    anchors = {"mayor opens the new library downtown", "bridge closures extended until the summer"}
-    assert trim_chrome(text, "Mayor opens the new library downtown", anchors) == text
-
-
-def test_trimming_never_touches_a_title_match_past_the_first_line():
-    text = "\n\n".join([PARAGRAPHS[0], "## Council passes budget", PARAGRAPHS[1]])
-    assert trim_chrome(text, "Council passes budget", set()) == text
+@pytest.mark.parametrize("text, title, anchors, left", list(TRIMS.values()), ids=list(TRIMS))
+def test_trim_chrome_drops_only_link_runs_at_the_ends_and_a_leading_title(text, title, anchors, left):
+    assert trim_chrome(text, title, anchors) == (text if left == "same" else left)
 
 
 def fixture(name: str):
@@ -113,11 +115,3 @@ def test_no_heading_is_left_with_nothing_under_it():
         for line, after in zip(found, found[1:], strict=False):
             if line.startswith("#") and after.startswith("#"):
                 assert after.count("#") > line.split()[0].count("#"), (path.name, line, after)
-
-
-def test_a_leading_heading_is_dropped_only_when_it_is_the_title():
-    text = "\n\n".join(["## Installation", PARAGRAPHS[0]])
-    assert trim_chrome(text, "Python packaging tutorial: installation and setup", set()) == text
-    assert trim_chrome(text, "Installation", set()) == PARAGRAPHS[0]
-    assert trim_chrome(text, "Installation | Python packaging", set()) == PARAGRAPHS[0]
-    assert trim_chrome(text, "Installation and setup", set()) == text

@@ -24,11 +24,13 @@ from gsd_research.core.errors import (
 from gsd_research.core.http import (
     HttpClient,
     RetryPolicy,
+    not_taken,
     parse_json,
     raise_for_status,
     retry_after_seconds,
 )
 from gsd_research.core.http_cache import IGNORED_PARAMETERS, cache_file, canonical_headers
+from tests.cache_fixtures import expire_entries
 
 CREDENTIALS = "sk-canary-http-0001"
 
@@ -44,29 +46,16 @@ def response(status: int = 200, headers: dict | None = None, body: bytes = b"{}"
 # -- retry policy (unit) ------------------------------------------------------------------------------
 
 
-def test_retry_after_in_seconds():
-    assert retry_after_seconds(response(429, {"Retry-After": "7"})) == 7.0
-    assert retry_after_seconds(response(429, {"Retry-After": " 2.5 "})) == 2.5
-
-
-def test_retry_after_as_http_date():
-    future = formatdate(time.time() + 20, usegmt=True)
-
-    assert retry_after_seconds(response(429, {"Retry-After": future})) == pytest.approx(20, abs=2)
-
-
-def test_retry_after_in_the_past_or_negative_is_zero():
-    past = formatdate(time.time() - 100, usegmt=True)
-
-    assert retry_after_seconds(response(429, {"Retry-After": past})) == 0.0
-    assert retry_after_seconds(response(429, {"Retry-After": "-5"})) == 0.0
-
-
-@pytest.mark.parametrize("raw", [None, "", "soon", "Mon, 99 Foo 2026"])
-def test_retry_after_absent_or_unreadable_is_none(raw):
+@pytest.mark.parametrize("raw, seconds", [
+    ("7", 7.0), (" 2.5 ", 2.5), ("-5", 0.0), (+20, 20.0), (-100, 0.0),  # numbers: HTTP dates that far from now
+    (None, None), ("", None), ("soon", None), ("Mon, 99 Foo 2026", None),
+], ids=["seconds", "padded", "negative", "date ahead", "date past", "absent", "empty", "word", "bad date"])
+def test_retry_after_is_read_as_seconds_or_an_http_date(raw, seconds):
+    if isinstance(raw, int):
+        raw = formatdate(time.time() + raw, usegmt=True)
     headers = {"Retry-After": raw} if raw is not None else {}
 
-    assert retry_after_seconds(response(429, headers)) is None
+    assert retry_after_seconds(response(429, headers)) == pytest.approx(seconds, abs=2)
 
 
 def test_retry_after_is_capped():
@@ -101,14 +90,17 @@ def test_backoff_jitter_actually_varies():
     assert len(delays) > 40 and all(2.0 <= d <= 4.0 for d in delays)
 
 
-@pytest.mark.parametrize("status, error", [(401, InvalidApiKey), (403, InvalidApiKey), (404, NotFound),
-                                           (429, RateLimited), (408, TimeoutError_), (500, ProviderError),
-                                           (400, ProviderError)])
-def test_status_map(status, error):
+@pytest.mark.parametrize("status, error", [(400, ProviderError), (401, InvalidApiKey), (402, ProviderError),
+                                           (403, InvalidApiKey), (404, NotFound), (408, TimeoutError_),
+                                           (429, RateLimited), (432, ProviderError), (500, ProviderError),
+                                           (502, ProviderError), (503, ProviderError)])
+def test_each_error_status_maps_to_its_error_with_a_suggestion_and_fenced_provider_words(status, error):
     with pytest.raises(error) as info:
-        raise_for_status("context7", response(status, body=b'{"error": "x", "message": "Provider said no"}'))
+        raise_for_status("tavily", response(status, body=b'{"error": "x", "message": "Provider said no"}'),
+                         key_hint="TAVILY_API_KEY")
 
     assert info.value.details["status"] == status
+    assert info.value.suggestions, info.value.to_dict()
     assert "Provider said no" not in info.value.message  # the provider's words are never ours
     said = info.value.details.get("provider_message")
     assert status == 408 or said == "[UNTRUSTED TEXT]\nProvider said no\n[END UNTRUSTED TEXT]"
@@ -235,35 +227,37 @@ def test_uncached_requests_leave_the_cache_alone(echo, fake):
 def test_expired_entries_are_fetched_again(echo, fake):
     http = client()
 
-    http.request("test", "GET", echo, ttl=1)
-    time.sleep(1.1)
-    http.request("test", "GET", echo, ttl=1)
+    http.request("test", "GET", echo, ttl=60)
+    expire_entries(cache_file())
+    http.request("test", "GET", echo, ttl=60)
 
     assert len(fake.hits("/test/echo")) == 2
 
 
-def test_per_request_deadline_stops_retrying(echo, fake):
+def test_a_retry_whose_wait_would_pass_the_deadline_is_not_made(echo, fake, retry_waits):
     fake.add_fault("/test/echo", "status", times=50, status=503)
-    started = time.monotonic()
+    http = client()
+    http.policy = RetryPolicy(backoff_base=40, backoff_max=40)  # every wait is at least 20 s
 
     with pytest.raises(ProviderError):
-        client().request("test", "GET", echo, ttl=60, deadline=0.001)  # shorter than any backoff wait
+        http.request("test", "GET", echo, ttl=60, deadline=15)
 
-    assert time.monotonic() - started < 1.0
-    assert len(fake.hits("/test/echo")) == 1
+    assert len(fake.hits("/test/echo")) == 1 and retry_waits == []
 
 
-def test_the_deadline_also_cuts_each_tries_read_timeout(echo, fake):
-    """Regression: the deadline only stopped retries; a try itself could outlast it by a full read timeout."""
+def test_the_deadline_also_cuts_each_tries_read_timeout(echo, fake, monkeypatch):
+    """A try must not outlast the deadline by a full read timeout: the transport is given what is left."""
     fake.add_fault("/test/echo", "timeout", times=5, delay=3)
     http = client()
     http.timeout = (2.0, 10.0)
-    started = time.monotonic()
+    given = []
+    send = http.session.request
+    monkeypatch.setattr(http.session, "request", lambda *a, **kw: given.append(kw["timeout"]) or send(*a, **kw))
 
     with pytest.raises(TimeoutError_):
         http.request("test", "GET", echo, ttl=60, cache=False, deadline=0.6)
 
-    assert time.monotonic() - started < 1.5
+    assert given and all(0 < read <= 0.6 and connect <= 0.6 for connect, read in given)
 
 
 @pytest.mark.parametrize("kind, opts, sends, maybe", [
@@ -285,6 +279,23 @@ def test_a_non_idempotent_post_is_sent_again_only_when_certainly_not_taken(echo,
     assert info.value.details.get("maybe_accepted") is maybe
 
 
+def _refused() -> requests.ConnectionError:
+    from urllib3.exceptions import MaxRetryError, NewConnectionError
+
+    return requests.ConnectionError(MaxRetryError(None, "/x", reason=NewConnectionError(None, "refused")))
+
+
+@pytest.mark.parametrize("status, fault, taken", [
+    (429, None, False), (408, None, False), (503, None, True), (None, "connect timeout", False),
+    (None, "refused", False), (None, "read timeout", True), (None, "reset", True),
+])
+def test_a_request_is_known_not_taken_only_when_refused_or_never_connected(status, fault, taken):
+    faults = {"connect timeout": requests.exceptions.ConnectTimeout(), "refused": _refused(),
+              "read timeout": requests.exceptions.ReadTimeout(), "reset": requests.ConnectionError("reset"), None: None}
+
+    assert not_taken(response(status) if status else None, faults[fault]) is (not taken)
+
+
 def test_an_idempotent_post_is_retried_on_5xx_and_says_it_may_have_been_taken(echo, fake):
     fake.add_fault("/test/echo", "status", times=10, status=502)
 
@@ -301,6 +312,14 @@ def test_connection_faults_become_network_error_with_attempts(echo, fake):
         client().request("test", "GET", echo, ttl=60)
 
     assert info.value.details["attempts"] == 4
+
+
+def test_any_other_request_failure_is_a_network_error_naming_only_its_kind(echo, fake):
+    with pytest.raises(NetworkError) as info:
+        client().request("test", "GET", echo, cache=False, headers={"X-Probe": "a\nsmuggled: header"})
+
+    assert info.value.message == "Request failed: InvalidHeader" and "smuggled" not in str(info.value.to_dict())
+    assert fake.hits("/test/echo") == []
 
 
 def test_a_corrupt_cache_file_degrades_to_uncached_calls(echo, fake, capsys):
@@ -350,20 +369,6 @@ def test_bad_numbers_in_a_hand_edited_config_are_usage_errors(cli, fake, home, l
     assert r.code == 2 and r.json["error"]["code"] == "USAGE_ERROR", r.stdout
     key = r.json["error"]["message"].split()[1]
     assert key.split(".")[-1] in line and any("config set" in s for s in r.json["error"]["suggestions"])
-
-
-@pytest.mark.parametrize("status", [400, 401, 402, 403, 404, 408, 429, 432, 500, 502, 503])
-def test_every_http_error_says_what_to_do(status):
-    """Regression: 404, 402/432, 408 and 5xx errors carried no suggestions (DESIGN: actionable errors)."""
-    from gsd_research.core.errors import GsdError
-    from gsd_research.core.http import raise_for_status
-
-    response = requests.Response()
-    response.status_code = status
-    response._content = b'{"error": {"message": "nope"}}'
-    with pytest.raises(GsdError) as info:
-        raise_for_status("tavily", response, key_hint="TAVILY_API_KEY")
-    assert info.value.suggestions, info.value.to_dict()
 
 
 def test_cache_backend_for_answers_stored_outside_request_is_none_when_off_or_broken(echo, fake):

@@ -6,17 +6,8 @@ import pytest
 
 from gsd_research.core.runtime import Runtime
 from gsd_research.llm import Router, make_backend
+from tests.conftest import GEMINI_KEY, OPENAI_KEY
 from tests.injection import corpus
-
-GEMINI_KEY = "gk-canary-GEMINI-1234"
-OPENAI_KEY = "sk-canary-OPENAI-5678"
-
-
-@pytest.fixture
-def keys(fake, monkeypatch):
-    monkeypatch.setenv("GEMINI_API_KEY", GEMINI_KEY)
-    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
-    return fake
 
 
 def _text(tmp_path, text="The widget toolkit 4.2.0 needs Python 3.10. It installs with pip. It is fast."):
@@ -77,43 +68,36 @@ def test_ollama_health_waits_for_a_slow_server_within_its_probe_timeout(keys):
     assert backend.health()[0] is False and len(keys.hits("/ollama/api/tags")) == 2  # one try each, no retries
 
 
-def test_summarize_chain_first_backend_serves(cli, keys, tmp_path):
-    r = cli("summarize", _text(tmp_path))
-    meta = r.json["metadata"]
-    assert meta["backend"] == "ollama" and meta["summary_type"] == "model"
-    assert [t["backend"] for t in meta["backends_tried"]] == ["ollama"]
-    assert r.json["summary"].startswith("ollama summary:") and corpus.in_fence(r.json, r.json["summary"])
+DOWN = [(prefix, "status", {"status": 503}) for prefix in ("/ollama", "/gemini", "/openai")]
+# (faults, who serves, each backend tried: status and error code); the chain is ollama, gemini, openai
+CHAIN = {
+    "the first healthy backend": ([], "ollama", [("ollama", "served", None)]),
+    "ollama down": ([("/ollama", "drop", {})], "gemini", [("ollama", "unhealthy", None), ("gemini", "served", None)]),
+    "generation failures": ([("/ollama/api/chat", "status", {"status": 500}), ("/gemini", "status", {"status": 429})],
+                            "openai", [("ollama", "failed", "UPSTREAM_ERROR"), ("gemini", "failed", "RATE_LIMITED"),
+                                       ("openai", "served", None)]),
+    "a malformed answer": ([("/ollama/api/chat", "malformed", {})], "gemini",
+                           [("ollama", "failed", "UPSTREAM_ERROR"), ("gemini", "served", None)]),
+    "all down: extractive": (DOWN, "extractive", [("ollama", "unhealthy", None), ("gemini", "failed", "UPSTREAM_ERROR"),
+                                                 ("openai", "failed", "UPSTREAM_ERROR")]),
+}
 
 
-def test_summarize_chain_ollama_down_gemini_serves(cli, keys, tmp_path):
-    keys.add_fault("/ollama", "drop", times=10)
-    r = cli("summarize", _text(tmp_path))
-    meta = r.json["metadata"]
-    assert meta["backend"] == "gemini"
-    assert meta["backends_tried"][0]["backend"] == "ollama" and meta["backends_tried"][0]["status"] == "unhealthy"
-    assert meta["backends_tried"][1] == {"backend": "gemini", "model": "gemini-2.5-flash", "status": "served"}
+@pytest.mark.parametrize("faults, served, tried", list(CHAIN.values()), ids=list(CHAIN))
+def test_summarize_falls_through_the_chain_to_the_first_backend_that_answers(cli, keys, tmp_path, faults, served,
+                                                                             tried):
+    for prefix, kind, opts in faults:
+        keys.add_fault(prefix, kind, times=20, **opts)
 
-
-def test_summarize_chain_generation_failure_falls_through(cli, keys, tmp_path):
-    keys.add_fault("/ollama/api/chat", "status", times=10, status=500)
-    keys.add_fault("/gemini", "status", times=10, status=429)
-    r = cli("summarize", _text(tmp_path))
-    meta = r.json["metadata"]
-    assert meta["backend"] == "openai"
-    assert [(t["backend"], t["status"]) for t in meta["backends_tried"]] == [
-        ("ollama", "failed"), ("gemini", "failed"), ("openai", "served")]
-    assert meta["backends_tried"][1]["code"] == "RATE_LIMITED"
-
-
-def test_all_down_gives_extractive_fallback(cli, keys, tmp_path):
-    for prefix in ("/ollama", "/gemini", "/openai"):
-        keys.add_fault(prefix, "status", times=20, status=503)
     r = cli("summarize", _text(tmp_path), "--focus", "python")
-    assert r.code == 0
+
     meta = r.json["metadata"]
-    assert meta["backend"] == "extractive" and "no model reachable" in meta["label"]
-    assert [t["status"] for t in meta["backends_tried"]] == ["unhealthy", "failed", "failed"]
-    assert "Python 3.10" in r.json["summary"]
+    assert r.code == 0 and meta["backend"] == served
+    assert [(t["backend"], t["status"], t.get("code")) for t in meta["backends_tried"]] == tried
+    if served == "extractive":
+        assert "no model reachable" in meta["label"] and "Python 3.10" in r.json["summary"]
+    else:
+        assert r.json["summary"].startswith(f"{served} summary:") and corpus.in_fence(r.json, r.json["summary"])
 
 
 def test_invalid_key_falls_through_and_is_never_printed(cli, keys, tmp_path, monkeypatch, home):
@@ -163,14 +147,6 @@ def test_analyze_with_nothing_configured_is_extractive(cli, fake, tmp_path, monk
     assert meta["backend"] == "extractive"
     assert [t["status"] for t in meta["backends_tried"]] == ["skipped", "skipped"]
     assert "Python 3.10" in r.json["answer"]
-
-
-def test_malformed_answer_falls_through(cli, keys, tmp_path):
-    keys.add_fault("/ollama/api/chat", "malformed", times=5)
-    r = cli("summarize", _text(tmp_path))
-    tried = r.json["metadata"]["backends_tried"]
-    assert tried[0]["status"] == "failed" and tried[0]["code"] == "UPSTREAM_ERROR"
-    assert r.json["metadata"]["backend"] == "gemini"
 
 
 def test_llm_answers_are_cached(cli, keys, tmp_path):

@@ -53,17 +53,18 @@ def test_a_new_home_is_created_private(run_bin, fresh_home, fake):
     assert exposed(fresh_home) == []
 
 
-def test_an_existing_open_home_is_closed(run_bin, fresh_home, fake):
+def test_an_existing_open_home_is_closed(cli, fresh_home, fake):
     _config(fresh_home)
     assert stat.S_IMODE(fresh_home.stat().st_mode) == 0o755  # as mkdir made it under umask 022
 
-    assert run_bin("gsd-research", "docs", "react", "hooks").code == 0
+    assert cli("docs", "react", "hooks").code == 0
 
     assert stat.S_IMODE(fresh_home.stat().st_mode) == 0o700
 
 
-def test_every_command_leaves_nothing_readable_by_others(run_bin, fresh_home, fake, tmp_path, monkeypatch):
-    from tests.researcher_fixtures import seed_model
+def test_every_command_leaves_nothing_readable_by_others(cli, fresh_home, fake, tmp_path, monkeypatch):
+    """In-process through both CLI edges (which set the private umask); the deep worker is a real process."""
+    from tests.researcher_fixtures import kb, seed_model
 
     seed_model()
     monkeypatch.setenv("GSD_RESEARCH_ALLOW_HOSTS", "127.0.0.1")
@@ -79,21 +80,21 @@ def test_every_command_leaves_nothing_readable_by_others(run_bin, fresh_home, fa
     (docs / "guide.md").write_text("# Guide\n\nInstall the widget toolkit with pip.\n")
 
     calls = [
-        ("gsd-research", "docs", "react", "hooks"),
-        ("gsd-research", "summarize", str(notes)),
-        ("gsd-research", "fetch", fake.url + "/pages/article"),
-        ("gsd-research", "search", "widget toolkit"),
-        ("gsd-research", "deep", "--blocking", "widget toolkit history"),
-        ("gsd-research", "cache", "stats"),
-        ("researcher", "repo", "add", "kb", str(docs), "--json"),
-        ("researcher", "index", "kb", "--json"),
+        (cli, "docs", "react", "hooks"),
+        (cli, "summarize", str(notes)),
+        (cli, "fetch", fake.url + "/pages/article"),
+        (cli, "search", "widget toolkit"),
+        (cli, "deep", "--blocking", "widget toolkit history"),
+        (cli, "cache", "stats"),
+        (kb, "repo", "add", "kb", str(docs), "--json"),
+        (kb, "index", "kb", "--json"),
     ]
-    for call in calls:
-        result = run_bin(*call, timeout=180)
-        assert result.code == 0, (call, result.stdout[-500:], result.stderr[-500:])
+    for run, *args in calls:
+        result = run(*args)
+        assert result.code == 0, (args, result.stdout[-500:], result.stderr[-500:])
         assert_no_traceback(result)
-    queued = run_bin("gsd-research", "deep", "--async", "widget toolkit roadmap").json  # the worker's files too
-    waited = run_bin("gsd-research", "jobs", "wait", queued["conversation_id"], "--timeout", "60", timeout=90)
+    queued = cli("deep", "--async", "widget toolkit roadmap").json  # the worker's files too
+    waited = cli("jobs", "wait", queued["conversation_id"], "--timeout", "60")
     assert waited.json.get("status") == "completed", waited.stdout[-500:]
 
     found = [f for f in exposed(fresh_home) if not f.endswith("config.yaml")]
@@ -102,24 +103,24 @@ def test_every_command_leaves_nothing_readable_by_others(run_bin, fresh_home, fa
     assert found == []
 
 
-def test_the_plugin_data_folder_is_closed_too(run_bin, fresh_home, tmp_path, monkeypatch):
+def test_the_plugin_data_folder_is_closed_too(cli, fresh_home, tmp_path, monkeypatch):
     data = tmp_path / "plugin-data"
     data.mkdir(mode=0o755)
     monkeypatch.setenv("CLAUDE_PLUGIN_DATA", str(data))
 
-    assert run_bin("gsd-research", "config", "path").code == 0
+    assert cli("config", "path").code == 0
 
     assert stat.S_IMODE(data.stat().st_mode) == 0o700
 
 
-def test_a_home_reached_through_a_symlink_is_closed_at_its_target(run_bin, tmp_path, monkeypatch, umask_022):
+def test_a_home_reached_through_a_symlink_is_closed_at_its_target(cli, tmp_path, monkeypatch, umask_022):
     target = tmp_path / "real-home"
     target.mkdir()
     link = tmp_path / "linked-home"
     link.symlink_to(target)
     monkeypatch.setenv("GSD_RESEARCH_HOME", str(link))
 
-    assert run_bin("gsd-research", "config", "set", "cache.ttl.docs", "60").code == 0
+    assert cli("config", "set", "cache.ttl.docs", "60").code == 0
 
     assert stat.S_IMODE(target.stat().st_mode) == 0o700 and exposed(target) == []
 
@@ -153,21 +154,21 @@ def test_in_process_calls_restore_the_callers_umask(cli, umask_022):
 
 # -- only our own folders are closed; a folder someone else controls is refused ---------------------------
 
-def test_a_shared_sticky_folder_is_never_chmodded_and_is_refused_as_a_home(run_bin, tmp_path, monkeypatch):
+def test_a_shared_sticky_folder_is_never_chmodded_and_is_refused_as_a_home(cli, tmp_path, monkeypatch):
     shared = tmp_path / "shared-tmp"
     shared.mkdir()
     os.chmod(shared, 0o1777)  # as /tmp
     monkeypatch.setenv("GSD_RESEARCH_HOME", str(shared))
 
     for args in (("--version",), ("config", "path"), ("docs", "react", "hooks")):
-        result = run_bin("gsd-research", *args)
+        result = cli(*args)
         assert stat.S_IMODE(shared.stat().st_mode) == 0o1777, args
     assert result.json["error"]["code"] == "STATE_UNSAFE" and result.code == 1
     assert "written by others" in result.json["error"]["message"] and result.json["error"]["suggestions"]
     assert_no_traceback(result)
 
 
-def test_a_setgid_team_folder_keeps_its_bits(run_bin, tmp_path, monkeypatch):
+def test_a_setgid_team_folder_keeps_its_bits(cli, tmp_path, monkeypatch):
     team = tmp_path / "team"
     team.mkdir()
     os.chmod(team, 0o2750)
@@ -175,32 +176,32 @@ def test_a_setgid_team_folder_keeps_its_bits(run_bin, tmp_path, monkeypatch):
     os.chmod(team / "config.yaml", 0o640)
     monkeypatch.setenv("GSD_RESEARCH_HOME", str(team))
 
-    assert run_bin("gsd-research", "config", "path").code == 0
+    assert cli("config", "path").code == 0
 
     assert stat.S_IMODE(team.stat().st_mode) == 0o2750
 
 
-def test_a_folder_that_is_not_ours_keeps_its_mode_and_gets_private_files(run_bin, tmp_path, monkeypatch):
+def test_a_folder_that_is_not_ours_keeps_its_mode_and_gets_private_files(cli, tmp_path, monkeypatch):
     project = tmp_path / "project"
     project.mkdir()
     os.chmod(project, 0o755)
     (project / "README.md").write_text("A project folder.\n")
     monkeypatch.setenv("GSD_RESEARCH_HOME", str(project))
 
-    assert run_bin("gsd-research", "config", "set", "cache.ttl.docs", "60").code == 0
+    assert cli("config", "set", "cache.ttl.docs", "60").code == 0
 
     assert stat.S_IMODE(project.stat().st_mode) == 0o755
     assert stat.S_IMODE((project / "config.yaml").stat().st_mode) == 0o600
 
 
 @pytest.mark.parametrize("args", [("--version",), ("--help",), ("docs", "--help"), ("search", "-h")])
-def test_version_and_help_touch_no_folder(run_bin, tmp_path, monkeypatch, args):
+def test_version_and_help_touch_no_folder(cli, tmp_path, monkeypatch, args):
     empty = tmp_path / "empty-home"
     empty.mkdir()
     os.chmod(empty, 0o755)
     monkeypatch.setenv("GSD_RESEARCH_HOME", str(empty))
 
-    assert run_bin("gsd-research", *args).code == 0
+    assert cli(*args).code == 0
 
     assert stat.S_IMODE(empty.stat().st_mode) == 0o755 and list(empty.iterdir()) == []
 
@@ -210,7 +211,7 @@ needs_root = pytest.mark.skipif(os.getuid() != 0, reason="giving a folder to ano
 
 @needs_root
 @pytest.mark.parametrize("owned", ["home", "config"])
-def test_a_home_or_config_of_another_user_is_refused_before_it_is_read(run_bin, tmp_path, monkeypatch, fake, owned):
+def test_a_home_or_config_of_another_user_is_refused_before_it_is_read(cli, tmp_path, monkeypatch, fake, owned):
     other = tmp_path / "other-home"
     other.mkdir()
     os.chmod(other, 0o755)
@@ -224,18 +225,18 @@ def test_a_home_or_config_of_another_user_is_refused_before_it_is_read(run_bin, 
     monkeypatch.setenv("GSD_RESEARCH_HOME", str(other))
     monkeypatch.delenv("CONTEXT7_API_URL")
 
-    result = run_bin("gsd-research", "docs", "react", "hooks")
+    result = cli("docs", "react", "hooks")
 
     assert result.json["error"]["code"] == "STATE_UNSAFE" and "another user" in result.json["error"]["message"]
     assert fake.hits("/attacker") == [] and victim.read_text() == "precious\n"
     assert stat.S_IMODE(other.stat().st_mode) == (0o755 if owned == "home" else 0o700)  # never another's folder
 
 
-def test_a_config_others_can_write_is_refused(run_bin, fresh_home):
+def test_a_config_others_can_write_is_refused(cli, fresh_home):
     _config(fresh_home)
     os.chmod(fresh_home / "config.yaml", 0o666)
 
-    result = run_bin("gsd-research", "config", "show")
+    result = cli("config", "show")
 
     assert result.json["error"]["code"] == "STATE_UNSAFE" and "config" in result.json["error"]["message"]
 

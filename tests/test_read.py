@@ -4,18 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import assert_no_traceback, cl100k_tokens
+from tests.conftest import GEMINI_KEY, OPENAI_KEY, assert_no_traceback, cl100k_tokens
 from tests.injection import corpus
-from tests.test_llm import GEMINI_KEY, OPENAI_KEY
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 100
-
-
-@pytest.fixture
-def keys(fake, monkeypatch):
-    monkeypatch.setenv("GEMINI_API_KEY", GEMINI_KEY)
-    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
-    return fake
 
 
 def test_summarize_stdin(cli, keys):
@@ -161,34 +153,26 @@ def _sent(fake) -> tuple[str, dict]:
     return body["contents"][0]["parts"][0]["text"], body["generationConfig"]
 
 
-def test_web_depth_standard_is_the_default(cli, keys):
-    r = cli("web", "who won euro 2024")
+# (options, depth, what the prompt ends with or holds, thinking budget, output room)
+DEPTHS = {
+    "standard by default": ((), "standard", "Answer in at most 1100 words.", 0, 1800),
+    "deep searches wider and thinks": (("--depth", "deep"), "deep",
+                                       "search from several angles", 2048, 1800 + 2048),
+    "quick asks for a short answer": (("--depth", "quick"), "quick",
+                                      "Answer from one focused search, in at most 80 words.", 0, None),
+}
+
+
+@pytest.mark.parametrize("options, depth, asked, thinking, room", list(DEPTHS.values()), ids=list(DEPTHS))
+def test_web_depth_shapes_the_prompt_and_the_thinking_budget(cli, keys, options, depth, asked, thinking, room):
+    r = cli("web", *options, "who won euro 2024")
 
     prompt, config = _sent(keys)
-    assert r.json["metadata"]["depth"] == "standard"
-    assert prompt.endswith("Answer in at most 1100 words.") and "several angles" not in prompt
-    assert config["thinkingConfig"] == {"thinkingBudget": 0} and config["maxOutputTokens"] == 1800
-
-
-def test_web_depth_deep_searches_wider_and_thinks(cli, keys):
-    r = cli("web", "--depth", "deep", "who won euro 2024")
-
-    assert r.code == 0 and r.json["metadata"]["depth"] == "deep" and r.json["metadata"]["grounded"] is True
-    assert r.json["answer"].endswith("[1][2]")
-    prompt, config = _sent(keys)
-    assert "search from several angles" in prompt and "say where they disagree" in prompt
-    assert config["thinkingConfig"] == {"thinkingBudget": 2048}
-    assert config["maxOutputTokens"] == 1800 + 2048  # the thinking does not eat the answer's room
+    assert r.code == 0 and r.json["metadata"]["depth"] == depth and r.json["metadata"]["grounded"] is True
+    assert asked in prompt and (depth == "deep" or prompt.endswith(asked))
+    assert config["thinkingConfig"] == {"thinkingBudget": thinking}
+    assert room is None or config["maxOutputTokens"] == room  # the thinking does not eat the answer's room
     assert keys.hits("/gemini")[-1].json()["tools"] == [{"google_search": {}}]
-
-
-def test_web_depth_quick_asks_for_a_short_answer(cli, keys):
-    r = cli("web", "who won euro 2024", "--depth", "quick")
-
-    prompt, config = _sent(keys)
-    assert r.json["metadata"]["depth"] == "quick"
-    assert prompt.endswith("Answer from one focused search, in at most 80 words.")
-    assert config["thinkingConfig"] == {"thinkingBudget": 0}
 
 
 def test_web_depths_are_separate_answers_not_one_cached(cli, keys):

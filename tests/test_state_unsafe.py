@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from tests.conftest import ROOT
-from tests.test_hooks import SESSION_START, WEBFETCH, add_job, context, hook
+from tests.hooks_fixtures import SESSION_START, WEBFETCH, add_job, context, hook
+from tests.researcher_fixtures import kb
 
 needs_root = pytest.mark.skipif(os.getuid() != 0, reason="giving a folder to another user needs root")
 HOSTILE_RESEARCHER = "repositories:\n- name: planted\n  path: /\nchroma_url: http://127.0.0.1:9/attacker\n"
@@ -45,32 +46,32 @@ UNSAFE = ["home-writable", "home-sticky", "config-writable",
           pytest.param("home-other-user", marks=needs_root), pytest.param("config-other-user", marks=needs_root)]
 
 
-# -- researcher: the CLI and the MCP server ---------------------------------------------------------------
+# -- researcher: the CLI (in-process, its one edge) and the MCP server (a real process) ---------------
 @pytest.mark.parametrize("how", [h for h in UNSAFE if h != "home-writable"] + ["researcher-writable"])
-def test_researcher_refuses_a_home_someone_else_controls(run_bin, home, how):
+def test_researcher_refuses_a_home_someone_else_controls(home, how):
     (home / "researcher.yaml").write_text("repositories: []\n")
     os.chmod(home / "researcher.yaml", 0o600)
     _make_unsafe(home, how)
 
-    result = run_bin("researcher", "repo", "list", "--json")
+    result = kb("repo", "list", "--json")
 
     assert result.code == 1 and result.json["error"]["code"] == "STATE_UNSAFE", result.stdout + result.stderr
     assert result.json["error"]["suggestions"] and "Traceback" not in result.stderr
     assert "planted" not in result.stdout  # nothing was read from it
 
 
-def test_researcher_closes_its_own_open_home_as_gsd_research_does(run_bin, home):
+def test_researcher_closes_its_own_open_home_as_gsd_research_does(home):
     os.chmod(home, 0o777)  # ours and holding our state: closed (0700) first, then safe
 
-    result = run_bin("researcher", "repo", "list", "--json")
+    result = kb("repo", "list", "--json")
 
     assert result.code == 0 and oct(home.stat().st_mode & 0o777) == oct(0o700)
 
 
-def test_researcher_human_output_names_the_refusal(run_bin, home):
+def test_researcher_human_output_names_the_refusal(home):
     os.chmod(home, 0o1777)
 
-    result = run_bin("researcher", "repo", "list")
+    result = kb("repo", "list")
 
     assert result.code == 1 and "STATE_UNSAFE" in result.stdout + result.stderr
     assert "Traceback" not in result.stderr
@@ -87,19 +88,19 @@ def test_researcher_mcp_server_refuses_to_start_on_an_unsafe_home(run_bin, home)
     assert not (home / "mcp-token").exists() and not (home / "knowledge").exists()
 
 
-def test_researcher_version_needs_no_state(run_bin, home):
+def test_researcher_version_needs_no_state(home):
     os.chmod(home, 0o1777)
 
-    assert run_bin("researcher", "--version").code == 0
+    assert kb("--version").code == 0
 
 
-def test_researcher_on_a_safe_home_still_works(run_bin, home):
-    result = run_bin("researcher", "repo", "list", "--json")
+def test_researcher_on_a_safe_home_still_works(home):
+    result = kb("repo", "list", "--json")
 
     assert result.code == 0 and result.json["success"] is True
 
 
-# -- the hooks: a notice or a no-op, never the hostile folder's content, within their time -----------------
+# -- the hooks: a notice or a no-op, never the hostile folder's content ----------------------------------
 @pytest.mark.parametrize("how", UNSAFE)
 def test_session_start_on_an_unsafe_home_warns_and_reads_nothing(home, how):
     (home / "config.yaml").write_text("providers:\n  gemini:\n    api_key: g-canary\n")
@@ -130,7 +131,7 @@ def test_a_fifo_as_config_does_not_hang_a_hook(home):
     (home / "config.yaml").unlink()
     os.mkfifo(home / "config.yaml", 0o600)
 
-    result = hook("pre-webfetch", WEBFETCH)  # the helper fails past 1 s
+    result = hook("pre-webfetch", WEBFETCH)  # a hang fails by the runner's timeout
 
     assert "additionalContext" in result.json["hookSpecificOutput"]
 

@@ -24,48 +24,32 @@ def search_bodies(fake) -> list[dict]:
 
 
 # -- usage -----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("args", [("search",), ("search", "   "), ("search", "--query", "")])
-def test_missing_query_is_a_usage_error(cli, tavily, args):
+# (arguments, a word the error's message or suggestions must carry)
+USAGE = {
+    "no query": (("search",), "query"),
+    "a blank query": (("search", "   "), "query"),
+    "an empty --query": (("search", "--query", ""), "query"),
+    "--report took the query": (("search", "--report", "ev market trends"), "--report"),
+    "the query twice": (("search", "a", "--query", "b"), None),
+    "a query over 400 characters": (("search", "x" * 401), "400"),
+    "an unknown flag": (("search", "ev market", "--bogus"), None),
+    "an unknown depth": (("search", "ev market", "--depth", "deep"), None),
+    "negative sources": (("search", "ev market", "--max-sources", "-1"), None),
+    "an unknown provider": (("search", "ev market", "--provider", "bing"), None),
+    "an unknown time range": (("search", "ev market", "--time-range", "decade"), None),
+    "an invalid domain": (("search", "ev", "--include-domains", "not a domain!"), None),
+}
+
+
+@pytest.mark.parametrize("args, said", list(USAGE.values()), ids=list(USAGE))
+def test_bad_arguments_are_a_usage_error_before_any_request(cli, tavily, args, said):
     result = cli(*args)
 
-    assert result.code == 2
-    assert result.json["success"] is False and result.json["command"] == "search"
-    assert result.json["error"]["code"] == "USAGE_ERROR"
-    assert "query" in result.json["error"]["message"]
-    assert tavily.hits("/tavily") == []
-
-
-def test_report_flag_that_swallowed_the_query_says_so(cli, tavily):
-    result = cli("search", "--report", "ev market trends")
-
-    assert result.code == 2
-    assert any("--report" in s for s in result.json["error"]["suggestions"])
-
-
-@pytest.mark.parametrize("args", [("--bogus",), ("--depth", "deep"), ("--max-sources", "-1"),
-                                  ("--provider", "bing"), ("--time-range", "decade")])
-def test_unknown_flags_and_bad_values_are_usage_errors(cli, tavily, args):
-    result = cli("search", "ev market", *args)
-
-    assert result.code == 2
-    assert result.json["error"]["code"] == "USAGE_ERROR"
+    err = result.json["error"]
+    assert result.code == 2 and result.json["command"] == "search" and err["code"] == "USAGE_ERROR"
+    assert said is None or said in err["message"] + " ".join(err["suggestions"])
     assert tavily.hits("/tavily") == []
     assert_no_traceback(result)
-
-
-def test_query_given_twice_or_too_long_is_refused(cli, tavily):
-    twice = cli("search", "a", "--query", "b")
-    long = cli("search", "x" * 401)
-
-    assert twice.code == 2 and long.code == 2
-    assert "400" in long.json["error"]["message"]
-    assert tavily.hits("/tavily") == []
-
-
-def test_invalid_domain_is_a_usage_error(cli, tavily):
-    result = cli("search", "ev", "--include-domains", "not a domain!")
-
-    assert result.code == 2 and result.json["error"]["code"] == "USAGE_ERROR"
 
 
 # -- Tavily request shape and answer --------------------------------------------------------------

@@ -169,6 +169,8 @@ def forget(response: requests.Response) -> None:
 class HttpClient:
     """Sends provider requests through the cached session with retries and typed errors."""
 
+    sleep = staticmethod(time.sleep)  # the wait between tries; tests record it instead of taking it
+
     def __init__(self, config: Config, *, no_cache: bool = False, session=None) -> None:
         self.config = config
         self.no_cache = no_cache
@@ -261,7 +263,7 @@ class HttpClient:
             if (attempt >= (self.policy.max_retries if retries is None else retries) or elapsed + wait >= limit or self.policy.waits_too_long(response)
                     or unresolvable(fault) or not (idempotent or not_taken(response, fault))):
                 self._give_up(provider, response, fault, key_hint, attempt + 1, method)
-            time.sleep(wait)
+            self.sleep(wait)
             attempt += 1
 
     def _send_once(self, method, url, *, ttl, timeout, cache, **kwargs):
