@@ -163,3 +163,19 @@ def test_both_launchers_are_the_same_script_but_for_their_name():
         return [line for line in (ROOT / "bin" / name).read_text().splitlines()[2:] if not line.startswith("PROG=")]
 
     assert body("gsd-research") == body("researcher")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="hides /usr/bin in a mount namespace: root")
+def test_with_no_system_python_the_environments_own_interpreter_runs_the_launcher(tmp_path):
+    if os.path.realpath(VENV / "bin" / "python").startswith(("/usr/bin/", "/usr/local/bin/")):
+        pytest.skip("the environment's interpreter lives in the folders this test hides")
+    tools = tmp_path / "tools"  # mount and a shell from outside the hidden folders
+    tools.mkdir()
+    for name in ("mount", "dash"):
+        shutil.copy2(shutil.which(name) or f"/bin/{name}", tools / name)
+    hide = " && ".join(f"{tools}/mount -t tmpfs none {d}" for d in ("/usr/bin", "/usr/local/bin") if Path(d).is_dir())
+    script = f"{hide} && PATH=/nonexistent {tools}/dash {shlex.quote(str(ROOT / 'bin' / 'gsd-research'))} --version"
+
+    result = run(["unshare", "-m", "/bin/sh", "-c", script], env={"GSD_RESEARCH_VENV": str(VENV)})
+
+    assert result.code == 0 and result.json["version"], result.stdout + result.stderr

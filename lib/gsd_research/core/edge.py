@@ -116,7 +116,8 @@ def as_error(exc: BaseException, edge: Edge) -> GsdError | None:
     if isinstance(exc, click.UsageError):
         cmd = edge.name()
         return UsageError(exc.format_message(), suggestions=[f"{edge.prog} {cmd} --help" if cmd else f"{edge.prog} --help"])
-    if isinstance(exc, KeyboardInterrupt | click.Abort):  # click turns our Terminated into Abort too
+    if isinstance(exc, KeyboardInterrupt | click.Abort) or _TERMINATED:  # click turns our Terminated into Abort;
+        # a library mid-import turns it into its own error (numpy: ImportError): SIGTERM came, so it is that
         return CallInterrupted(signal.SIGTERM if _TERMINATED else signal.SIGINT, "Interrupted")
     if isinstance(exc, Exception) or exc.__class__.__name__ == "PanicException":  # pyo3's panic is no Exception
         return unexpected(exc)
