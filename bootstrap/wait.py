@@ -9,6 +9,7 @@ broken, and rebuilt."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 
@@ -40,6 +41,14 @@ def ran_since(started_at: float, state: dict) -> bool:
     return state.get("started_at", 0.0) >= started_at - 1
 
 
+class _Stopped(Exception):
+    pass
+
+
+def _stopped(_signum, _frame):
+    raise _Stopped()
+
+
 class Waiter:
     """One launcher call waiting for the plugin environment of `root` in `data`."""
 
@@ -69,7 +78,18 @@ class Waiter:
         return status
 
     def run(self) -> int:
-        """Run the command once the environment is ready, or print why not (exit 6 preparing, 3 otherwise)."""
+        """Run the command once the environment is ready, or print why not (exit 6 preparing, 3 otherwise).
+        SIGTERM (the Bash tool's timeout) while waiting still gets its one answer: preparing, exit 143."""
+        signal.signal(signal.SIGTERM, _stopped)
+        try:
+            return self._wait()
+        except _Stopped:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the answer is printed whole
+            answer(self.prog, self.args, Status("building", progress=0.0, eta=60, step="starting"), self.root,
+                   self.data)
+            return 128 + signal.SIGTERM
+
+    def _wait(self) -> int:
         start = time.monotonic()
         deadline, said = start + wait_seconds(), False
         while True:

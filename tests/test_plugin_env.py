@@ -111,6 +111,18 @@ def test_a_call_during_the_build_answers_preparing_with_progress_and_eta(plugin)
     assert envelope(plugin.launch("--version"))["tinydep"] == "1.0"
 
 
+def test_sigterm_while_waiting_for_the_build_still_answers_one_envelope(plugin):
+    proc = subprocess.Popen([str(plugin.root / "bin" / "gsd-research"), "docs", "react", "hooks"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**plugin.env(), "GSD_RESEARCH_ENV_WAIT": "60"})
+    wait_until(lambda: plugin.state().get("state") == "building")
+
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+
+    assert proc.returncode == 143 and json.loads(out)["error"]["code"] == "ENVIRONMENT_PREPARING", out
+
+
 def test_concurrent_first_calls_build_once_and_all_succeed(plugin):
     procs = [subprocess.Popen([str(plugin.root / "bin" / "gsd-research"), "--version"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=plugin.env()) for _ in range(3)]
