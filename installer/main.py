@@ -70,9 +70,11 @@ def _tree(src_dir: Path, dst_dir: Path) -> list[tuple[Path, Path]]:
             if p.is_file() and "__pycache__" not in p.parts]
 
 
-# Files an earlier install wrote under a name it no longer uses. GSD's installers delete every
-# ~/.claude/agents/gsd-*.md, so the agent is research-scout now; the old file goes when still as installed.
-RETIRED = [CLAUDE / "agents" / "gsd-researcher.md"]
+# Files an earlier install wrote under a name it no longer uses -> what replaced them; each goes when still as
+# installed. GSD's installers delete every ~/.claude/agents/gsd-*.md, so the agent is research-scout now; the
+# summarize skill merged into read-url (one listing entry fewer in every session).
+RETIRED = {CLAUDE / "agents" / "gsd-researcher.md": CLAUDE / "agents" / "research-scout.md",
+           CLAUDE / "skills" / "summarize" / "SKILL.md": CLAUDE / "skills" / "read-url" / "SKILL.md"}
 
 
 def planned_files() -> list[tuple[Path | bytes, Path]]:
@@ -159,13 +161,13 @@ def inspect_project(project: Path) -> tuple[Path, dict, bytes, list[str]]:
 # -- changes --------------------------------------------------------------------------------------------
 
 def retire_files(journal: Journal, manifest: dict) -> None:
-    for path in RETIRED:
+    for path, replacement in RETIRED.items():
         digest = manifest["files"].pop(str(path), None)
         if digest is None:
             continue  # never ours: left alone
         if path.is_file() and not path.is_symlink() and sha(path.read_bytes()) == digest:
             journal.remove(path)
-            say(f"removed {path} (an earlier install's; replaced by {path.parent / 'research-scout.md'})")
+            say(f"removed {path} (an earlier install's; replaced by {replacement})")
         elif os.path.lexists(path):
             say(f"kept (changed since install, yours now): {path}")
 

@@ -61,7 +61,7 @@ def test_the_facts_agree_with_the_commands_suggestions():
 
 REWORDINGS = {  # (where, text): contradictions the checker once missed, and the classic ones
     "search MEDIUM in the agent's prose": ("agents/research-scout.md", "Search results are MEDIUM confidence."),
-    "search MEDIUM, word order": ("skills/summarize/SKILL.md", "For web search results: confidence MEDIUM."),
+    "search MEDIUM, word order": ("skills/read-url/SKILL.md", "For web search results: confidence MEDIUM."),
     "search MEDIUM in a skill's prose": ("skills/web-search/SKILL.md", "Treat these as **MEDIUM** confidence."),
     "search MEDIUM in a code-marked table": ("README.md", "| gsd-research search | `MEDIUM` |"),
     "search MEDIUM in an indented table": ("README.md", "   | web search with a report | gsd-research search | MEDIUM |"),

@@ -26,11 +26,20 @@ def _pretend_an_earlier_install_wrote(user: Path, path: Path, blob: bytes) -> No
     _manifest(user).write_text(json.dumps(manifest))
 
 
+RETIRED = [  # (a file an earlier install wrote, what replaced it), under ~/.claude
+    ("agents/gsd-researcher.md", "agents/research-scout.md"),
+    ("skills/summarize/SKILL.md", "skills/read-url/SKILL.md"),
+]
+
+
+@pytest.mark.parametrize("old_rel, new_rel", RETIRED)
 @pytest.mark.parametrize("changed_by_user, survives", [(False, False), (True, True)])
-def test_reinstall_retires_the_old_gsd_named_agent_it_owned(user_home, changed_by_user, survives):  # noqa: F811
+def test_reinstall_retires_a_file_an_earlier_install_owned(user_home, old_rel, new_rel, changed_by_user,  # noqa: F811
+                                                            survives):
     assert install("--skip-venv", "--no-demo").returncode == 0
-    old = user_home / ".claude" / "agents" / "gsd-researcher.md"
-    _pretend_an_earlier_install_wrote(user_home, old, b"---\nname: gsd-researcher\n---\nold\n")
+    old = user_home / ".claude" / old_rel
+    old.parent.mkdir(parents=True, exist_ok=True)
+    _pretend_an_earlier_install_wrote(user_home, old, b"---\nname: old\n---\nold\n")
     if changed_by_user:
         old.write_text("my edits\n")
 
@@ -38,7 +47,7 @@ def test_reinstall_retires_the_old_gsd_named_agent_it_owned(user_home, changed_b
 
     assert proc.returncode == 0, proc.stderr
     assert old.exists() == survives
-    assert (user_home / ".claude" / "agents" / "research-scout.md").is_file()
+    assert (user_home / ".claude" / new_rel).is_file()
     assert str(old) not in json.loads(_manifest(user_home).read_text())["files"]
 
 

@@ -31,11 +31,11 @@ def providers_line(cfg: dict) -> str:
     docs = "docs ready (Context7 key)" if "context7" in with_key else "docs ready (Context7 anonymous)"
     others = [p for p in with_key if p != "context7"]
     missing = [p for p in without if p != "context7"]
-    line = f"{docs}; keys set: {', '.join(others) or 'none'}"
+    line = docs + (f"; keys set: {', '.join(others)}" if others else "")
     if missing:
         line += f"; no key: {', '.join(missing)}"
     if "tavily" in missing:
-        line += " (search uses its keyless fallback)"
+        line += " (search: keyless fallback)"
     return line
 
 

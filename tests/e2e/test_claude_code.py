@@ -98,7 +98,6 @@ def test_skills_commands_and_agent_load_and_the_agent_uses_bash(claude, fake_api
     main = request_text(bodies[0])
     main_tools = json.dumps(bodies[0]["tools"])
     assert "research:library-docs" in main  # skill listed to the model
-    assert "research:docs" in main and "research:kb" in main  # slash commands listed
     assert "research:research-scout" in main + main_tools  # the agent is offered to the model
     sub_bodies = [b for b in bodies if "Research Next.js middleware" in request_text(b)
                   and not any(t.get("name") == "Agent" for t in b["tools"])]
