@@ -78,6 +78,22 @@ def test_session_start_puts_the_bin_folder_on_the_bash_path_then_says_available(
         str(user_home / ".local" / "bin" / "gsd-research"), str(user_home / ".local" / "bin" / "researcher")]
 
 
+def test_a_researcher_of_a_session_whose_path_was_extended_is_told_available(user_home, tmp_path):  # noqa: F811
+    assert install("--skip-venv", "--no-demo").returncode == 0
+    env_file = tmp_path / "claude-env"
+    env_file.write_text("")
+    _hook(user_home, "session-start", {"hook_event_name": "SessionStart", "session_id": "s1"},
+          {"CLAUDE_ENV_FILE": str(env_file)})
+
+    text = _hook(user_home, "subagent-start", {"hook_event_name": "SubagentStart", "session_id": "s1",
+                                                "agent_type": "gsd-phase-researcher"}, {})
+    other = _hook(user_home, "subagent-start", {"hook_event_name": "SubagentStart", "session_id": "s2",
+                                                 "agent_type": "gsd-phase-researcher"}, {})
+
+    assert "full path" not in text and "gsd-research" in text  # the bare commands its Bash calls will find
+    assert "full path" in other
+
+
 @pytest.mark.parametrize("event", ["session-start", "subagent-start"])
 def test_without_a_way_onto_path_the_hooks_give_the_full_path_and_the_profile_line(user_home, event):  # noqa: F811
     assert install("--skip-venv", "--no-demo").returncode == 0

@@ -55,8 +55,23 @@ def _export_path(folder: str) -> bool:
         os.close(fd)
 
 
-def reach(export: bool) -> Reach:
-    """Whether the bare commands run from the Bash tool; `export` (SessionStart) may put them on its PATH."""
+def _exported(session: str, folder: str, record: bool = False) -> bool:
+    """Did SessionStart put `folder` on this session's Bash PATH? (SubagentStart's own PATH lacks it.)"""
+    from gsd_research_hooks.common import load_state, save_state
+
+    state = load_state()
+    seen = state.get("path_exported") if isinstance(state.get("path_exported"), dict) else {}
+    if record:
+        seen = {k: v for k, v in list(seen.items())[-19:] if k != session}  # the newest sessions only
+        seen[session] = folder
+        state["path_exported"] = seen
+        save_state(state)
+    return bool(session) and seen.get(session) == folder
+
+
+def reach(export: bool, session: str = "") -> Reach:
+    """Whether the bare commands run from the Bash tool; `export` (SessionStart) may put them on its PATH,
+    which later hooks of the same `session` take as done."""
     if os.environ.get("CLAUDE_PLUGIN_ROOT"):
         return Reach()  # the client puts the plugin's bin/ on PATH
     if shutil.which(TOOLS[0]):
@@ -68,6 +83,10 @@ def reach(export: bool) -> Reach:
                             "`claude plugin install research@gsd-research`) or run install.sh of a gsd-research "
                             "checkout, and start a new session. Use your other tools meanwhile", usable=False)
     if export and _export_path(folder):
+        if session:
+            _exported(session, folder, record=True)
+        return Reach()
+    if not export and _exported(session, folder):
         return Reach()
     full = " and ".join(shlex.quote(os.path.join(folder, t)) for t in TOOLS)
     line = f'export PATH="$PATH:{folder}"'

@@ -47,7 +47,7 @@ def handle(event: dict) -> dict | None:
     text = describe(found)
     usable = found.state in ("ready", "building")
     if found.state == "ready":
-        where = reach(export=True)  # may put install.sh's bin folder on the Bash tool's PATH
+        where = reach(export=True, session=str(event.get("session_id") or ""))  # may put install.sh's bin folder on the Bash tool's PATH
         text, usable = where.fix or text, where.usable
     if usable:
         text += f": {providers_line(load_config())}"

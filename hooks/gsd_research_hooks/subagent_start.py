@@ -69,7 +69,7 @@ def handle(event: dict) -> dict | None:
     from gsd_research_hooks.env_context import maybe_off_path, off_path
     from gsd_research_hooks.reach import reach
 
-    where = reach(export=False) if found.state == "ready" else None
+    where = reach(export=False, session=str(event.get("session_id") or "")) if found.state == "ready" else None
     if where and not where.usable:
         return context("SubagentStart", where.fix + ".")
     path_note = (where.fix if where else "") or off_path() or maybe_off_path()
