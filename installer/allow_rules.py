@@ -55,6 +55,10 @@ def revoke(path: Path, backup: Path) -> int:
     if not path.exists():
         say(f"nothing to revoke: {path} does not exist")
         return 0
+    if not backup.is_file():  # setup changed nothing: the rules were the user's or install.sh's, not ours
+        say(f"nothing to revoke: setup did not add the rules in {path} (install.sh's go with ./install.sh "
+            "--uninstall)")
+        return 0
     current, _ = _read(path)
     original_bytes = backup.read_bytes() if backup.is_file() else b""
     original_raw = cs.parse(original_bytes)

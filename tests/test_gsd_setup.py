@@ -66,6 +66,16 @@ def test_revoke_keeps_a_rule_the_user_had_before(settings):
     assert json.loads(settings.read_text())["permissions"]["allow"] == ["Bash(researcher:*)"]
 
 
+def test_revoke_after_a_setup_that_changed_nothing_keeps_the_users_rules(settings):
+    settings.write_text(json.dumps({"permissions": {"allow": RULES}}))
+    assert setup("allow").returncode == 0
+    before = settings.read_bytes()
+
+    proc = setup("revoke")
+
+    assert proc.returncode == 0 and "nothing to revoke" in proc.stdout and settings.read_bytes() == before
+
+
 def test_settings_with_comments_are_left_untouched(settings):
     settings.write_text('{ // mine\n "model": "opus" }\n')
 
