@@ -109,16 +109,17 @@ def run(group: click.Group, argv: list[str] | None, prog_name: str, known: dict)
 
     argv = list(sys.argv[1:] if argv is None else argv)
     # state is 0700/0600 whoever writes it (this call, its worker, SQLite); --version and --help touch no folder
+    from gsd_research.core import session
+
     previous_umask = private_process(close=not _informational(argv))
     try:
-        from gsd_research.core import session
-
         session.reset()
         rt = Runtime()
         if _wants_help(argv):
             return _help(group, argv, prog_name, rt)
         return edge.run(_edge(prog_name, rt), group, argv, rt, before=lambda: _refuse_unsafe_state(argv))
     finally:
+        session.reset()  # the session of this call ends with it (in-process callers make many calls)
         os.umask(previous_umask)
 
 

@@ -223,8 +223,13 @@ def _prune(folder: Path, pattern: str, max_age: float, keep_count: int, keep: Pa
 
 
 def shell(doc: dict, key: str) -> dict:
-    """A copy of `doc` without its passages under `key` and its per-answer metadata: a cursor's frame."""
-    out = copy.deepcopy({k: v for k, v in doc.items() if k != key})
+    """A copy of `doc` without its passages under `key`, its other external text (the fenced keys: it was
+    returned already) and its per-answer metadata: a cursor's frame."""
+    keys = list(doc)
+    fenced = set(keys[keys.index("untrusted") + 1: keys.index("untrusted_end")]) if {
+        "untrusted", "untrusted_end"} <= set(keys) else set()
+    fenced |= {"injection_flagged", "injection_warnings", "injection_warnings_more"}  # about the first page
+    out = copy.deepcopy({k: v for k, v in doc.items() if k != key and k not in fenced})
     out[key] = [] if isinstance(doc.get(key), list) else ""
     meta = out.get("metadata")
     if isinstance(meta, dict):
