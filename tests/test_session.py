@@ -20,7 +20,7 @@ def ledger_files(home):
 
 
 def full(results):
-    return [r for r in results if "ref" not in r and not r.get("truncated")]
+    return [r for r in results if "repeat" not in r and not r.get("truncated")]
 
 
 def test_a_passage_the_session_returned_comes_back_as_a_reference(cli, fake):
@@ -28,27 +28,47 @@ def test_a_passage_the_session_returned_comes_back_as_a_reference(cli, fake):
 
     second = cli(*DOCS, "--session", "s1").json
 
-    returned = full(first["results"])
-    refs = [r for r in second["results"] if "ref" in r]
-    assert returned and len(refs) == len(returned)
-    assert [r["source"] for r in refs] == [r["source_url"] for r in returned]
-    assert all(set(r) == {"ref", "seen", "source"} and r["seen"].startswith("docs ") for r in refs)
+    refs = [r for r in second["results"] if "repeat" in r]
+    assert {r["source_url"] for r in full(first["results"])} <= {r["source"] for r in refs}
+    assert all(set(r) == {"repeat", "seen", "source"} and r["seen"].startswith("docs ") for r in refs)
     assert second["metadata"]["expand"] == "gsd-research expand REF"
 
 
-def test_the_new_text_fills_the_room_the_references_freed(cli, fake):
+def test_a_passage_returned_in_part_comes_back_as_its_reference_and_its_rest(cli, fake):
+    first = cli(*DOCS, "--session", "s1").json
+    cut = first["results"][-1]
+
+    second = cli(*DOCS, "--session", "s1").json
+
+    rest = next(r for r in second["results"] if r.get("continued"))
+    assert cut["truncated"] and rest["source_url"] == cut["source_url"]
+    assert not rest["content"].startswith(cut["content"][:40])
+
+
+def test_the_room_references_free_is_not_refilled_with_lower_ranked_results(cli, fake):
     first = cli(*DOCS, "--session", "s1").json
 
     second = cli(*DOCS, "--session", "s1").json
 
-    shown = {r["content"] for r in first["results"] if "content" in r}
-    new = [r for r in second["results"] if "content" in r and r["content"] not in shown]
-    assert new and second["metadata"]["tokens_used"] <= 1200
+    assert second["metadata"]["tokens_used"] < first["metadata"]["tokens_used"]
+    assert second["metadata"]["next"].startswith("gsd-research expand c")
+
+
+def test_a_repeated_page_comes_back_as_a_reference_without_its_text(cli, fake, monkeypatch):
+    monkeypatch.setenv("GSD_RESEARCH_ALLOW_HOSTS", "127.0.0.1")
+    monkeypatch.setenv("OLLAMA_HOST", fake.url + "/no-ollama")
+    url = fake.url + "/pages/article"
+    first = cli("fetch", url, "--session", "s1").json
+
+    second = cli("fetch", url, "--session", "s1").json
+
+    assert first["summary"] and second["summary"] == "" and "title" not in second
+    assert second["metadata"]["repeat"]["source"] == url
 
 
 def test_expand_gives_the_passage_again_inside_the_fence(cli, fake):
     first = cli(*DOCS, "--session", "s1").json
-    ref = cli(*DOCS, "--session", "s1").json["results"][0]["ref"]
+    ref = cli(*DOCS, "--session", "s1").json["results"][0]["repeat"]
 
     doc = cli("expand", ref, "--session", "s1").json
 
@@ -59,7 +79,7 @@ def test_expand_gives_the_passage_again_inside_the_fence(cli, fake):
 
 def test_expand_of_a_reference_without_its_session_is_a_usage_error(cli, fake):
     cli(*DOCS, "--session", "s1")
-    ref = cli(*DOCS, "--session", "s1").json["results"][0]["ref"]
+    ref = cli(*DOCS, "--session", "s1").json["results"][0]["repeat"]
 
     result = cli("expand", ref)
 
@@ -73,7 +93,7 @@ def test_a_passage_comes_back_in_full_with_fresh_another_session_or_none(cli, fa
 
     again = cli(*DOCS, *extra).json
 
-    assert not any("ref" in r for r in again["results"])
+    assert not any("repeat" in r for r in again["results"])
     assert again["results"][0]["content"] == first["results"][0]["content"]
 
 
@@ -83,7 +103,7 @@ def test_the_environment_names_the_session(cli, fake, monkeypatch):
 
     again = cli(*DOCS).json
 
-    assert any("ref" in r for r in again["results"]) and again["metadata"]["session"]["id"] == "from-env"
+    assert any("repeat" in r for r in again["results"]) and again["metadata"]["session"]["id"] == "from-env"
 
 
 def test_every_answer_says_what_the_session_has_spent(cli, fake):

@@ -9,6 +9,7 @@ from gsd_research.core.errors import UsageError
 from gsd_research.core.output import document_tokens
 from gsd_research.core.tokens import count_tokens, cut_to_tokens
 
+REF = session.REF_KEY
 MIN_CUT_TOKENS = 60  # a result cut shorter than this is not worth its framing
 
 
@@ -55,6 +56,8 @@ def fit_results(doc: dict, results: list[dict], max_tokens: int, *, text_key: st
     led = session.current()
     led.start_fit()
     frame = session.shell(doc, results_key)
+    _dedupe_siblings(doc, results_key, led)
+    raw = results
     results, pids = _dedupe(results, text_key, led)
     meta.update({"total_available": len(results), "returned": len(results), "tokens_used": max_tokens,
                  "max_tokens": max_tokens, "truncated": False})
@@ -66,10 +69,11 @@ def fit_results(doc: dict, results: list[dict], max_tokens: int, *, text_key: st
             f"--max-tokens {max_tokens} is too small for this answer (its envelope alone needs {overhead})",
             suggestions=[f"Use --max-tokens {max(overhead + 200, 500)} or more"],
         )
-    kept = _pack(results, max_tokens - overhead, text_key, always_one)
+    window = _window(results, raw, pids, max_tokens - overhead, text_key, always_one)
+    kept = _pack(results[:window], max_tokens - overhead, text_key, always_one)
     if len(kept) < len(results) or any(r.get("truncated") for r in kept):
         meta["next"] = PLACEHOLDER_NEXT  # room for the cursor, then the real token of the same length
-        kept = _pack(results, max_tokens - document_tokens(doc), text_key, always_one)
+        kept = _pack(results[:window], max_tokens - document_tokens(doc), text_key, always_one)
     doc[results_key] = kept
     meta["returned"] = len(kept)
     meta["truncated"] = len(kept) < len(results) or any(r.get("truncated") for r in kept)
@@ -84,21 +88,21 @@ def _pack(results: list[dict], remaining: int, text_key: str, always_one: bool) 
     kept: list[dict] = []
     for item in results:
         item = dict(item)
-        if "ref" not in item:
+        if REF not in item:
             item["tokens"] = count_tokens(str(item.get(text_key, "")))
         cost = json_tokens(item) + 1
         if cost <= remaining:
             kept.append(item)
             remaining -= cost
             continue
-        cut = None if "ref" in item else _cut_item(item, remaining, text_key)
+        cut = None if REF in item else _cut_item(item, remaining, text_key)
         if cut is not None and (cut["tokens"] >= MIN_CUT_TOKENS or (always_one and not kept)):
             kept.append(cut)
         break
     return kept
 
 
-def _session_results(doc: dict, meta: dict, led, results: list[dict], pids: list[str], frame: dict,
+def _session_results(doc: dict, meta: dict, led, results: list[dict], pids: list[tuple], frame: dict,
                      results_key: str, text_key: str, max_tokens: int) -> None:
     """After fitting: the cursor of a cut answer, the passages returned whole, the note on references."""
     if meta.get("next") == PLACEHOLDER_NEXT:
@@ -108,10 +112,11 @@ def _session_results(doc: dict, meta: dict, led, results: list[dict], pids: list
                                             "key": results_key, "text_key": text_key, "items": rest})
         else:
             del meta["next"]
-    for item, pid in zip(doc[results_key], pids, strict=False):
-        if "ref" not in item and not item.get("truncated"):
-            led.returned(pid, str(item.get(text_key, "")), _source(item))
-    if any("ref" in item for item in doc[results_key]):
+    for item, (pid, offset, whole, _origin) in zip(doc[results_key], pids, strict=False):
+        if REF not in item and pid:
+            shown = offset + len(str(item.get(text_key, ""))) if item.get("truncated") else len(whole)
+            led.returned(pid, whole[:shown], _source(item), whole=shown >= len(whole))
+    if any(REF in item for item in doc[results_key]):
         meta["expand"] = f"{session.EXPAND} REF"
     _settle(doc, results_key, text_key, max_tokens)
 
@@ -129,20 +134,76 @@ def _source(item: dict) -> str:
     return str(item.get("url") or item.get("source_url") or item.get("source") or item.get("title") or "")
 
 
-def _dedupe(results: list[dict], text_key: str, led) -> tuple[list[dict], list[str]]:
+def _dedupe(results: list[dict], text_key: str, led) -> tuple[list[dict], list[tuple]]:
     """Passages this session returned before become references (named, expandable), so the budget goes to new
-    text; returns the results and each one's passage id."""
+    text; one returned only in part becomes its reference and its rest (`continued`). Returns the results and,
+    for each, (passage id, offset of its text in the passage, the whole passage, index in `results`)."""
     out, pids = [], []
-    for item in results:
-        if "ref" in item:
+    for index, item in enumerate(results):
+        text = str(item.get(text_key, ""))
+        if REF in item:
             out.append(item)
-            pids.append("")
+            pids.append(("", 0, text, index))
             continue
-        pid = session.passage_id(str(item.get(text_key, "")), _source(item))
+        pid = session.passage_id(text, _source(item))
         entry = led.seen(pid)
-        out.append(led.reference(pid, entry) if entry is not None else item)
-        pids.append(pid)
+        if entry is not None:
+            out.append(led.reference(pid, entry))
+            pids.append(("", 0, text, index))
+            seen = int(entry.get("chars", len(text)))
+            if seen >= len(text):
+                continue
+            rest = text[seen:]
+            offset = seen + len(rest) - len(rest.lstrip())
+            item = dict(item, **{text_key: text[offset:], "continued": True})
+            pids.append((pid, offset, text, index))
+        else:
+            pids.append((pid, 0, text, index))
+        out.append(item)
     return out, pids
+
+
+def _drop_described(doc: dict, meta: dict, key: str) -> None:
+    """A repeated text's answer: its other fenced texts and the structured metadata about how the text was made
+    (lists, objects) leave with it; scalar metadata stays."""
+    keys = list(doc)
+    if "untrusted" in keys and "untrusted_end" in keys:
+        for name in keys[keys.index("untrusted") + 1: keys.index("untrusted_end")]:
+            if name != key:
+                del doc[name]
+    for name in [k for k, v in meta.items() if isinstance(v, list | dict) and k != "session"]:
+        del meta[name]
+
+
+SIBLING_CHARS = 200  # a shorter fenced text (a title) costs less than its reference
+
+
+def _dedupe_siblings(doc: dict, key: str, led) -> None:
+    """The answer's other fenced texts (a search's summary beside its results) are passages too."""
+    keys = list(doc)
+    if "untrusted" not in keys or "untrusted_end" not in keys:
+        return
+    for name in keys[keys.index("untrusted") + 1: keys.index("untrusted_end")]:
+        text = doc[name]
+        if name == key or not isinstance(text, str) or len(text) < SIBLING_CHARS:
+            continue
+        pid = session.passage_id(text, name)
+        entry = led.seen(pid)
+        if entry is not None:
+            doc[name] = led.reference(pid, entry)
+        else:
+            led.returned(pid, text, name)
+
+
+def _window(results: list[dict], raw: list[dict], pids: list[tuple], room: int, text_key: str,
+            always_one: bool) -> int:
+    """How many of `results` this answer may hold: those standing for the results it would hold were none a
+    reference. The room references free is not filled with lower-ranked results: the answer costs less, and
+    its `next` gives the rest."""
+    if len(results) == len(raw) and not any(REF in r for r in results):
+        return len(results)
+    shown = len(_pack(raw, room, text_key, always_one))
+    return sum(1 for p in pids if p[3] < shown)
 
 
 def _reserve_session(meta: dict, led, max_tokens: int) -> None:
@@ -155,7 +216,7 @@ def _reserve_session(meta: dict, led, max_tokens: int) -> None:
 def _rest_results(kept: list[dict], results: list[dict], text_key: str) -> list[dict]:
     """What a cut answer left out: the rest of its cut result (same fields, `continued`), then those after."""
     rest = [dict(r) for r in results[len(kept):]]
-    if kept and kept[-1].get("truncated") and "ref" not in kept[-1]:
+    if kept and kept[-1].get("truncated") and REF not in kept[-1]:
         whole = dict(results[len(kept) - 1])
         text, cut = str(whole.get(text_key, "")), str(kept[-1].get(text_key, ""))
         if text.startswith(cut):
@@ -194,7 +255,7 @@ def _settle(doc: dict, results_key: str, text_key: str, max_tokens: int) -> None
         last = items[-1]
         over = meta["tokens_used"] - max_tokens
         target = last.get("tokens", 0) - over - 8
-        if target >= MIN_CUT_TOKENS and "ref" not in last:
+        if target >= MIN_CUT_TOKENS and REF not in last:
             cut, _ = cut_json_text(str(last.get(text_key, "")), target)
             last[text_key], last["tokens"], last["truncated"] = cut, count_tokens(cut), True
         else:
@@ -218,10 +279,13 @@ def fit_text(doc: dict, field_path: tuple[str, ...], max_tokens: int, *, dedupe:
     last = field_path[-1]
     text = str(parent.get(last) or "")
     frame = session.shell(doc, field_path[0]) if len(field_path) == 1 else None
+    if dedupe:
+        _dedupe_siblings(doc, field_path[0], led)
     pid = session.passage_id(text, _source(doc))
     seen = led.seen(pid) if dedupe and text else None
-    if seen is not None:
-        meta["ref"] = led.reference(pid, seen)
+    if seen is not None:  # what described the text (its title, how it was made) went with it too
+        _drop_described(doc, meta, field_path[0])
+        meta[REF] = led.reference(pid, seen)
         meta["expand"] = f"{session.EXPAND} REF"
         text = ""
     _reserve_session(meta, led, max_tokens)

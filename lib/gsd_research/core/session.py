@@ -24,6 +24,7 @@ KEEP_CURSORS = 256
 REF_CHARS = 10
 CURSOR_DIGITS = 12  # digits only: cl100k counts them in threes, so every token costs what its placeholder did
 EXPAND = "gsd-research expand"
+REF_KEY = "repeat"  # a result that is a reference to a passage returned before (recall's `ref` is its own)
 
 _STATE: dict = {"id": None, "fresh": False}
 _CURRENT: list = []
@@ -109,15 +110,18 @@ class Ledger:
         """A command fits its answer (again): only the last fit's passages and cursor count."""
         self.pending, self.cursor, self.cursor_token = {}, None, None
 
-    def returned(self, pid: str, text: str, source: str) -> None:
+    def returned(self, pid: str, text: str, source: str, whole: bool = True) -> None:
+        """The answer returns passage `pid`: `text` is as much of it as was returned (from its start)."""
         from gsd_research.core.output import _COMMAND
 
-        self.pending[pid] = {"text": text[:MAX_PASSAGE_CHARS], "source": source[:500],
+        if whole and len(text) > MAX_PASSAGE_CHARS:  # kept in part: a later answer gives its rest again
+            text, whole = text[:MAX_PASSAGE_CHARS], False
+        self.pending[pid] = {"text": text, "chars": len(text) if not whole else 10**9, "source": source[:500],
                              "where": f"{_COMMAND or 'gsd-research'} {time.strftime('%H:%M:%S')}", "at": time.time()}
 
     def reference(self, pid: str, entry: dict) -> dict:
         """A passage returned before, by name only: no external text beyond its source."""
-        ref = {"ref": ref_of(pid), "seen": entry.get("where", "")}
+        ref = {REF_KEY: ref_of(pid), "seen": entry.get("where", "")}
         if entry.get("source"):
             ref["source"] = entry["source"]
         return ref
@@ -233,7 +237,7 @@ def shell(doc: dict, key: str) -> dict:
     out[key] = [] if isinstance(doc.get(key), list) else ""
     meta = out.get("metadata")
     if isinstance(meta, dict):
-        for k in ("total_available", "returned", "tokens_used", "truncated", "next", "session", "ref"):
+        for k in ("total_available", "returned", "tokens_used", "truncated", "next", "session", REF_KEY, "expand"):
             meta.pop(k, None)
     order = list(doc) if key in doc else [*doc, key]  # the key keeps its place inside the fence
     return {k: out[k] for k in order if k in out}
