@@ -115,13 +115,13 @@ def test_every_answer_says_what_the_session_has_spent(cli, fake):
     assert second["session"] == {"id": "s1", "calls": 2, "tokens": first["tokens_used"] + second["tokens_used"]}
 
 
-def test_the_ledger_is_private(cli, fake, home):
-    cli(*DOCS, "--session", "s1")
+def test_the_ledger_and_the_cursors_are_private(cli, fake, home):
+    assert "next" in cli(*DOCS, "--session", "s1").json["metadata"]
 
-    [path] = ledger_files(home)
+    files = ledger_files(home) + sorted((home / "sessions" / "cursors").glob("c*.json"))
 
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert stat.S_IMODE(path.parent.stat().st_mode) & 0o077 == 0
+    assert len(files) == 2 and all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in files)
+    assert all(stat.S_IMODE(p.parent.stat().st_mode) & 0o077 == 0 for p in files)
 
 
 def test_parallel_calls_of_one_session_keep_its_ledger_whole(run_bin, fake, home):

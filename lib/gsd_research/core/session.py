@@ -186,6 +186,7 @@ def commit(doc: dict) -> dict:
             data["passages"] = dict(newest)
         atomic_write_text(led.path, json.dumps(data, ensure_ascii=False))
         _prune(folder, "*.json", SESSION_DAYS * 86400, KEEP_SESSIONS, keep=led.path)
+        _prune(folder, "*.damaged-*", SESSION_DAYS * 86400, 8, keep=led.path)
     if meta is not None:
         meta["session"] = {"id": led.sid[:12], "calls": data["calls"], "tokens": data["tokens"]}
     led.pending = {}
