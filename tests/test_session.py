@@ -11,6 +11,7 @@ import pytest
 
 from gsd_research.core import session
 from tests.test_hooks import hook
+from tests.test_memory import PAGE
 
 DOCS = ("docs", "react", "useEffect cleanup", "--max-tokens", "1200")
 
@@ -171,3 +172,17 @@ def test_session_start_never_writes_a_session_id_that_is_not_plain(tmp_path):
          env={"CLAUDE_ENV_FILE": str(env_file)})
 
     assert "GSD_RESEARCH_SESSION" not in (env_file.read_text() if env_file.exists() else "")
+
+
+def test_a_key_quoted_by_a_page_never_reaches_the_ledger(cli, fake, home, monkeypatch):
+    canary = "pplx-canary-session-7Qz"
+    monkeypatch.setenv("PERPLEXITY_API_KEY", canary)
+    monkeypatch.setenv("GSD_RESEARCH_ALLOW_HOSTS", "127.0.0.1")
+    monkeypatch.setenv("OLLAMA_HOST", fake.url + "/no-ollama")
+    fake.state.setdefault("pages", {})["leak"] = PAGE.format(
+        title="Leak", text=f"The debug log printed the key {canary} in the middle of a long and boring sentence.")
+
+    cli("fetch", fake.url + "/pages/state/leak", "--extract", "--session", "s1")
+
+    [path] = ledger_files(home)
+    assert canary not in path.read_text() and "***" in path.read_text()

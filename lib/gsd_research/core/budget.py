@@ -46,8 +46,9 @@ def check_echo(text: str, max_tokens: int, what: str = "query", share: float = 0
 
 
 def fit_results(doc: dict, results: list[dict], max_tokens: int, *, text_key: str = "content",
-                results_key: str = "results", always_one: bool = True) -> dict:
-    """Put as many `results` into `doc` as the budget allows; fill metadata; return `doc`.
+                results_key: str = "results", always_one: bool = True, dedupe: bool = True) -> dict:
+    """Put as many `results` into `doc` as the budget allows; fill metadata; return `doc`. With `dedupe`
+    (results that are passages, not e.g. verdicts) the session's passages become references.
 
     Each result gets a `tokens` field (its text's tokens). `metadata.tokens_used` is the estimated
     cl100k size of the whole printed document and never exceeds `max_tokens`.
@@ -56,9 +57,10 @@ def fit_results(doc: dict, results: list[dict], max_tokens: int, *, text_key: st
     led = session.current()
     led.start_fit()
     frame = session.shell(doc, results_key)
-    _dedupe_siblings(doc, results_key, led)
+    if dedupe:
+        _dedupe_siblings(doc, results_key, led)
     raw = results
-    results, pids = _dedupe(results, text_key, led)
+    results, pids = _dedupe(results, text_key, led if dedupe else session.Ledger(None, False))
     meta.update({"total_available": len(results), "returned": len(results), "tokens_used": max_tokens,
                  "max_tokens": max_tokens, "truncated": False})
     _reserve_session(meta, led, max_tokens)

@@ -184,7 +184,7 @@ def commit(doc: dict) -> dict:
         if len(data["passages"]) > MAX_PASSAGES:
             newest = sorted(data["passages"].items(), key=lambda kv: kv[1].get("at", 0))[-MAX_PASSAGES:]
             data["passages"] = dict(newest)
-        atomic_write_text(led.path, json.dumps(data, ensure_ascii=False))
+        atomic_write_text(led.path, _scrubbed(data))
         _prune(folder, "*.json", SESSION_DAYS * 86400, KEEP_SESSIONS, keep=led.path)
         _prune(folder, "*.damaged-*", SESSION_DAYS * 86400, 8, keep=led.path)
     if meta is not None:
@@ -198,8 +198,15 @@ def _write_cursor(token: str, payload: dict) -> None:
 
     folder = root() / "cursors"
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    atomic_write_text(folder / f"{token}.json", json.dumps(payload, ensure_ascii=False))
+    atomic_write_text(folder / f"{token}.json", _scrubbed(payload))
     _prune(folder, "c*.json", CURSOR_HOURS * 3600, KEEP_CURSORS, keep=folder / f"{token}.json")
+
+
+def _scrubbed(data: dict) -> str:
+    """The JSON of a state file with every known key replaced (a page may quote one): keys never reach files."""
+    from gsd_research.core.secrets import scrub
+
+    return scrub(json.dumps(data, ensure_ascii=False))
 
 
 def load_cursor(token: str) -> dict | None:
