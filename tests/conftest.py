@@ -106,6 +106,7 @@ def home(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("HOME", str(user_home))
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(TIKTOKEN_DIR))
     monkeypatch.setenv("GSD_RESEARCH_RESIDENT_IDLE", "0")  # no resident search process unless a test starts one
+    monkeypatch.delenv("GSD_RESEARCH_SESSION", raising=False)  # no session unless a test sets one
     for name in KEY_VARS + URL_VARS:
         monkeypatch.delenv(name, raising=False)
     return gsd_home

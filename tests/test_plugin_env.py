@@ -280,7 +280,8 @@ def test_session_start_starts_the_build_exports_the_data_dir_and_says_it_is_bein
     assert text.startswith("gsd-research is being prepared: its Python environment is being built (first use after "
                            "installing the plugin; about 90 s left)")
     assert "ENVIRONMENT_PREPARING" in text and "is available" not in text
-    assert env_file.read_text() == f"export GSD_RESEARCH_PLUGIN_DATA={shlex.quote(str(plugin.data))}\n"
+    assert env_file.read_text() == ("export GSD_RESEARCH_SESSION=s-1\n"
+                                    f"export GSD_RESEARCH_PLUGIN_DATA={shlex.quote(str(plugin.data))}\n")
     wait_until(lambda: plugin.state().get("state") == "ready")
     prompt = {**SESSION, "hook_event_name": "UserPromptSubmit", "prompt": "go"}
     notice = context(plugin.hook("user-prompt-submit", prompt))

@@ -374,7 +374,7 @@ def test_session_start_is_quick_whatever_the_env_file_is(plugin, tmp_path, kind)
     text = context(plugin.hook("session-start", SESSION, CLAUDE_ENV_FILE=str(path)))  # within its timeout
 
     assert "gsd-research" in text
-    export = f"export GSD_RESEARCH_PLUGIN_DATA={shlex.quote(str(plugin.data))}\n"
+    export = f"export GSD_RESEARCH_SESSION=s-1\nexport GSD_RESEARCH_PLUGIN_DATA={shlex.quote(str(plugin.data))}\n"
     if kind == "symlink":
         assert target.read_text() == f"# the user's file\n{export}"
     if kind == "not there yet":

@@ -35,7 +35,12 @@ def installed_bin_dir() -> str:
 
 
 def _export_path(folder: str) -> bool:
-    """Append the folder to later Bash commands' PATH (SessionStart's CLAUDE_ENV_FILE, a regular file only)."""
+    """Append the folder to later Bash commands' PATH."""
+    return export_line(f'export PATH="$PATH:"{shlex.quote(folder)}')
+
+
+def export_line(line: str) -> bool:
+    """Append one `export` line for later Bash commands (SessionStart's CLAUDE_ENV_FILE, a regular file only)."""
     env_file = os.environ.get("CLAUDE_ENV_FILE")
     if not env_file:
         return False
@@ -47,12 +52,21 @@ def _export_path(folder: str) -> bool:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return False
-        os.write(fd, f'export PATH="$PATH:"{shlex.quote(folder)}\n'.encode())
+        os.write(fd, f"{line}\n".encode())
         return True
     except OSError:
         return False
     finally:
         os.close(fd)
+
+
+def export_session(session_id: str) -> bool:
+    """Name the client's session for later Bash calls (GSD_RESEARCH_SESSION), so gsd-research answers within
+    one session never repeat a passage in full. Only a plain id is written (it lands in a shell file)."""
+    sid = str(session_id or "").strip()
+    if not sid or len(sid) > 128 or not all(c.isalnum() or c in "-_." for c in sid):
+        return False
+    return export_line(f"export GSD_RESEARCH_SESSION={shlex.quote(sid)}")
 
 
 def _exported(session: str, folder: str, record: bool = False) -> bool:

@@ -9,7 +9,7 @@ import os
 from gsd_research_hooks.common import config_get, context, load_config, unsafe_notice
 from gsd_research_hooks.env_context import describe, export_data_dir, plugin_paths, remember_pending, status
 from gsd_research_hooks.jobs import announce_jobs
-from gsd_research_hooks.reach import reach
+from gsd_research_hooks.reach import export_session, reach
 
 # Provider -> (key variables), as in gsd_research's config; docs work without a key.
 PROVIDER_KEYS = {
@@ -40,6 +40,7 @@ def providers_line(cfg: dict) -> str:
 
 
 def handle(event: dict) -> dict | None:
+    export_session(str(event.get("session_id") or ""))  # before anything that may fail: answers dedupe from here
     found = status()  # a missing environment gets its build started here
     _root, data = plugin_paths()
     if data:

@@ -11,7 +11,7 @@ import click
 from gsd_research import __version__
 from gsd_research.core import edge
 from gsd_research.core.errors import GsdError, reinstall_hint
-from gsd_research.core.runtime import DEFAULT_MAX_TOKENS, Runtime
+from gsd_research.core.runtime import DEFAULT_MAX_TOKENS, Runtime, session_options
 
 # name -> "module:attribute"; modules are imported only when their command runs (start-up time).
 COMMANDS: dict[str, str] = {
@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "doctor": "gsd_research.commands.doctor:doctor",
     "cache": "gsd_research.commands.housekeeping:cache",
     "config": "gsd_research.commands.housekeeping:config",
+    "expand": "gsd_research.commands.expand:expand",
 }
 
 HELP = {
@@ -48,6 +49,7 @@ HELP = {
     "doctor": "Which providers are configured and reachable; where state lives.",
     "cache": "HTTP cache statistics and clearing.",
     "config": "Show, set and locate the configuration.",
+    "expand": "A passage again by its session reference, or the rest of a cut answer (metadata.next).",
 }
 
 
@@ -93,6 +95,7 @@ def _version(ctx: click.Context, _param, value):
 @click.option("--json-pretty", "pretty", is_flag=True, help="Pretty-print the JSON answer.")
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
               help="Print the version as JSON and exit.")
+@session_options
 @click.pass_context
 def cli(ctx: click.Context, max_tokens: int, no_cache: bool, pretty: bool):
     """Research tools for coding agents. Every command prints one JSON document on stdout."""
@@ -106,13 +109,17 @@ def run(group: click.Group, argv: list[str] | None, prog_name: str, known: dict)
 
     argv = list(sys.argv[1:] if argv is None else argv)
     # state is 0700/0600 whoever writes it (this call, its worker, SQLite); --version and --help touch no folder
+    from gsd_research.core import session
+
     previous_umask = private_process(close=not _informational(argv))
     try:
+        session.reset()
         rt = Runtime()
         if _wants_help(argv):
             return _help(group, argv, prog_name, rt)
         return edge.run(_edge(prog_name, rt), group, argv, rt, before=lambda: _refuse_unsafe_state(argv))
     finally:
+        session.reset()  # the session of this call ends with it (in-process callers make many calls)
         os.umask(previous_umask)
 
 
@@ -142,12 +149,13 @@ def _refuse_unsafe_state(argv: list[str]) -> None:
 
 def _render(rv, rt: Runtime) -> int:
     """Print what a command returned (a payload dict or a whole document) and give the exit status."""
+    from gsd_research.core import session
     from gsd_research.core.output import emit, success
 
     if isinstance(rv, int):
         return rv
     if isinstance(rv, dict):
-        doc = rv if "success" in rv else success(rt.command or "gsd-research", rv)
+        doc = session.commit(rv if "success" in rv else success(rt.command or "gsd-research", rv))
         emit(doc, rt.pretty)
         return 0 if doc.get("success", True) else int(doc.get("exit_code", 1))
     return 0

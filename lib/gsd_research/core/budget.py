@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 
+from gsd_research.core import session
 from gsd_research.core.errors import UsageError
 from gsd_research.core.output import document_tokens
 from gsd_research.core.tokens import count_tokens, cut_to_tokens
 
+REF = session.REF_KEY
 MIN_CUT_TOKENS = 60  # a result cut shorter than this is not worth its framing
 
 
@@ -44,15 +46,24 @@ def check_echo(text: str, max_tokens: int, what: str = "query", share: float = 0
 
 
 def fit_results(doc: dict, results: list[dict], max_tokens: int, *, text_key: str = "content",
-                results_key: str = "results", always_one: bool = True) -> dict:
-    """Put as many `results` into `doc` as the budget allows; fill metadata; return `doc`.
+                results_key: str = "results", always_one: bool = True, dedupe: bool = True) -> dict:
+    """Put as many `results` into `doc` as the budget allows; fill metadata; return `doc`. With `dedupe`
+    (results that are passages, not e.g. verdicts) the session's passages become references.
 
     Each result gets a `tokens` field (its text's tokens). `metadata.tokens_used` is the estimated
     cl100k size of the whole printed document and never exceeds `max_tokens`.
     """
     meta = doc.setdefault("metadata", {})
+    led = session.current()
+    led.start_fit()
+    frame = session.shell(doc, results_key)
+    if dedupe:
+        _dedupe_siblings(doc, results_key, led)
+    raw = results
+    results, pids = _dedupe(results, text_key, led if dedupe else session.Ledger(None, False))
     meta.update({"total_available": len(results), "returned": len(results), "tokens_used": max_tokens,
                  "max_tokens": max_tokens, "truncated": False})
+    _reserve_session(meta, led, max_tokens)
     doc[results_key] = []
     overhead = document_tokens(doc)
     if overhead > max_tokens:
@@ -60,26 +71,162 @@ def fit_results(doc: dict, results: list[dict], max_tokens: int, *, text_key: st
             f"--max-tokens {max_tokens} is too small for this answer (its envelope alone needs {overhead})",
             suggestions=[f"Use --max-tokens {max(overhead + 200, 500)} or more"],
         )
-    remaining = max_tokens - overhead
-    kept: list[dict] = []
-    for item in results:
-        item = dict(item)
-        item["tokens"] = count_tokens(str(item.get(text_key, "")))
-        cost = json_tokens(item) + 1
-        if cost <= remaining:
-            kept.append(item)
-            remaining -= cost
-            continue
-        cut = _cut_item(item, remaining, text_key)
-        if cut is not None and (cut["tokens"] >= MIN_CUT_TOKENS or (always_one and not kept)):
-            kept.append(cut)
-        break
+    window = _window(results, raw, pids, max_tokens - overhead, text_key, always_one)
+    kept = _pack(results[:window], max_tokens - overhead, text_key, always_one)
+    if len(kept) < len(results) or any(r.get("truncated") for r in kept):
+        meta["next"] = PLACEHOLDER_NEXT  # room for the cursor, then the real token of the same length
+        kept = _pack(results[:window], max_tokens - document_tokens(doc), text_key, always_one)
     doc[results_key] = kept
     meta["returned"] = len(kept)
     meta["truncated"] = len(kept) < len(results) or any(r.get("truncated") for r in kept)
     doc["metadata"] = doc.pop("metadata")  # results first, metadata last, as in DESIGN.md
     _settle(doc, results_key, text_key, max_tokens)
+    _session_results(doc, meta, led, results, pids, frame, results_key, text_key, max_tokens)
     return doc
+
+
+def _pack(results: list[dict], remaining: int, text_key: str, always_one: bool) -> list[dict]:
+    """Whole results while they fit in `remaining` tokens, then the next one cut (if worth its framing)."""
+    kept: list[dict] = []
+    for item in results:
+        item = dict(item)
+        if REF not in item:
+            item["tokens"] = count_tokens(str(item.get(text_key, "")))
+        cost = json_tokens(item) + 1
+        if cost <= remaining:
+            kept.append(item)
+            remaining -= cost
+            continue
+        cut = None if REF in item else _cut_item(item, remaining, text_key)
+        if cut is not None and (cut["tokens"] >= MIN_CUT_TOKENS or (always_one and not kept)):
+            kept.append(cut)
+        break
+    return kept
+
+
+def _session_results(doc: dict, meta: dict, led, results: list[dict], pids: list[tuple], frame: dict,
+                     results_key: str, text_key: str, max_tokens: int) -> None:
+    """After fitting: the cursor of a cut answer, the passages returned whole, the note on references."""
+    if meta.get("next") == PLACEHOLDER_NEXT:
+        rest = _rest_results(doc[results_key], results, text_key) if meta["truncated"] else []
+        if rest:
+            meta["next"] = led.mint_cursor({"command": _command(), "kind": "results", "frame": frame,
+                                            "key": results_key, "text_key": text_key, "items": rest})
+        else:
+            del meta["next"]
+    for item, (pid, offset, whole, _origin) in zip(doc[results_key], pids, strict=False):
+        if REF not in item and pid:
+            shown = offset + len(str(item.get(text_key, ""))) if item.get("truncated") else len(whole)
+            led.returned(pid, whole[:shown], _source(item), whole=shown >= len(whole))
+    if any(REF in item for item in doc[results_key]):
+        meta["expand"] = f"{session.EXPAND} REF"
+    _settle(doc, results_key, text_key, max_tokens)
+
+
+PLACEHOLDER_NEXT = f"{session.EXPAND} c{'0' * session.CURSOR_DIGITS}"
+
+
+def _command() -> str | None:
+    from gsd_research.core import output
+
+    return output._COMMAND
+
+
+def _source(item: dict) -> str:
+    return str(item.get("url") or item.get("source_url") or item.get("source") or item.get("title") or "")
+
+
+def _dedupe(results: list[dict], text_key: str, led) -> tuple[list[dict], list[tuple]]:
+    """Passages this session returned before become references (named, expandable), so the budget goes to new
+    text; one returned only in part becomes its reference and its rest (`continued`). Returns the results and,
+    for each, (passage id, offset of its text in the passage, the whole passage, index in `results`)."""
+    out, pids = [], []
+    for index, item in enumerate(results):
+        text = str(item.get(text_key, ""))
+        if REF in item:
+            out.append(item)
+            pids.append(("", 0, text, index))
+            continue
+        pid = session.passage_id(text, _source(item))
+        entry = led.seen(pid)
+        if entry is not None:
+            out.append(led.reference(pid, entry))
+            pids.append(("", 0, text, index))
+            seen = int(entry.get("chars", len(text)))
+            if seen >= len(text):
+                continue
+            rest = text[seen:]
+            offset = seen + len(rest) - len(rest.lstrip())
+            item = dict(item, **{text_key: text[offset:], "continued": True})
+            pids.append((pid, offset, text, index))
+        else:
+            pids.append((pid, 0, text, index))
+        out.append(item)
+    return out, pids
+
+
+def _drop_described(doc: dict, meta: dict, key: str) -> None:
+    """A repeated text's answer: its other fenced texts and the structured metadata about how the text was made
+    (lists, objects) leave with it; scalar metadata stays."""
+    keys = list(doc)
+    if "untrusted" in keys and "untrusted_end" in keys:
+        for name in keys[keys.index("untrusted") + 1: keys.index("untrusted_end")]:
+            if name != key:
+                del doc[name]
+    for name in [k for k, v in meta.items() if isinstance(v, list | dict) and k != "session"]:
+        del meta[name]
+
+
+SIBLING_CHARS = 200  # a shorter fenced text (a title) costs less than its reference
+
+
+def _dedupe_siblings(doc: dict, key: str, led) -> None:
+    """The answer's other fenced texts (a search's summary beside its results) are passages too."""
+    keys = list(doc)
+    if "untrusted" not in keys or "untrusted_end" not in keys:
+        return
+    for name in keys[keys.index("untrusted") + 1: keys.index("untrusted_end")]:
+        text = doc[name]
+        if name == key or not isinstance(text, str) or len(text) < SIBLING_CHARS:
+            continue
+        pid = session.passage_id(text, name)
+        entry = led.seen(pid)
+        if entry is not None:
+            doc[name] = led.reference(pid, entry)
+        else:
+            led.returned(pid, text, name)
+
+
+def _window(results: list[dict], raw: list[dict], pids: list[tuple], room: int, text_key: str,
+            always_one: bool) -> int:
+    """How many of `results` this answer may hold: those standing for the results it would hold were none a
+    reference. The room references free is not filled with lower-ranked results: the answer costs less, and
+    its `next` gives the rest."""
+    if len(results) == len(raw) and not any(REF in r for r in results):
+        return len(results)
+    shown = len(_pack(raw, room, text_key, always_one))
+    return sum(1 for p in pids if p[3] < shown)
+
+
+def _reserve_session(meta: dict, led, max_tokens: int) -> None:
+    """What the session has spent, with this answer counted at its whole budget (the printed figure is never
+    longer)."""
+    if led.active:
+        meta["session"] = led.spent(max_tokens)
+
+
+def _rest_results(kept: list[dict], results: list[dict], text_key: str) -> list[dict]:
+    """What a cut answer left out: the rest of its cut result (same fields, `continued`), then those after."""
+    rest = [dict(r) for r in results[len(kept):]]
+    if kept and kept[-1].get("truncated") and REF not in kept[-1]:
+        whole = dict(results[len(kept) - 1])
+        text, cut = str(whole.get(text_key, "")), str(kept[-1].get(text_key, ""))
+        if text.startswith(cut):
+            whole[text_key] = text[len(cut):].lstrip()
+            whole["continued"] = True
+            whole.pop("tokens", None)
+            rest.insert(0, whole)
+    return rest
 
 
 def _cut_item(item: dict, remaining: int, text_key: str) -> dict | None:
@@ -109,8 +256,8 @@ def _settle(doc: dict, results_key: str, text_key: str, max_tokens: int) -> None
             break
         last = items[-1]
         over = meta["tokens_used"] - max_tokens
-        target = last["tokens"] - over - 8
-        if target >= MIN_CUT_TOKENS:
+        target = last.get("tokens", 0) - over - 8
+        if target >= MIN_CUT_TOKENS and REF not in last:
             cut, _ = cut_json_text(str(last.get(text_key, "")), target)
             last[text_key], last["tokens"], last["truncated"] = cut, count_tokens(cut), True
         else:
@@ -120,16 +267,30 @@ def _settle(doc: dict, results_key: str, text_key: str, max_tokens: int) -> None
     meta["tokens_used"] = document_tokens(doc)
 
 
-def fit_text(doc: dict, field_path: tuple[str, ...], max_tokens: int) -> dict:
-    """Cut one text field of `doc` (by key path) so the whole document fits; records truncation."""
+def fit_text(doc: dict, field_path: tuple[str, ...], max_tokens: int, *, dedupe: bool = True) -> dict:
+    """Cut one text field of `doc` (by key path) so the whole document fits; records truncation. A text this
+    session returned before becomes a reference (`metadata.ref`); a cut one gets `metadata.next`."""
     meta = doc.setdefault("metadata", {})
     meta.setdefault("max_tokens", max_tokens)
     meta["tokens_used"] = max_tokens
+    led = session.current()
+    led.start_fit()
     parent = doc
     for key in field_path[:-1]:
         parent = parent[key]
     last = field_path[-1]
     text = str(parent.get(last) or "")
+    frame = session.shell(doc, field_path[0]) if len(field_path) == 1 else None
+    if dedupe:
+        _dedupe_siblings(doc, field_path[0], led)
+    pid = session.passage_id(text, _source(doc))
+    seen = led.seen(pid) if dedupe and text else None
+    if seen is not None:  # what described the text (its title, how it was made) went with it too
+        _drop_described(doc, meta, field_path[0])
+        meta[REF] = led.reference(pid, seen)
+        meta["expand"] = f"{session.EXPAND} REF"
+        text = ""
+    _reserve_session(meta, led, max_tokens)
     parent[last] = ""
     meta.setdefault("truncated", False)
     overhead = document_tokens(doc)
@@ -138,6 +299,9 @@ def fit_text(doc: dict, field_path: tuple[str, ...], max_tokens: int) -> dict:
             f"--max-tokens {max_tokens} is too small for this answer (its envelope alone needs {overhead})",
             suggestions=[f"Use --max-tokens {max(overhead + 200, 500)} or more"],
         )
+    if frame is not None and json_tokens(text) > max_tokens - overhead - 4:
+        meta["next"] = PLACEHOLDER_NEXT
+        overhead = document_tokens(doc)
     cut, truncated = cut_json_text(text, max_tokens - overhead - 4)
     parent[last] = cut
     meta["truncated"] = bool(meta.get("truncated")) or truncated
@@ -148,7 +312,22 @@ def fit_text(doc: dict, field_path: tuple[str, ...], max_tokens: int) -> dict:
         cut, _ = cut_json_text(parent[last], json_tokens(parent[last]) - (meta["tokens_used"] - max_tokens) - 8)
         parent[last] = cut
         meta["truncated"] = True
+    _text_cursor(doc, meta, led, frame, field_path[0], text, parent[last], pid)
     return doc
+
+
+def _text_cursor(doc: dict, meta: dict, led, frame, key: str, text: str, cut: str, pid: str) -> None:
+    """Mint the cursor of a cut text (its rest), or record the text as returned whole."""
+    rest = text[len(cut):].lstrip() if cut and text.startswith(cut) and len(cut) < len(text) else ""
+    if meta.get("next") == PLACEHOLDER_NEXT:
+        if rest:
+            meta["next"] = led.mint_cursor({"command": _command(), "kind": "text", "frame": frame, "key": key,
+                                            "text": rest})
+        else:
+            del meta["next"]
+            meta["tokens_used"] = document_tokens(doc)
+    if text and cut == text:
+        led.returned(pid, text, _source(doc))
 
 
 def drop_cut_warnings(doc: dict, results_key: str = "results", index_key: str = "result") -> dict:

@@ -58,8 +58,31 @@ def _override(name: str):
     return callback
 
 
+def _session_option(name: str):
+    def callback(_ctx: click.Context, _param, value):
+        if value is not None and value is not False:
+            from gsd_research.core import session
+
+            session.configure(**{name: value})
+        return value
+
+    return callback
+
+
+def session_options(f):
+    """--session and --fresh: which research session this call belongs to (core.session)."""
+    f = click.option("--fresh", is_flag=True, default=False, expose_value=False, callback=_session_option("fresh"),
+                     help="Return passages in full even if this session returned them before.")(f)
+    f = click.option("--session", "session_id", default=None, metavar="ID", expose_value=False,
+                     callback=_session_option("session_id"),
+                     help="The research session (default $GSD_RESEARCH_SESSION): passages it returned "
+                          "before come back as references.")(f)
+    return f
+
+
 def agent_options(f):
     """The global options, accepted after the subcommand too (`docs react hooks --max-tokens 4000`)."""
+    f = session_options(f)
     f = click.option("--json-pretty", "pretty", is_flag=True, default=False, expose_value=False,
                      callback=_override("pretty"), help="Pretty-print the JSON answer.")(f)
     f = click.option("--no-cache", is_flag=True, default=False, expose_value=False,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from gsd_research.core import session
 from gsd_research.core.budget import check_echo, fit_results, json_tokens
 from gsd_research.core.errors import UsageError
 from gsd_research.core.output import document_tokens
@@ -31,7 +32,7 @@ def docs(rt, library: str, query: tuple[str, ...]):
         library_id, version_meta = project_pin(library.strip(), match, library_id)
     body, served_id = client.context(library_id, text)
     memo_key = None
-    if rt.http.upstream_requests == 0 and not rt.no_cache:  # both answers from the HTTP cache: see answer_memo
+    if rt.http.upstream_requests == 0 and not rt.no_cache and not session.current().active:  # see answer_memo
         from gsd_research.docs import answer_memo
 
         memo_key = answer_memo.key(library=library, query=text, max_tokens=rt.max_tokens, pretty=rt.pretty,

@@ -179,12 +179,21 @@ def paginate(markdown: str, room: int) -> list[str]:
     return parts or [""]
 
 
+def _next_page(doc: dict, page: int, max_tokens: int) -> str:
+    """The exact command line of the next page (metadata.next, as every cut answer has)."""
+    import shlex
+
+    return shlex.join(["gsd-research", "fetch", str(doc.get("url", "")), "--extract", "--page", str(page),
+                       "--max-tokens", str(max_tokens)])
+
+
 def _extract_page(rt, doc: dict, markdown: str, page: int, warnings: list[dict]) -> dict:
     from gsd_research.core.output import document_tokens
     from gsd_research.core.untrusted import neutralize, seal
 
     probe = seal(dict(doc, content="", injection_warnings=warnings, injection_flagged=True), ("title", "content"))
     probe["metadata"] = dict(doc["metadata"], page=9999, pages=9999, cache_hit=False, next_page="--page 9999",
+                             next=_next_page(doc, 9999, 99999),
                              tokens_used=99999, max_tokens=99999, truncated=False)
     room = rt.max_tokens - document_tokens(probe) - 60  # 60: slack, so no part is cut (the next starts after it)
     if room < 50:
@@ -199,6 +208,7 @@ def _extract_page(rt, doc: dict, markdown: str, page: int, warnings: list[dict])
     doc["metadata"].update({"page": page, "pages": len(parts), "cache_hit": _cache_hit(rt)})
     if page < len(parts):
         doc["metadata"]["next_page"] = f"--extract --page {page + 1} --max-tokens {rt.max_tokens}"
+        doc["metadata"]["next"] = _next_page(doc, page + 1, rt.max_tokens)
     if warnings:
         doc["injection_flagged"] = True
         doc["injection_warnings"] = warnings

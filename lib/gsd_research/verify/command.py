@@ -70,7 +70,7 @@ def verify(rt, file: str, use_llm: bool, timeout: float):
         doc["injection_flagged"] = True
         doc["injection_warnings"] = warnings[:MAX_WARNINGS]
     doc["metadata"] = meta
-    doc = fit_results(doc, results, rt.max_tokens, text_key="passage", results_key="claims")
+    doc = fit_results(doc, results, rt.max_tokens, text_key="passage", results_key="claims", dedupe=False)
     return drop_cut_warnings(doc, results_key="claims", index_key="claim")
 
 

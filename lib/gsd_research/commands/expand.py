@@ -1,0 +1,51 @@
+"""`gsd-research expand TOKEN`: a passage named by its session reference (rREF), or the rest of an answer its
+budget cut (the cursor cTOKEN of `metadata.next`), fenced and fitted like any answer."""
+
+from __future__ import annotations
+
+import click
+
+from gsd_research.core import session
+from gsd_research.core.budget import fit_results, fit_text
+from gsd_research.core.errors import UsageError
+from gsd_research.core.runtime import agent_command
+from gsd_research.core.untrusted import seal
+
+
+@agent_command("expand")
+@click.argument("token")
+def expand(rt, token: str):
+    """TOKEN: a reference (rXXXXXXXXXX) of this session, or a cursor (cXXXXXXXXXX) from metadata.next."""
+    token = token.strip()
+    if token.startswith("c"):
+        return _continue(rt, token)
+    if not token.startswith("r"):
+        raise UsageError(f"Not a reference or cursor: {token[:40]}",
+                         suggestions=["Pass a `ref` of an answer (rXXXXXXXXXX) or its metadata.next"])
+    led = session.current()
+    if not led.active:
+        raise UsageError("References belong to a session: none is set",
+                         suggestions=["Pass --session ID (or set GSD_RESEARCH_SESSION) as in the call that gave it"])
+    found = led.find(token)
+    if found is None:
+        raise UsageError(f"This session has no passage {token[:40]}",
+                         suggestions=["It may have been pruned: run the original command again with --fresh"])
+    _pid, entry = found
+    doc = seal({"ref": token, "source": entry.get("source", ""), "seen": entry.get("where", ""),
+                "content": entry.get("text", ""), "metadata": {}}, ("source", "content"))
+    return fit_text(doc, ("content",), rt.max_tokens, dedupe=False)
+
+
+def _continue(rt, token: str) -> dict:
+    """The rest of a cut answer, from exactly where it stopped, under this call's budget."""
+    cursor = session.load_cursor(token)
+    if cursor is None:
+        raise UsageError(f"No cursor {token[:40]} (cursors last {session.CURSOR_HOURS} hours)",
+                         suggestions=["Run the original command again"])
+    if cursor.get("command"):
+        rt.command = cursor["command"]
+    doc = cursor["frame"]
+    if cursor.get("kind") == "text":
+        doc[cursor["key"]] = cursor["text"]
+        return fit_text(doc, (cursor["key"],), rt.max_tokens)
+    return fit_results(doc, cursor["items"], rt.max_tokens, text_key=cursor["text_key"], results_key=cursor["key"])

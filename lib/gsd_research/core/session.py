@@ -1,0 +1,251 @@
+"""A research session across calls: which passages it has returned (so none is paid for twice), what it has
+spent, and the cursors of answers cut by their budget.
+
+One ledger file per session under GSD_RESEARCH_HOME/sessions/ (0600, written whole by rename, under a lock,
+bounded: the newest MAX_PASSAGES passages, each at most MAX_PASSAGE_CHARS; sessions idle SESSION_DAYS pruned).
+`core.budget` consults it while fitting an answer (dedupe, refs, cursors); the output edge commits what the
+printed answer returned (`commit`), so a call counts once whatever its command re-fitted."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+MAX_PASSAGES = 400
+MAX_PASSAGE_CHARS = 20_000
+SESSION_DAYS = 7
+KEEP_SESSIONS = 64
+CURSOR_HOURS = 24
+KEEP_CURSORS = 256
+REF_CHARS = 10
+CURSOR_DIGITS = 12  # digits only: cl100k counts them in threes, so every token costs what its placeholder did
+EXPAND = "gsd-research expand"
+REF_KEY = "repeat"  # a result that is a reference to a passage returned before (recall's `ref` is its own)
+
+_STATE: dict = {"id": None, "fresh": False}
+_CURRENT: list = []
+
+
+def configure(session_id: str | None = None, fresh: bool | None = None) -> None:
+    """Record this call's session (--session, else GSD_RESEARCH_SESSION) and --fresh."""
+    if session_id is not None:
+        _STATE["id"] = session_id.strip() or None
+    if fresh is not None:
+        _STATE["fresh"] = bool(fresh)
+    _CURRENT.clear()
+
+
+def current() -> Ledger:
+    """This call's ledger view (inactive without a session)."""
+    if not _CURRENT:
+        sid = _STATE["id"] or os.environ.get("GSD_RESEARCH_SESSION", "").strip() or None
+        _CURRENT.append(Ledger(sid, _STATE["fresh"]))
+    return _CURRENT[0]
+
+
+def reset() -> None:
+    """Forget this process's session choice (each in-process call starts afresh)."""
+    _STATE.update(id=None, fresh=False)
+    _CURRENT.clear()
+
+
+def passage_id(text: str, source: str = "") -> str:
+    """A passage's identity: its normalized text (whitespace folded) and its source."""
+    norm = " ".join(str(text).split())
+    return hashlib.sha256(f"{source}\0{norm}".encode("utf-8", "replace")).hexdigest()[:20]
+
+
+def ref_of(pid: str) -> str:
+    return "r" + pid[:REF_CHARS]
+
+
+def root() -> Path:
+    from gsd_research.core.config import home
+
+    return home() / "sessions"
+
+
+class Ledger:
+    """One call's view of its session: read once, changes kept pending until the answer is printed."""
+
+    def __init__(self, sid: str | None, fresh: bool):
+        self.sid, self.fresh = sid, fresh
+        self._data: dict | None = None
+        self.pending: dict[str, dict] = {}
+        self.cursor: dict | None = None
+        self.cursor_token: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.sid is not None
+
+    @property
+    def dedupes(self) -> bool:
+        return self.sid is not None and not self.fresh
+
+    @property
+    def path(self) -> Path:
+        return root() / (hashlib.sha256(self.sid.encode()).hexdigest()[:24] + ".json")
+
+    def data(self) -> dict:
+        if self._data is None:
+            self._data = _load(self.path) if self.active else _empty()
+        return self._data
+
+    def seen(self, pid: str) -> dict | None:
+        return self.data()["passages"].get(pid) if self.dedupes else None
+
+    def find(self, ref: str) -> tuple[str, dict] | None:
+        key = ref[1:] if ref.startswith("r") else ref
+        for pid, entry in self.data()["passages"].items():
+            if pid.startswith(key) and len(key) >= 6:
+                return pid, entry
+        return None
+
+    def start_fit(self) -> None:
+        """A command fits its answer (again): only the last fit's passages and cursor count."""
+        self.pending, self.cursor, self.cursor_token = {}, None, None
+
+    def returned(self, pid: str, text: str, source: str, whole: bool = True) -> None:
+        """The answer returns passage `pid`: `text` is as much of it as was returned (from its start)."""
+        from gsd_research.core.output import _COMMAND
+
+        if whole and len(text) > MAX_PASSAGE_CHARS:  # kept in part: a later answer gives its rest again
+            text, whole = text[:MAX_PASSAGE_CHARS], False
+        self.pending[pid] = {"text": text, "chars": len(text) if not whole else 10**9, "source": source[:500],
+                             "where": f"{_COMMAND or 'gsd-research'} {time.strftime('%H:%M:%S')}", "at": time.time()}
+
+    def reference(self, pid: str, entry: dict) -> dict:
+        """A passage returned before, by name only: no external text beyond its source."""
+        ref = {REF_KEY: ref_of(pid), "seen": entry.get("where", "")}
+        if entry.get("source"):
+            ref["source"] = entry["source"]
+        return ref
+
+    def mint_cursor(self, payload: dict) -> str:
+        """A token for the rest of a cut answer; its file is written only if the answer is printed."""
+        digest = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+        self.cursor, self.cursor_token = payload, "c" + str(int(digest, 16) % 10**CURSOR_DIGITS).zfill(CURSOR_DIGITS)
+        return f"{EXPAND} {self.cursor_token}"
+
+    def spent(self, tokens: int) -> dict:
+        data = self.data()
+        return {"id": self.sid[:12], "calls": int(data.get("calls", 0)) + 1, "tokens": int(data.get("tokens", 0)) + tokens}
+
+
+def _empty() -> dict:
+    return {"v": 1, "calls": 0, "tokens": 0, "passages": {}}
+
+
+def _load(path: Path) -> dict:
+    """The ledger at `path`; a damaged one is set aside (renamed .damaged) and the session starts over."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        if not isinstance(data, dict) or not isinstance(data.get("passages"), dict):
+            raise ValueError("not a ledger")
+        return data
+    except FileNotFoundError:
+        return _empty()
+    except (OSError, ValueError, UnicodeDecodeError):
+        try:
+            os.replace(path, path.with_suffix(f".damaged-{int(time.time())}"))
+        except OSError:
+            pass
+        return _empty()
+
+
+def commit(doc: dict) -> dict:
+    """At the output edge: write the cut answer's cursor, record the returned passages and the spend, and put
+    what the session has spent into the answer's metadata."""
+    if not _CURRENT or not isinstance(doc, dict):
+        return doc
+    led = _CURRENT[0]
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else None
+    if led.cursor is not None and meta is not None and meta.get("next", "").endswith(led.cursor_token or "-"):
+        _write_cursor(led.cursor_token, led.cursor)
+    if not led.active or not doc.get("success", True):
+        return doc
+    from gsd_research.core.config import atomic_write_text
+    from gsd_research.core.private import flock
+
+    tokens = int(meta.get("tokens_used", 0)) if meta else 0
+    folder = root()
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with flock(folder / ".lock"):
+        data = _load(led.path)
+        data["calls"] = int(data.get("calls", 0)) + 1
+        data["tokens"] = int(data.get("tokens", 0)) + tokens
+        data["passages"].update(led.pending)
+        if len(data["passages"]) > MAX_PASSAGES:
+            newest = sorted(data["passages"].items(), key=lambda kv: kv[1].get("at", 0))[-MAX_PASSAGES:]
+            data["passages"] = dict(newest)
+        atomic_write_text(led.path, _scrubbed(data))
+        _prune(folder, "*.json", SESSION_DAYS * 86400, KEEP_SESSIONS, keep=led.path)
+        _prune(folder, "*.damaged-*", SESSION_DAYS * 86400, 8, keep=led.path)
+    if meta is not None:
+        meta["session"] = {"id": led.sid[:12], "calls": data["calls"], "tokens": data["tokens"]}
+    led.pending = {}
+    return doc
+
+
+def _write_cursor(token: str, payload: dict) -> None:
+    from gsd_research.core.config import atomic_write_text
+
+    folder = root() / "cursors"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    atomic_write_text(folder / f"{token}.json", _scrubbed(payload))
+    _prune(folder, "c*.json", CURSOR_HOURS * 3600, KEEP_CURSORS, keep=folder / f"{token}.json")
+
+
+def _scrubbed(data: dict) -> str:
+    """The JSON of a state file with every known key replaced (a page may quote one): keys never reach files."""
+    from gsd_research.core.secrets import scrub
+
+    return scrub(json.dumps(data, ensure_ascii=False))
+
+
+def load_cursor(token: str) -> dict | None:
+    if not (token.startswith("c") and token[1:].isalnum() and len(token) <= 20):
+        return None
+    try:
+        with open(root() / "cursors" / f"{token}.json", encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def _prune(folder: Path, pattern: str, max_age: float, keep_count: int, keep: Path) -> None:
+    """Files older than `max_age` seconds go, and all but the newest `keep_count`."""
+    try:
+        files = sorted(((p.stat().st_mtime, p) for p in folder.glob(pattern) if p != keep), reverse=True)
+    except OSError:
+        return
+    now = time.time()
+    for index, (mtime, path) in enumerate(files):
+        if now - mtime > max_age or index >= keep_count - 1:
+            try:
+                path.unlink()
+            except OSError:
+                pass
+
+
+def shell(doc: dict, key: str) -> dict:
+    """A copy of `doc` without its passages under `key`, its other external text (the fenced keys: it was
+    returned already) and its per-answer metadata: a cursor's frame."""
+    keys = list(doc)
+    fenced = set(keys[keys.index("untrusted") + 1: keys.index("untrusted_end")]) if {
+        "untrusted", "untrusted_end"} <= set(keys) else set()
+    fenced |= {"injection_flagged", "injection_warnings", "injection_warnings_more"}  # about the first page
+    out = copy.deepcopy({k: v for k, v in doc.items() if k != key and k not in fenced})
+    out[key] = [] if isinstance(doc.get(key), list) else ""
+    meta = out.get("metadata")
+    if isinstance(meta, dict):
+        for k in ("total_available", "returned", "tokens_used", "truncated", "next", "session", REF_KEY, "expand"):
+            meta.pop(k, None)
+    order = list(doc) if key in doc else [*doc, key]  # the key keeps its place inside the fence
+    return {k: out[k] for k in order if k in out}
