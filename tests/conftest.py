@@ -284,7 +284,6 @@ KNOWN_FAILING = {
     "test_no_text_contradicts_the_facts[strings:gsd_research/core/session.py]",
     "test_gsd_phase_researcher_gets_the_subagent_start_context",
     "test_an_interrupt_before_any_job_exists_says_nothing_was_sent[int-before-job-130]",
-    "test_the_job_fails_saying_the_request_could_not_be_tracked_and_the_ledger_has_its_estimated_line",
 }
 KNOWN_BROKEN_SETUP = {"test_the_files_once_never_read_are_read"}
 

@@ -13,7 +13,7 @@ import click
 
 from gsd_research.core.errors import CallInterrupted, GsdError, InternalError, UsageError, check_arguments
 
-ECHO_CHARS = 400  # the most of one string an error repeats (an echoed argument, a path, a provider's text)
+ECHO_CHARS = 400  # the least room one string of an error keeps before the budget halves it (2 chars per token above)
 FLOOR_CHARS = 60  # strings are halved down to this while the answer exceeds its budget
 
 
@@ -163,9 +163,9 @@ def fit_error(error: dict, edge: Edge) -> dict:
     from gsd_research.core.secrets import scrub
     from gsd_research.core.tokens import count_tokens
 
-    error = _map_strings(error, lambda s: _clip(scrub(s), ECHO_CHARS))
     budget, pretty = edge.budget(), edge.pretty()
-    limit = ECHO_CHARS
+    limit = max(ECHO_CHARS, 2 * budget)  # our own long messages stay whole; the budget decides the rest
+    error = _map_strings(error, lambda s: _clip(scrub(s), limit))
     while limit > FLOOR_CHARS and count_tokens(dumps(failure(edge.name(), error), pretty) + "\n") > budget:
         limit //= 2
         error = _map_strings(error, lambda s, n=limit: _clip(s, n))
