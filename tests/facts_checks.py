@@ -195,11 +195,13 @@ def money_problems(piece: str) -> list[str]:
 NUMBER_WORDS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve "
                                            "thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty".split())}
 COUNT = re.compile(r"(?<![\w.$])(?<![A-Za-z]-)(\d+|" + "|".join(NUMBER_WORDS) + r")(?![\w.%]|\s?(?:s|ms|sec|seconds?|min|minutes?|"
-                   r"h|hours?|days?|tokens?|MB|KB|GB|cents?|USD|dollars?)\b)", re.I)
+                   r"h|hours?|days?|tokens?|MB|KB|GB|cents?|USD|dollars?)\b)"
+                   r"(?=(?:\W+\w+){0,3}?\W+(?:deep|calls?\b(?!')|quer(?:y|ies)|research))", re.I)  # counts of calls
 SESSION = re.compile(r"\bsessions?\b", re.I)
 DEEP_CALLS = re.compile(r"\bdeep\b|\bcalls?\b|\bquer(?:y|ies)\b", re.I)
 NOT_COUNTS = re.compile(r"\$\s?\d+(?:\.\d+)?|--\w[\w-]*\s+\d+|exit(?: code| status)?\s*\d|\b(?:19|20)\d\d\b|\[\d+\]"
-                        r"|\b\d{3}\b(?=[/ ]\d?xx|/\d{3})")
+                        r"|\b\d{3}\b(?=[/ ]\d?xx|/\d{3})"
+                        r"|\b(?:\d+|" + "|".join(NUMBER_WORDS) + r")\s+(?=sessions?\b)", re.I)  # counts sessions
 
 
 def session_problems(piece: str, deep_scoped: bool = False) -> list[str]:

@@ -269,7 +269,7 @@ def test_gsd_phase_researcher_gets_the_subagent_start_context(installed):
                 and not any(t.get("name") == "Agent" for t in b["tools"])]
     assert subagent, "the GSD-like researcher never made a request"
     text = request_text(subagent[0])
-    assert "SubagentStart hook additional context: gsd-research tools are available through Bash" in text
+    assert "SubagentStart hook additional context: gsd-research tools run through Bash" in text
     assert 'gsd-research docs LIB "QUESTION"' in text
     docs = result_json(tool_results(subagent[-1])[0])
     assert docs["success"] is True and docs["metadata"]["library_id"] == "/vercel/next.js"
