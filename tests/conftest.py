@@ -276,3 +276,26 @@ def store(request, home):
             client.delete_collection(getattr(collection, "name", collection))
         assert kb("config", "set", "chroma_url", url, "--json").code == 0
     return request.param
+
+
+@pytest.fixture
+def user_home(home) -> Path:
+    """The test's HOME with ~/.claude/settings.json as a user left it (install.sh's tests)."""
+    from tests.install_fixtures import USER_SETTINGS
+
+    user = Path(os.environ["HOME"])
+    (user / ".claude").mkdir()
+    (user / ".claude" / "settings.json").write_text(USER_SETTINGS)
+    return user
+
+
+def strings(node, path: str = ""):
+    """Every string of a JSON document with its path."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from strings(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from strings(value, f"{path}[{i}]")
+    elif isinstance(node, str):
+        yield path, node

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -24,6 +25,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import time
 
 import tinydep
@@ -151,3 +153,35 @@ class TinyPlugin:
         other.__dict__.update(self.__dict__)
         other.root = root
         return other
+
+
+SESSION = {"session_id": "s-1", "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp", "hook_event_name": "SessionStart",
+           "source": "startup"}
+
+
+def envelope(proc: subprocess.CompletedProcess) -> dict:
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1, (proc.stdout, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return json.loads(lines[0])
+
+
+def wait_until(predicate, timeout: float = 90) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError("timed out")
+
+
+def context(proc: subprocess.CompletedProcess) -> str:
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+
+
+def age(env: Path, days: float) -> None:
+    """As if `env` was last used `days` ago."""
+    used = env / ".gsd-research-used"
+    used.touch()
+    os.utime(used, (time.time() - days * 86400,) * 2)

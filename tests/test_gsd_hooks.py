@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_hooks import context, hook, subagent_start
+from tests.hooks_fixtures import context, hook, subagent_start
 
-PROVIDERS_TEXT_EVENT = subagent_start("gsd-phase-researcher")
 CORE_MAP = ["`context7`, `ref`: `gsd-research docs", "`tavily`, `exa`, `brave`, `websearch`: `gsd-research search",
             "`perplexity`: `gsd-research deep \"QUERY\" --async`, then `gsd-research jobs wait ID",
             "`firecrawl`, `jina`, `webfetch`, `scrape`: `gsd-research fetch URL", "research-store put"]

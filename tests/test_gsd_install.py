@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_install import install, user_home  # noqa: F401 - the fixture
+from tests.install_fixtures import install
 
 BARE_PATH = "/usr/bin:/bin"  # the Bash tool's PATH of a user without ~/.local/bin on it
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.test_install import USER_SETTINGS
+from tests.install_fixtures import USER_SETTINGS
 
 RULES = ["Bash(gsd-research:*)", "Bash(researcher:*)"]
 

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.test_gsd_hooks import PROVIDERS_TEXT_EVENT
-from tests.test_hooks import context, hook
-from tests.test_install import install, user_home  # noqa: F401 - the fixture
+from tests.hooks_fixtures import PROVIDERS_TEXT_EVENT, context, hook
+from tests.install_fixtures import install
 
 RESEARCHERS = ["gsd-phase-researcher", "gsd-project-researcher", "gsd-ui-researcher", "gsd-advisor-researcher",
                "gsd-ai-researcher", "gsd-domain-researcher"]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_install import (
+from tests.install_fixtures import (
     GSD_CONFIG,
     SETTINGS_REL,
     USER_SETTINGS,
@@ -24,10 +24,8 @@ from tests.test_install import (
     copy_checkout,
     install,
     snapshot,
-    user_home,
 )
 
-__all__ = ["user_home"]  # the fixture, used here
 DATA_REL = Path(".local") / "share" / "gsd-research"
 
 

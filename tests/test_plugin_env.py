@@ -12,17 +12,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.plugin_env_fixtures import TinyPlugin
+from tests.plugin_env_fixtures import SESSION, TinyPlugin, age, context, envelope, wait_until
 
 pytestmark = pytest.mark.slow  # each build creates a venv with pip (~5 s)
-
-SESSION = {"session_id": "s-1", "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp", "hook_event_name": "SessionStart",
-           "source": "startup"}
 
 
 @pytest.fixture
@@ -30,30 +26,9 @@ def plugin(tmp_path) -> TinyPlugin:
     return TinyPlugin(tmp_path)
 
 
-def envelope(proc: subprocess.CompletedProcess) -> dict:
-    lines = [line for line in proc.stdout.splitlines() if line.strip()]
-    assert len(lines) == 1, (proc.stdout, proc.stderr[-2000:])
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return json.loads(lines[0])
-
-
-def wait_until(predicate, timeout: float = 90) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError("timed out")
-
-
 def out_python_version(env: Path) -> list[str]:
     probe = "import sys; print(sys.version_info[0], sys.version_info[1])"
     return subprocess.run([str(env / "bin" / "python"), "-c", probe], capture_output=True, text=True).stdout.split()
-
-
-def context(proc: subprocess.CompletedProcess) -> str:
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
 
 
 # -- first use, second use ---------------------------------------------------------------------------
@@ -191,11 +166,6 @@ def test_a_plugin_without_its_lock_is_a_clear_failure(plugin):
 
 
 # -- plugin updates ----------------------------------------------------------------------------------
-def age(env: Path, days: float) -> None:
-    """As if `env` was last used `days` ago."""
-    used = env / ".gsd-research-used"
-    used.touch()
-    os.utime(used, (time.time() - days * 86400,) * 2)
 
 
 def test_a_changed_lock_rebuilds_once_and_old_environments_are_collected_once_unused(plugin):

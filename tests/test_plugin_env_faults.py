@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.plugin_env_fixtures import TinyPlugin
-from tests.test_plugin_env import SESSION, age, context, envelope, wait_until
+from tests.plugin_env_fixtures import SESSION, TinyPlugin, age, context, envelope, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from gsd_research.core import session
-from tests.test_hooks import hook
+from tests.hooks_fixtures import hook
 from tests.test_memory import PAGE
 
 DOCS = ("docs", "react", "useEffect cleanup", "--max-tokens", "1200")

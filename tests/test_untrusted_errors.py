@@ -13,8 +13,8 @@ import json
 import pytest
 
 from gsd_research.core.untrusted import END_KEY, FENCE_CLOSE, FENCE_OPEN, FENCE_OPEN_FLAGGED
+from tests.conftest import strings
 from tests.injection import corpus
-from tests.test_untrusted_outputs import strings
 
 CANARY = "quokka"
 OPENS = (FENCE_OPEN_FLAGGED + "\n", FENCE_OPEN + "\n")

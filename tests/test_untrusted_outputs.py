@@ -18,8 +18,9 @@ import pytest
 
 from gsd_research.core.external import safe_url
 from gsd_research.core.untrusted import END_KEY, FENCE_CLOSE, FENCE_OPEN, FENCE_OPEN_FLAGGED, NOTICE
+from tests.conftest import strings
+from tests.deep_fixtures import configure
 from tests.injection import corpus
-from tests.test_deep import configure
 
 CANARY = "quokka"
 OPENS = (FENCE_OPEN_FLAGGED + "\n", FENCE_OPEN + "\n")
@@ -46,18 +47,6 @@ def page(variant: str) -> str:
 
 def html_escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def strings(node, path: str = ""):
-    """Every string of a JSON document with its path."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            yield from strings(value, f"{path}.{key}")
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            yield from strings(value, f"{path}[{i}]")
-    elif isinstance(node, str):
-        yield path, node
 
 
 def assert_all_fenced(doc: dict, expect: int = 1) -> None:

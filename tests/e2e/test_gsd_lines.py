@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.e2e.conftest import E2E_DIR
-from tests.test_install import install
+from tests.install_fixtures import install
 
 LINES = {  # line -> (npm package, pinned version, installer inside the package, folder it installs)
     "original": ("get-shit-done-cc", "1.42.3", "bin/install.js", "get-shit-done"),
