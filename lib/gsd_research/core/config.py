@@ -34,7 +34,8 @@ DEFAULTS: dict[str, Any] = {
     },
     "inputs": {"max_mb": 50},  # the cap on a file or stdin that summarize and analyze read
     # research memory: what fetch, search and deep read, kept for `recall` and `verify`
-    "memory": {"enabled": True, "max_mb": 500, "embed": "background"},  # embed: background | off
+    # embed: background | off; page_cap_kb: the most of one page (or report) kept
+    "memory": {"enabled": True, "max_mb": 500, "embed": "background", "page_cap_kb": 512},
     "providers": {
         "context7": {"base_url": "https://context7.com/api"},
         "perplexity": {"base_url": "https://api.perplexity.ai"},

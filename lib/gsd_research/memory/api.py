@@ -26,8 +26,8 @@ DEFAULT_EMBED = "background"  # background: a detached worker embeds new entries
 
 
 def settings(config) -> dict:
-    """memory.enabled, memory.max_mb and memory.embed, with their defaults."""
-    from gsd_research.memory.store import DEFAULT_MAX_MB
+    """memory.enabled, memory.max_mb, memory.embed and memory.page_cap_kb, with their defaults."""
+    from gsd_research.memory.store import DEFAULT_MAX_MB, DEFAULT_PAGE_CAP_KB
 
     enabled = config.get("memory.enabled", True)
     if isinstance(enabled, str):
@@ -35,7 +35,8 @@ def settings(config) -> dict:
     embed = config.get("memory.embed", DEFAULT_EMBED)
     embed = "off" if embed is False else str(embed if embed is not None else DEFAULT_EMBED).strip().lower()
     return {"enabled": bool(enabled), "max_mb": config.number("memory.max_mb", DEFAULT_MAX_MB),
-            "embed": "off" if embed in ("off", "false", "no", "0") else "background"}
+            "embed": "off" if embed in ("off", "false", "no", "0") else "background",
+            "page_cap_kb": max(1, config.number("memory.page_cap_kb", DEFAULT_PAGE_CAP_KB))}
 
 
 class Recording:
@@ -94,15 +95,15 @@ def _keep(config, conf: dict, build) -> tuple[str, list[str]]:
         from gsd_research.memory.store import REPOSITORY, MemoryStore
 
         entries = [_scrubbed(e, known_secrets(config)) for e in build()]
-        store = MemoryStore()
+        store = MemoryStore(page_cap=int(conf["page_cap_kb"] * 1024))
         try:
-            statuses = store.put_many(entries) if entries else []
+            kept = store.keep(entries) if entries else []
             store.evict(int(conf["max_mb"] * 1024 * 1024))
         finally:
             store.close()
-        if "stored" in statuses and conf["embed"] == "background":
+        stored = [e.id for e, st in kept if st == "stored"]
+        if stored and conf["embed"] == "background":
             kb.schedule_embedding(REPOSITORY)
-        stored = [e.id for e, st in zip(entries, statuses, strict=True) if st == "stored"]
         return ("stored" if stored else "known"), stored
     except Exception as exc:  # noqa: BLE001 - memory is never the reason a command fails
         _log(f"record: {exc.__class__.__name__}: {exc}")

@@ -20,6 +20,8 @@ from gsd_research.core.errors import MemoryCorrupt
 
 REPOSITORY = "research-memory"
 DEFAULT_MAX_MB = 500
+DEFAULT_PAGE_CAP_KB = 512  # one page's kept document at most: recall needs passages, not a 10 MiB dump
+CUT_MARK = "\n\n[cut at the research memory's page cap]\n"
 KINDS = ("page", "search_result", "search", "report", "deep")
 
 SCHEMA = """
@@ -87,8 +89,9 @@ class Entry:
 class MemoryStore:
     """The catalog and the documents of one GSD_RESEARCH_HOME's research memory."""
 
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(self, root: Path | None = None, page_cap: int = DEFAULT_PAGE_CAP_KB * 1024) -> None:
         self.root = root or memory_dir()
+        self.page_cap = page_cap  # bytes of one stored document (header and body), whatever wrote it
         self._conn: sqlite3.Connection | None = None
 
     @property
@@ -122,8 +125,13 @@ class MemoryStore:
 
     def put_many(self, entries: list[Entry]) -> list[str]:
         """`put` for many entries: their documents in one lexical transaction."""
+        return [status for _, status in self.keep(entries)]
+
+    def keep(self, entries: list[Entry]) -> list[tuple[Entry, str]]:
+        """`put_many`, with each entry as kept (cut to the page cap): [(entry, "stored" | "known")]."""
         now = now_iso()
         fresh: dict[str, Entry] = {}
+        entries = [capped(e, self.page_cap) for e in entries]
         with self.conn:
             for entry in entries:
                 if entry.id in fresh:
@@ -141,7 +149,7 @@ class MemoryStore:
             with self.conn:
                 self.conn.executemany(f"INSERT OR REPLACE INTO entries ({', '.join(COLUMNS)}) "
                                       f"VALUES ({', '.join('?' * len(COLUMNS))})", rows)
-        return ["stored" if e.id in fresh and fresh[e.id] is e else "known" for e in entries]
+        return [(e, "stored" if e.id in fresh and fresh[e.id] is e else "known") for e in entries]
 
     def total_bytes(self) -> int:
         return int(self.conn.execute("SELECT COALESCE(SUM(bytes), 0) FROM entries").fetchone()[0])
@@ -234,6 +242,21 @@ class MemoryStore:
         row = self.conn.execute("SELECT count(*), COALESCE(SUM(bytes), 0), MIN(fetched_at), MAX(seen_at) "
                                 "FROM entries").fetchone()
         return {"entries": row[0], "bytes": row[1], "oldest": row[2], "newest": row[3]}
+
+
+def capped(entry: Entry, cap: int) -> Entry:
+    """`entry` with its body cut (at a paragraph break when one is near) so that its document fits `cap` bytes."""
+    from dataclasses import replace
+
+    room = cap - len(entry.header().encode("utf-8"))
+    if len(entry.body.encode("utf-8")) <= room:
+        return entry
+    room = max(0, room - len(CUT_MARK.encode("utf-8")))
+    body = entry.body.encode("utf-8")[:room].decode("utf-8", "ignore")
+    para = body.rfind("\n\n")
+    if para > len(body) * 0.8:
+        body = body[:para]
+    return replace(entry, body=body.rstrip() + CUT_MARK, fetched_at=entry.fetched_at)
 
 
 def _like_prefix(prefix: str) -> str:

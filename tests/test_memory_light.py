@@ -1,0 +1,48 @@
+"""A light research memory: pages kept within the page cap, every write finished or swept, the memory's
+place and name its own, its text fenced wherever it is answered."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.test_memory import entries, page
+
+
+@pytest.fixture
+def pages(fake, monkeypatch):
+    monkeypatch.setenv("GSD_RESEARCH_ALLOW_HOSTS", "127.0.0.1")
+    monkeypatch.setenv("OLLAMA_HOST", fake.url + "/no-ollama")
+    return fake
+
+
+def tree_bytes(root) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) if root.exists() else 0
+
+
+def memory_bytes(home) -> int:
+    """What the memory holds on disk: its catalog and documents, and its repository's index."""
+    return tree_bytes(home / "research-memory") + tree_bytes(home / "repositories" / "research-memory")
+
+
+@pytest.mark.parametrize(("cap_kb", "paragraphs", "blob_mib"), [
+    (None, 24_000, 8),  # about 2 MiB of paragraphs and one 8 MiB one: a 10 MiB page, the default cap
+    (16, 2_000, 0),  # a configured cap
+    (None, 20, 0),  # a page within the cap is kept whole
+])
+def test_a_page_is_kept_within_the_page_cap(cli, pages, home, cap_kb, paragraphs, blob_mib):
+    if cap_kb:
+        cli("config", "set", "memory.page_cap_kb", str(cap_kb))
+    cli("config", "set", "memory.embed", "off")
+    para = "<p>Paragraph {i} of a very long page about widget toolkits and their many release notes.</p>\n"
+    text = "".join(para.format(i=i) for i in range(paragraphs)) + ("<p>" + "x" * (blob_mib << 20) + "</p>")
+    url = page(pages, "huge", "Huge page", text)
+
+    result = cli("fetch", "--extract", url)
+
+    [entry] = entries(home)
+    cap = (cap_kb or 512) * 1024
+    assert result.code == 0 and result.json["metadata"]["memory"] == "stored"
+    assert entry["bytes"] <= cap and memory_bytes(home) <= 4 * cap + (1 << 20)
+    kept = (home / "research-memory" / "documents" / entry["path"]).read_text()
+    assert "Paragraph 0 of a very long page" in kept
+    assert ("page cap" in kept) == (paragraphs > 100)
