@@ -46,3 +46,48 @@ def test_a_page_is_kept_within_the_page_cap(cli, pages, home, cap_kb, paragraphs
     kept = (home / "research-memory" / "documents" / entry["path"]).read_text()
     assert "Paragraph 0 of a very long page" in kept
     assert ("page cap" in kept) == (paragraphs > 100)
+
+
+# -- every write finished, or swept by the next ---------------------------------------------------
+
+def test_parallel_fetches_of_distinct_pages_are_all_recalled(cli, run_bin, pages, home):
+    from concurrent.futures import ThreadPoolExecutor
+
+    cli("config", "set", "memory.embed", "off")
+    urls = [page(pages, f"p{i}", f"Page {i}", f"The release code of this page is QK-{i}-ZETA for widget {i}.")
+            for i in range(24)]
+
+    with ThreadPoolExecutor(24) as pool:
+        fetched = list(pool.map(lambda u: run_bin("gsd-research", "fetch", "--extract", u, timeout=300), urls))
+
+    found = [i for i in range(24)
+             if any(f"QK-{i}-ZETA" in r["content"] for r in cli("recall", f"QK-{i}-ZETA").json["results"])]
+    assert [r.json["metadata"]["memory"] for r in fetched] == ["stored"] * 24
+    assert len(found) >= 23
+
+
+class Killed(BaseException):
+    """A writer dying between its documents and its catalog rows."""
+
+
+def test_a_write_killed_before_its_catalog_rows_is_swept_by_the_next_write(home, monkeypatch):
+    import gsd_research.researcher.api as kb
+    from gsd_research.memory.store import Entry, MemoryStore
+
+    real = kb.put_documents
+
+    def dies_after_documents(name, docs):
+        real(name, docs)
+        raise Killed()
+
+    monkeypatch.setattr(kb, "put_documents", dies_after_documents)
+    with pytest.raises(Killed):
+        MemoryStore().put(Entry(kind="page", body="Orphan text QK-1-ORPHAN.", url="https://e.example/orphan"))
+    monkeypatch.setattr(kb, "put_documents", real)
+
+    MemoryStore().put(Entry(kind="page", body="Kept text QK-2-KEPT.", url="https://e.example/kept"))
+
+    served = [p["text"] for p in kb.search("research-memory", "QK-1-ORPHAN text", mode="lexical")["passages"]]
+    files = [p.name for p in (home / "research-memory" / "documents").rglob("*.md")]
+    assert [e["url"] for e in entries(home)] == ["https://e.example/kept"]
+    assert served and not any("ORPHAN" in text for text in served) and len(files) == 1

@@ -3,7 +3,9 @@
 Recording never raises into the command that reads: a failure is logged (keys scrubbed) under
 GSD_RESEARCH_HOME/logs/memory.log and reported as "failed". It runs in a thread started by the
 `record_*` call, so its disk writes overlap the rest of the command (the summary, the report); the
-command calls `.finish()` before it answers. Keys are scrubbed from every stored field.
+command calls `.finish()` before it answers, and the thread is not a daemon: the process never exits with
+a write in flight (one killed meanwhile leaves what the store's next writer sweeps). Keys are scrubbed from
+every stored field.
 """
 
 from __future__ import annotations
@@ -47,13 +49,13 @@ class Recording:
         self.stored: list[str] = []  # ids of the entries this recording added
         self._thread = None
         if target is not None:
-            self._thread = threading.Thread(target=self._run, args=(target,), name="memory-record", daemon=True)
+            self._thread = threading.Thread(target=self._run, args=(target,), name="memory-record", daemon=False)
             self._thread.start()
 
     def _run(self, target) -> None:
         self.status, self.stored = target()
 
-    def discard(self, timeout: float = 10.0) -> None:
+    def discard(self, timeout: float | None = None) -> None:
         """The command failed: remove what this recording stored (memory keeps what was answered only)."""
         if self.finish(timeout) != "stored" or not self.stored:
             return
@@ -68,7 +70,8 @@ class Recording:
         except Exception as exc:  # noqa: BLE001 - memory is never the reason a command fails
             _log(f"discard: {exc.__class__.__name__}: {exc}")
 
-    def finish(self, timeout: float = 10.0) -> str:
+    def finish(self, timeout: float | None = None) -> str:
+        """The recording's status once it is done ("pending" only when `timeout` ran out first)."""
         if self._thread is not None:
             self._thread.join(timeout)
             if self._thread.is_alive():

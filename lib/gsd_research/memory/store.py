@@ -7,6 +7,7 @@ lives under `repositories/research-memory/` like every repository's).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -32,6 +33,7 @@ CREATE TABLE IF NOT EXISTS entries (
 CREATE INDEX IF NOT EXISTS entries_url ON entries(url);
 CREATE INDEX IF NOT EXISTS entries_seen ON entries(seen_at);
 CREATE INDEX IF NOT EXISTS entries_path ON entries(path);
+CREATE TABLE IF NOT EXISTS writing (path TEXT PRIMARY KEY);
 """
 COLUMNS = ("id", "kind", "url", "title", "provider", "query", "ref", "fetched_at", "seen_at", "content_hash",
            "path", "body_offset", "bytes", "flags")
@@ -129,27 +131,49 @@ class MemoryStore:
 
     def keep(self, entries: list[Entry]) -> list[tuple[Entry, str]]:
         """`put_many`, with each entry as kept (cut to the page cap): [(entry, "stored" | "known")]."""
-        now = now_iso()
-        fresh: dict[str, Entry] = {}
         entries = [capped(e, self.page_cap) for e in entries]
-        with self.conn:
-            for entry in entries:
-                if entry.id in fresh:
-                    continue
-                touched = self.conn.execute("UPDATE entries SET seen_at = ? WHERE id = ?", (now, entry.id))
-                if not touched.rowcount:
-                    fresh[entry.id] = entry
-        if fresh:
-            kb.ensure_repository(REPOSITORY, self.documents)
-            docs = [(e.path, e.header() + e.body, e.title or e.query) for e in fresh.values()]
-            kb.put_documents(REPOSITORY, docs)
-            rows = [(e.id, e.kind, e.url, e.title, e.provider, e.query, e.ref, e.fetched_at, now, e.content_hash,
-                     e.path, len(e.header()), len(text.encode("utf-8")), json.dumps(sorted(set(e.flags))))
-                    for e, (_, text, _) in zip(fresh.values(), docs, strict=True)]
+        fresh: dict[str, Entry] = {}
+        with self._writing():
+            now = now_iso()
             with self.conn:
-                self.conn.executemany(f"INSERT OR REPLACE INTO entries ({', '.join(COLUMNS)}) "
-                                      f"VALUES ({', '.join('?' * len(COLUMNS))})", rows)
+                for entry in entries:
+                    if entry.id in fresh:
+                        continue
+                    touched = self.conn.execute("UPDATE entries SET seen_at = ? WHERE id = ?", (now, entry.id))
+                    if not touched.rowcount:
+                        fresh[entry.id] = entry
+            if fresh:
+                self._write(list(fresh.values()), now)
         return [(e, "stored" if e.id in fresh and fresh[e.id] is e else "known") for e in entries]
+
+    def _write(self, fresh: list[Entry], now: str) -> None:
+        """Documents and their rows: the paths are recorded in `writing` first and leave it with the rows, in one
+        transaction, so a writer killed in between leaves only what the next writer sweeps."""
+        docs = [(e.path, e.header() + e.body, e.title or e.query) for e in fresh]
+        kb.ensure_repository(REPOSITORY, self.documents)
+        with self.conn:
+            self.conn.executemany("INSERT OR REPLACE INTO writing (path) VALUES (?)", [(p,) for p, _, _ in docs])
+        kb.put_documents(REPOSITORY, docs)
+        rows = [(e.id, e.kind, e.url, e.title, e.provider, e.query, e.ref, e.fetched_at, now, e.content_hash,
+                 e.path, len(e.header()), len(text.encode("utf-8")), json.dumps(sorted(set(e.flags))))
+                for e, (_, text, _) in zip(fresh, docs, strict=True)]
+        with self.conn:
+            self.conn.executemany(f"INSERT OR REPLACE INTO entries ({', '.join(COLUMNS)}) "
+                                  f"VALUES ({', '.join('?' * len(COLUMNS))})", rows)
+            self.conn.executemany("DELETE FROM writing WHERE path = ?", [(p,) for p, _, _ in docs])
+
+    @contextlib.contextmanager
+    def _writing(self):
+        """The memory's one writer at a time (a blocking flock the kernel drops with its process). A path still
+        in `writing` when it is taken was left by a writer that died: its document and row go first."""
+        from gsd_research.core.private import flock
+
+        self.conn  # noqa: B018 - creates the memory's folder, private, before its lock file
+        with flock(self.root / "write.lock", blocking=True):
+            left = [r[0] for r in self.conn.execute("SELECT path FROM writing")]
+            if left:
+                self._drop_paths(left)
+            yield
 
     def total_bytes(self) -> int:
         return int(self.conn.execute("SELECT COALESCE(SUM(bytes), 0) FROM entries").fetchone()[0])
@@ -157,34 +181,41 @@ class MemoryStore:
     def evict(self, max_bytes: int) -> int:
         """Remove the least recently seen entries until the kept text is within `max_bytes`; how many."""
         removed = 0
-        over = self.total_bytes() - max_bytes
-        while over > 0:
-            victims, freed = [], 0
-            for row in self.conn.execute("SELECT id, path, bytes FROM entries ORDER BY seen_at, fetched_at LIMIT 200"):
-                victims.append((row["id"], row["path"]))
-                freed += row["bytes"]
-                if freed >= over:
+        with self._writing():
+            over = self.total_bytes() - max_bytes
+            while over > 0:
+                victims, freed = [], 0
+                for row in self.conn.execute("SELECT path, bytes FROM entries ORDER BY seen_at, fetched_at LIMIT 200"):
+                    victims.append(row["path"])
+                    freed += row["bytes"]
+                    if freed >= over:
+                        break
+                if not victims:
                     break
-            if not victims:
-                break
-            self._drop(victims)
-            removed += len(victims)
-            over -= freed
+                self._drop_paths(victims)
+                removed += len(victims)
+                over -= freed
         return removed
 
     def remove(self, ids: list[str]) -> int:
         """Remove these entries (their documents and rows); how many there were."""
-        marks = ", ".join("?" * len(ids))
-        victims = [(r["id"], r["path"]) for r in
-                   self.conn.execute(f"SELECT id, path FROM entries WHERE id IN ({marks})", ids)] if ids else []
-        if victims:
-            self._drop(victims)
+        if not ids:
+            return 0
+        with self._writing():
+            marks = ", ".join("?" * len(ids))
+            victims = [r[0] for r in self.conn.execute(f"SELECT path FROM entries WHERE id IN ({marks})", ids)]
+            if victims:
+                self._drop_paths(victims)
         return len(victims)
 
-    def _drop(self, victims: list[tuple[str, str]]) -> None:
-        kb.remove_documents(REPOSITORY, [p for _, p in victims])
+    def _drop_paths(self, paths: list[str]) -> None:
+        """Remove documents and their rows; marked in `writing` first, so a removal cut short is finished next."""
         with self.conn:
-            self.conn.executemany("DELETE FROM entries WHERE id = ?", [(i,) for i, _ in victims])
+            self.conn.executemany("INSERT OR REPLACE INTO writing (path) VALUES (?)", [(p,) for p in paths])
+        kb.remove_documents(REPOSITORY, paths)
+        with self.conn:
+            self.conn.executemany("DELETE FROM entries WHERE path = ?", [(p,) for p in paths])
+            self.conn.executemany("DELETE FROM writing WHERE path = ?", [(p,) for p in paths])
 
     # -- reading ---------------------------------------------------------------------------------
 
