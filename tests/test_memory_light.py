@@ -91,3 +91,79 @@ def test_a_write_killed_before_its_catalog_rows_is_swept_by_the_next_write(home,
     files = [p.name for p in (home / "research-memory" / "documents").rglob("*.md")]
     assert [e["url"] for e in entries(home)] == ["https://e.example/kept"]
     assert served and not any("ORPHAN" in text for text in served) and len(files) == 1
+
+
+# -- the background embedding ------------------------------------------------------------------------
+
+STAND_IN = """# a stand-in for gsd_research.researcher.embed_worker
+import sys, time
+from gsd_research.researcher import embed_worker as w
+from gsd_research.researcher.gateways.lock_gateway import RepositoryLock
+name = sys.argv[1]
+with w._lock(name) as got, RepositoryLock(w._dir(name), "embed worker").hold():
+    w._mark(w._dir(name) / "embed.pid")
+    print("ready", flush=True)
+    time.sleep(600)
+"""  # holds what a worker mid-pass holds; its command line names the worker's module as the real one's does
+
+
+@pytest.fixture
+def kept(home):
+    """Two pages in the memory, not embedded yet."""
+    from gsd_research.memory.store import Entry, MemoryStore
+
+    store = MemoryStore()
+    store.put_many([Entry(kind="page", body=f"# Page {i}\n\nRelease code QK-{i}-ZETA of widget {i}.",
+                          url=f"https://e.example/{i}") for i in range(2)])
+    store.close()
+    return home
+
+
+def test_an_index_run_of_the_memory_stops_a_running_worker_and_finishes(kept):
+    import signal
+    import subprocess
+    import sys
+
+    from tests.researcher_fixtures import kb, seed_model
+
+    seed_model()
+    worker = subprocess.Popen([sys.executable, "-c", STAND_IN, "research-memory"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert worker.stdout.readline().strip() == "ready"
+
+        result = kb("index", "research-memory", "--wait", "5", "--json")
+
+        assert result.code == 0, result.stdout
+        assert worker.wait(timeout=30) == -signal.SIGTERM
+        assert kb("status", "research-memory", "--json").json["research_memory"]["embedding"] == {
+            "pending": False, "worker_pid": None}
+    finally:
+        worker.kill()
+
+
+CALLS = {  # every call that might start a worker: only new work may, and not after a worker died mid-pass
+    "recall": lambda pages: ("gsd-research", "recall", "widget release code"),
+    "status": lambda pages: ("researcher", "status", "--json"),
+    "memory search": lambda pages: ("researcher", "search", "widget release code", "--repo", "research-memory",
+                                    "--json"),
+    "new work": lambda pages: ("gsd-research", "fetch", page(pages, "fresh", "Fresh", "Release QK-9-ZETA of a widget.")),
+}
+
+
+@pytest.mark.parametrize("call", CALLS)
+def test_a_worker_that_died_mid_pass_is_not_restarted(cli, kept, pages, monkeypatch, call):
+    from gsd_research.researcher import embed_worker
+    from tests.researcher_fixtures import kb, seed_model
+
+    seed_model()
+    spawned = []
+    monkeypatch.setattr(embed_worker.subprocess, "Popen", lambda *a, **k: spawned.append(a))
+    cli("config", "set", "memory.embed", "background")
+    (kept / "repositories" / "research-memory" / "embed.running").write_text("4242")  # a kill -9 left it
+    tool, *args = CALLS[call](pages)
+
+    result = cli(*args) if tool == "gsd-research" else kb(*args)
+
+    state = kb("status", "research-memory", "--json").json["research_memory"]["embedding"]
+    assert result.code == 0 and spawned == []
+    assert state["pending"] is True and state["worker_pid"] is None

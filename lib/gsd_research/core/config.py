@@ -34,8 +34,10 @@ DEFAULTS: dict[str, Any] = {
     },
     "inputs": {"max_mb": 50},  # the cap on a file or stdin that summarize and analyze read
     # research memory: what fetch, search and deep read, kept for `recall` and `verify`
-    # embed: background | off; page_cap_kb: the most of one page (or report) kept
-    "memory": {"enabled": True, "max_mb": 500, "embed": "background", "page_cap_kb": 512},
+    # embed: background | off; page_cap_kb: the most of one page (or report) kept; embed_max_*: the
+    # background worker's CPU seconds and address space (MB), enforced by the kernel
+    "memory": {"enabled": True, "max_mb": 500, "embed": "background", "page_cap_kb": 512,
+               "embed_max_cpu_s": 900, "embed_max_mb": 3072},
     "providers": {
         "context7": {"base_url": "https://context7.com/api"},
         "perplexity": {"base_url": "https://api.perplexity.ai"},

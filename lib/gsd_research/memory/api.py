@@ -41,6 +41,21 @@ def settings(config) -> dict:
             "page_cap_kb": max(1, config.number("memory.page_cap_kb", DEFAULT_PAGE_CAP_KB))}
 
 
+def status() -> dict:
+    """The memory's entries and its background embedding, for `researcher status`."""
+    import gsd_research.researcher.api as kb
+    from gsd_research.memory.store import REPOSITORY, MemoryStore, memory_dir
+
+    out: dict = {"entries": 0, "bytes": 0}
+    if (memory_dir() / "catalog.sqlite").exists():
+        store = MemoryStore()
+        try:
+            out.update({k: v for k, v in store.stats().items() if k in ("entries", "bytes")})
+        finally:
+            store.close()
+    return {**out, "embedding": kb.embedding_state(REPOSITORY)}
+
+
 class Recording:
     """A recording under way in a thread; `finish` waits for it (bounded) and gives its status."""
 

@@ -251,6 +251,13 @@ def embedding_pending(name: str) -> bool:
     return embed_worker.pending(name)
 
 
+def embedding_state(name: str) -> dict:
+    """{"pending", "worker_pid", "last_failure"?}: what the background embedding of `name` is doing."""
+    from gsd_research.researcher import embed_worker
+
+    return embed_worker.state(name)
+
+
 def embed_now(name: str) -> dict:
     """Run the embedding in this process (tests, benchmarks, `researcher index` does the same)."""
     from gsd_research.researcher import embed_worker
