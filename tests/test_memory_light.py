@@ -167,3 +167,32 @@ def test_a_worker_that_died_mid_pass_is_not_restarted(cli, kept, pages, monkeypa
     state = kb("status", "research-memory", "--json").json["research_memory"]["embedding"]
     assert result.code == 0 and spawned == []
     assert state["pending"] is True and state["worker_pid"] is None
+
+
+# -- the memory's name and place ---------------------------------------------------------------------
+
+def redirect_by_repo_add(home, notes):
+    from tests.researcher_fixtures import kb
+
+    refused = kb("repo", "add", "research-memory", str(notes), "--json")
+    assert refused.code == 2 and "reserved" in refused.json["error"]["message"]
+
+
+def redirect_by_researcher_yaml(home, notes):
+    (home / "researcher.yaml").write_text(f"repositories:\n- name: research-memory\n  path: {notes}\n")
+
+
+@pytest.mark.parametrize("redirect", [redirect_by_repo_add, redirect_by_researcher_yaml])
+def test_the_memory_is_kept_under_the_home_whatever_names_another_folder(cli, pages, home, tmp_path, redirect):
+    from tests.researcher_fixtures import kb
+
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    redirect(home, notes)
+
+    result = cli("fetch", page(pages, "kept", "Kept page", "Release code QK-5-ZETA of the widget."))
+
+    [entry] = entries(home)
+    assert result.json["metadata"]["memory"] == "stored" and list(notes.iterdir()) == []
+    assert (home / "research-memory" / "documents" / entry["path"]).is_file()
+    assert kb("repo", "list", "--json").json["repositories"] == []

@@ -234,8 +234,9 @@ def test_the_recall_process_runs_without_network(run_bin, read_some, monkeypatch
 
 
 
-def test_recall_survives_the_repository_being_removed(cli, read_some, offline):
-    assert kb("repo", "remove", "research-memory", "--keep-index", "--json").code == 0
+def test_the_memory_cannot_be_removed_as_a_repository_and_recall_still_answers(cli, read_some, offline):
+    refused = kb("repo", "remove", "research-memory", "--keep-index", "--json")
+    assert refused.code == 2 and "recall --clear" in refused.json["error"]["suggestions"][0]
 
     doc = cli("recall", "sourdough rise overnight").json
 

@@ -64,6 +64,15 @@ def home() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".gsd-research"
 
 
+MEMORY_REPOSITORY = "research-memory"  # reserved: the research memory's knowledge-base repository
+
+
+def memory_documents() -> Path:
+    """The research memory's documents: always under GSD_RESEARCH_HOME (checked as all the state is), never a
+    folder another file names."""
+    return home() / MEMORY_REPOSITORY / "documents"
+
+
 def config_path() -> Path:
     return home() / CONFIG_FILE
 

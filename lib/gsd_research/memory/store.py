@@ -17,9 +17,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import gsd_research.researcher.api as kb
+from gsd_research.core.config import MEMORY_REPOSITORY as REPOSITORY
 from gsd_research.core.errors import MemoryCorrupt
 
-REPOSITORY = "research-memory"
 DEFAULT_MAX_MB = 500
 DEFAULT_PAGE_CAP_KB = 512  # one page's kept document at most: recall needs passages, not a 10 MiB dump
 CUT_MARK = "\n\n[cut at the research memory's page cap]\n"
@@ -45,9 +45,9 @@ def now_iso() -> str:
 
 
 def memory_dir() -> Path:
-    from gsd_research.core.config import home
+    from gsd_research.core.config import memory_documents
 
-    return home() / "research-memory"
+    return memory_documents().parent
 
 
 @dataclass
