@@ -70,7 +70,10 @@ class Killed(BaseException):
     """A writer dying between its documents and its catalog rows."""
 
 
-def test_a_write_killed_before_its_catalog_rows_is_swept_by_the_next_write(home, monkeypatch):
+ORPHAN = {"kind": "page", "body": "Orphan text QK-1-ORPHAN.", "url": "https://e.example/orphan"}
+
+
+def killed_between_documents_and_rows(monkeypatch):
     import gsd_research.researcher.api as kb
     from gsd_research.memory.store import Entry, MemoryStore
 
@@ -82,15 +85,37 @@ def test_a_write_killed_before_its_catalog_rows_is_swept_by_the_next_write(home,
 
     monkeypatch.setattr(kb, "put_documents", dies_after_documents)
     with pytest.raises(Killed):
-        MemoryStore().put(Entry(kind="page", body="Orphan text QK-1-ORPHAN.", url="https://e.example/orphan"))
+        MemoryStore().put(Entry(**ORPHAN))
     monkeypatch.setattr(kb, "put_documents", real)
+
+
+def left_by_an_older_version(monkeypatch):
+    """Its document and lexical rows written, no catalog row, and no `writing` table to tell of it."""
+    import gsd_research.researcher.api as kb
+    from gsd_research.memory.store import Entry, MemoryStore
+
+    store = MemoryStore()
+    store.put(Entry(kind="page", body="Older kept text.", url="https://e.example/older"))
+    entry = Entry(**ORPHAN)
+    kb.put_documents("research-memory", [(entry.path, entry.header() + entry.body, None)])
+    store.conn.execute("DROP TABLE writing")
+    store.conn.commit()
+    store.close()
+
+
+@pytest.mark.parametrize("orphan", [killed_between_documents_and_rows, left_by_an_older_version])
+def test_a_document_without_its_catalog_row_is_swept_by_the_next_write(home, monkeypatch, orphan):
+    import gsd_research.researcher.api as kb
+    from gsd_research.memory.store import Entry, MemoryStore
+
+    orphan(monkeypatch)
 
     MemoryStore().put(Entry(kind="page", body="Kept text QK-2-KEPT.", url="https://e.example/kept"))
 
     served = [p["text"] for p in kb.search("research-memory", "QK-1-ORPHAN text", mode="lexical")["passages"]]
-    files = [p.name for p in (home / "research-memory" / "documents").rglob("*.md")]
-    assert [e["url"] for e in entries(home)] == ["https://e.example/kept"]
-    assert served and not any("ORPHAN" in text for text in served) and len(files) == 1
+    files = {p.name for p in (home / "research-memory" / "documents").rglob("*.md")}
+    assert served and not any("ORPHAN" in text for text in served)
+    assert files == {e["path"].rsplit("/", 1)[1] for e in entries(home)} and len(files) == len(entries(home))
 
 
 # -- the background embedding ------------------------------------------------------------------------

@@ -95,6 +95,7 @@ class MemoryStore:
         self.root = root or memory_dir()
         self.page_cap = page_cap  # bytes of one stored document (header and body), whatever wrote it
         self._conn: sqlite3.Connection | None = None
+        self._older = False
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -106,6 +107,8 @@ class MemoryStore:
             self._conn = sqlite3.connect(str(path), timeout=10)
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
+            tables = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            self._older = "entries" in tables and "writing" not in tables  # written before `writing` existed
             self._conn.executescript(SCHEMA)
             self._conn.row_factory = sqlite3.Row
         return self._conn
@@ -171,9 +174,19 @@ class MemoryStore:
         self.conn  # noqa: B018 - creates the memory's folder, private, before its lock file
         with flock(self.root / "write.lock", blocking=True):
             left = [r[0] for r in self.conn.execute("SELECT path FROM writing")]
+            if self._older:  # once: what an older version's killed writes left has no mark, only no row
+                left += self._unknown_documents()
+                self._older = False
             if left:
                 self._drop_paths(left)
             yield
+
+    def _unknown_documents(self) -> list[str]:
+        """Document files the catalog has no row for."""
+        known = {r[0] for r in self.conn.execute("SELECT path FROM entries")}
+        files = (p.relative_to(self.documents).as_posix() for p in self.documents.rglob("*.md")) \
+            if self.documents.is_dir() else ()
+        return [p for p in files if p not in known]
 
     def total_bytes(self) -> int:
         return int(self.conn.execute("SELECT COALESCE(SUM(bytes), 0) FROM entries").fetchone()[0])
