@@ -2,8 +2,9 @@
 embedding off while they are read), the embedding worker itself (`python -m
 gsd_research.researcher.embed_worker research-memory`, as `schedule_embedding` starts it, with its kernel
 limits) runs to the end: its wall time, CPU time and peak RSS (wait4's rusage), and what it left pending.
+With --huge, a 10 MiB page is fetched first: its kept entry and how much the state folder grew.
 
-Usage: python bench/memory_embed.py [--pages 30]
+Usage: python bench/memory_embed.py [--pages 30] [--huge]
 """
 
 from __future__ import annotations
@@ -47,6 +48,48 @@ def fetch_pages(env: dict, base: str, n: int) -> int:
     return len(ids)
 
 
+def tree_mb(root: Path) -> float:
+    return round(sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) / 2**20, 2) if root.exists() else 0.0
+
+
+def fetch_huge(env: dict, home: Path) -> dict:
+    """One 10 MiB page (2 MiB of paragraphs, one 8 MiB paragraph) from its own server: what is kept of it."""
+    import sqlite3
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    para = "<p>Paragraph {i} of a very long page about widget toolkits and their many release notes.</p>\n"
+    body = ("<html><head><title>Huge</title></head><body><article><h1>Huge</h1>"
+            + "".join(para.format(i=i) for i in range(24_000)) + "<p>" + "x" * (8 << 20) + "</p>"
+            + "</article></body></html>").encode()
+
+    class Huge(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Huge)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    before = tree_mb(home)
+    proc = subprocess.run([str(BIN / "gsd-research"), "fetch", "--extract", f"http://127.0.0.1:{server.server_address[1]}/"],
+                          capture_output=True, text=True, env=env)
+    server.shutdown()
+    status = json.loads(proc.stdout)["metadata"].get("memory")
+    conn = sqlite3.connect(home / "research-memory" / "catalog.sqlite")
+    kept = conn.execute("SELECT MAX(bytes) FROM entries").fetchone()[0]
+    conn.close()
+    return {"page_mb": round(len(body) / 2**20, 2), "memory": status, "entry_kb": round(kept / 1024, 1),
+            "memory_state_mb": round(tree_mb(home / "research-memory")
+                                     + tree_mb(home / "repositories" / "research-memory"), 2),
+            "home_growth_mb_with_http_cache": round(tree_mb(home) - before, 2)}
+
+
 def run_worker(env: dict) -> dict:
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "gsd_research.researcher.embed_worker", "research-memory"],
@@ -61,11 +104,13 @@ def run_worker(env: dict) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=30)
+    parser.add_argument("--huge", action="store_true", help="fetch a 10 MiB page first (kept and embedded too)")
     args = parser.parse_args()
     base, server = serve()
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "home"
         env = env_for(home)
+        huge = fetch_huge(env, home) if args.huge else None
         fetched = fetch_pages(env, base, args.pages)
         server.shutdown()
         worker = run_worker(env)
@@ -73,7 +118,7 @@ def main() -> None:
                                text=True, env=env)
         memory = json.loads(state.stdout).get("research_memory", {})
         kept_mb = sum(p.stat().st_size for p in (home / "research-memory").rglob("*") if p.is_file()) / 2**20
-        print(json.dumps({"pages": fetched, "worker": worker, "memory_after": memory,
+        print(json.dumps({"huge_page": huge, "pages": fetched, "worker": worker, "memory_after": memory,
                           "memory_folder_mb": round(kept_mb, 1)}, indent=1))
 
 
