@@ -20,7 +20,13 @@ NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 def memory_repository() -> RepositoryConfig:
     """The research memory's repository: never read from researcher.yaml (a file that names another folder for
     it is ignored), so it lives where the rest of the checked state does."""
-    return RepositoryConfig(name=MEMORY, path=str(memory_documents()), file_types=["md"])
+    folder = memory_documents()
+    try:
+        for path in (folder.parent, folder):  # an empty memory is an empty repository, not a missing folder
+            path.mkdir(mode=0o700, exist_ok=True)
+    except OSError:
+        pass  # no home yet: the index run names the missing folder
+    return RepositoryConfig(name=MEMORY, path=str(folder), file_types=["md"])
 
 
 NAME_RULE = "letters, digits, '.', '_' or '-', starting with a letter or digit, at most 63 characters"
