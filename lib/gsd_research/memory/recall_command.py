@@ -112,7 +112,7 @@ def rank(store, query: str, paths: list[str] | None) -> tuple[list[dict], dict]:
     import gsd_research.researcher.api as kb
     from gsd_research.memory.store import REPOSITORY
 
-    kb.ensure_repository(REPOSITORY, store.documents)  # registered again if someone removed it
+    kb.ensure_repository(REPOSITORY, store.documents)  # its folder, made private when missing
     hits = kb.search(REPOSITORY, query, paths=paths, n_fragments=CANDIDATES, mode="auto")
     idents = identifiers(query)
     if idents:
