@@ -25,7 +25,7 @@ def memory_bytes(home) -> int:
 
 
 @pytest.mark.parametrize(("cap_kb", "paragraphs", "blob_mib"), [
-    (None, 24_000, 8),  # about 2 MiB of paragraphs and one 8 MiB one: a 10 MiB page, the default cap
+    pytest.param(None, 24_000, 8, marks=pytest.mark.slow),  # about 2 MiB of paragraphs and one 8 MiB one: a 10 MiB page, the default cap
     (16, 2_000, 0),  # a configured cap
     (None, 20, 0),  # a page within the cap is kept whole
 ])
@@ -50,6 +50,7 @@ def test_a_page_is_kept_within_the_page_cap(cli, pages, home, cap_kb, paragraphs
 
 # -- every write finished, or swept by the next ---------------------------------------------------
 
+@pytest.mark.slow
 def test_parallel_fetches_of_distinct_pages_are_all_recalled(cli, run_bin, pages, home):
     from concurrent.futures import ThreadPoolExecutor
 
