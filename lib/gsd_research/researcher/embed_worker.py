@@ -53,8 +53,8 @@ def pending(name: str) -> bool:
 
 
 def running_pid(name: str) -> int | None:
-    """The pid of the repository's running worker, or None."""
-    if not alive(name):
+    """The pid of the repository's running worker, or None (nothing created to find out)."""
+    if not (_dir(name) / "embed.lock").exists() or not alive(name):
         return None
     try:
         pid = int((_dir(name) / "embed.pid").read_text().strip())
