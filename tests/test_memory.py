@@ -251,9 +251,10 @@ def test_memory_max_mb_evicts_the_least_recently_seen_first(home):
 def test_settings_defaults_and_parsing():
     from gsd_research.core.config import Config
 
-    assert memory_api.settings(Config({})) == {"enabled": True, "max_mb": 500, "embed": "background"}
-    conf = memory_api.settings(Config({"memory": {"enabled": "no", "max_mb": 1, "embed": False}}))
-    assert conf == {"enabled": False, "max_mb": 1, "embed": "off"}
+    assert memory_api.settings(Config({})) == {"enabled": True, "max_mb": 500, "embed": "background",
+                                               "page_cap_kb": 512}
+    conf = memory_api.settings(Config({"memory": {"enabled": "no", "max_mb": 1, "embed": False, "page_cap_kb": 0}}))
+    assert conf == {"enabled": False, "max_mb": 1, "embed": "off", "page_cap_kb": 1}
 
 
 def test_memory_files_are_private(cli, pages, home):

@@ -172,14 +172,15 @@ def kb_home_catalog():
     return os.path.join(os.environ["GSD_RESEARCH_HOME"], "research-memory", "catalog.sqlite")
 
 
-def test_pending_embedding_is_reported_and_lexical_results_still_come(cli, read_some, home, monkeypatch):
+def test_pending_embedding_is_reported_lexical_results_come_and_no_worker_restarts(cli, read_some, home,
+                                                                                 monkeypatch):
     calls = []
     monkeypatch.setattr("gsd_research.researcher.api.schedule_embedding", lambda name: calls.append(name))
     cli("config", "set", "memory.embed", "background")
 
     doc = cli("recall", "sourdough").json
 
-    assert doc["metadata"]["embedding"] == "pending" and calls == ["research-memory"]
+    assert doc["metadata"]["embedding"] == "pending" and calls == []  # only a write starts a worker
     assert doc["results"][0]["source_url"] == read_some["bread"]
 
 
@@ -233,8 +234,9 @@ def test_the_recall_process_runs_without_network(run_bin, read_some, monkeypatch
 
 
 
-def test_recall_survives_the_repository_being_removed(cli, read_some, offline):
-    assert kb("repo", "remove", "research-memory", "--keep-index", "--json").code == 0
+def test_the_memory_cannot_be_removed_as_a_repository_and_recall_still_answers(cli, read_some, offline):
+    refused = kb("repo", "remove", "research-memory", "--keep-index", "--json")
+    assert refused.code == 2 and "recall --clear" in refused.json["error"]["suggestions"][0]
 
     doc = cli("recall", "sourdough rise overnight").json
 

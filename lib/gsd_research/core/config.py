@@ -34,7 +34,10 @@ DEFAULTS: dict[str, Any] = {
     },
     "inputs": {"max_mb": 50},  # the cap on a file or stdin that summarize and analyze read
     # research memory: what fetch, search and deep read, kept for `recall` and `verify`
-    "memory": {"enabled": True, "max_mb": 500, "embed": "background"},  # embed: background | off
+    # embed: background | off; page_cap_kb: the most of one page (or report) kept; embed_max_*: the
+    # background worker's CPU seconds and address space (MB), enforced by the kernel
+    "memory": {"enabled": True, "max_mb": 500, "embed": "background", "page_cap_kb": 512,
+               "embed_max_cpu_s": 900, "embed_max_mb": 3072},
     "providers": {
         "context7": {"base_url": "https://context7.com/api"},
         "perplexity": {"base_url": "https://api.perplexity.ai"},
@@ -59,6 +62,15 @@ def home() -> Path:
     """The root of all state: GSD_RESEARCH_HOME, else ~/.gsd-research."""
     env = os.environ.get("GSD_RESEARCH_HOME")
     return Path(env).expanduser() if env else Path.home() / ".gsd-research"
+
+
+MEMORY_REPOSITORY = "research-memory"  # reserved: the research memory's knowledge-base repository
+
+
+def memory_documents() -> Path:
+    """The research memory's documents: always under GSD_RESEARCH_HOME (checked as all the state is), never a
+    folder another file names."""
+    return home() / MEMORY_REPOSITORY / "documents"
 
 
 def config_path() -> Path:

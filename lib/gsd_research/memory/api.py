@@ -3,7 +3,9 @@
 Recording never raises into the command that reads: a failure is logged (keys scrubbed) under
 GSD_RESEARCH_HOME/logs/memory.log and reported as "failed". It runs in a thread started by the
 `record_*` call, so its disk writes overlap the rest of the command (the summary, the report); the
-command calls `.finish()` before it answers. Keys are scrubbed from every stored field.
+command calls `.finish()` before it answers, and the thread is not a daemon: the process never exits with
+a write in flight (one killed meanwhile leaves what the store's next writer sweeps). Keys are scrubbed from
+every stored field.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ DEFAULT_EMBED = "background"  # background: a detached worker embeds new entries
 
 
 def settings(config) -> dict:
-    """memory.enabled, memory.max_mb and memory.embed, with their defaults."""
-    from gsd_research.memory.store import DEFAULT_MAX_MB
+    """memory.enabled, memory.max_mb, memory.embed and memory.page_cap_kb, with their defaults."""
+    from gsd_research.memory.store import DEFAULT_MAX_MB, DEFAULT_PAGE_CAP_KB
 
     enabled = config.get("memory.enabled", True)
     if isinstance(enabled, str):
@@ -35,7 +37,23 @@ def settings(config) -> dict:
     embed = config.get("memory.embed", DEFAULT_EMBED)
     embed = "off" if embed is False else str(embed if embed is not None else DEFAULT_EMBED).strip().lower()
     return {"enabled": bool(enabled), "max_mb": config.number("memory.max_mb", DEFAULT_MAX_MB),
-            "embed": "off" if embed in ("off", "false", "no", "0") else "background"}
+            "embed": "off" if embed in ("off", "false", "no", "0") else "background",
+            "page_cap_kb": max(1, config.number("memory.page_cap_kb", DEFAULT_PAGE_CAP_KB))}
+
+
+def status() -> dict:
+    """The memory's entries and its background embedding, for `researcher status`."""
+    import gsd_research.researcher.api as kb
+    from gsd_research.memory.store import REPOSITORY, MemoryStore, memory_dir
+
+    out: dict = {"entries": 0, "bytes": 0}
+    if (memory_dir() / "catalog.sqlite").exists():
+        store = MemoryStore()
+        try:
+            out.update({k: v for k, v in store.stats().items() if k in ("entries", "bytes")})
+        finally:
+            store.close()
+    return {**out, "embedding": kb.embedding_state(REPOSITORY)}
 
 
 class Recording:
@@ -46,13 +64,13 @@ class Recording:
         self.stored: list[str] = []  # ids of the entries this recording added
         self._thread = None
         if target is not None:
-            self._thread = threading.Thread(target=self._run, args=(target,), name="memory-record", daemon=True)
+            self._thread = threading.Thread(target=self._run, args=(target,), name="memory-record", daemon=False)
             self._thread.start()
 
     def _run(self, target) -> None:
         self.status, self.stored = target()
 
-    def discard(self, timeout: float = 10.0) -> None:
+    def discard(self, timeout: float | None = None) -> None:
         """The command failed: remove what this recording stored (memory keeps what was answered only)."""
         if self.finish(timeout) != "stored" or not self.stored:
             return
@@ -67,7 +85,8 @@ class Recording:
         except Exception as exc:  # noqa: BLE001 - memory is never the reason a command fails
             _log(f"discard: {exc.__class__.__name__}: {exc}")
 
-    def finish(self, timeout: float = 10.0) -> str:
+    def finish(self, timeout: float | None = None) -> str:
+        """The recording's status once it is done ("pending" only when `timeout` ran out first)."""
         if self._thread is not None:
             self._thread.join(timeout)
             if self._thread.is_alive():
@@ -94,15 +113,15 @@ def _keep(config, conf: dict, build) -> tuple[str, list[str]]:
         from gsd_research.memory.store import REPOSITORY, MemoryStore
 
         entries = [_scrubbed(e, known_secrets(config)) for e in build()]
-        store = MemoryStore()
+        store = MemoryStore(page_cap=int(conf["page_cap_kb"] * 1024))
         try:
-            statuses = store.put_many(entries) if entries else []
+            kept = store.keep(entries) if entries else []
             store.evict(int(conf["max_mb"] * 1024 * 1024))
         finally:
             store.close()
-        if "stored" in statuses and conf["embed"] == "background":
+        stored = [e.id for e, st in kept if st == "stored"]
+        if stored and conf["embed"] == "background":
             kb.schedule_embedding(REPOSITORY)
-        stored = [e.id for e, st in zip(entries, statuses, strict=True) if st == "stored"]
         return ("stored" if stored else "known"), stored
     except Exception as exc:  # noqa: BLE001 - memory is never the reason a command fails
         _log(f"record: {exc.__class__.__name__}: {exc}")

@@ -112,7 +112,7 @@ def rank(store, query: str, paths: list[str] | None) -> tuple[list[dict], dict]:
     import gsd_research.researcher.api as kb
     from gsd_research.memory.store import REPOSITORY
 
-    kb.ensure_repository(REPOSITORY, store.documents)  # registered again if someone removed it
+    kb.ensure_repository(REPOSITORY, store.documents)  # its folder, made private when missing
     hits = kb.search(REPOSITORY, query, paths=paths, n_fragments=CANDIDATES, mode="auto")
     idents = identifiers(query)
     if idents:
@@ -210,13 +210,11 @@ def _empty_note(total: int, results: list[dict], filters: dict) -> str | None:
 
 
 def _embedding_state(conf: dict) -> str:
-    """complete | pending (a worker embeds the newest entries; lexical ranking covers them meanwhile) | off."""
+    """complete | pending (lexical ranking covers the newest entries meanwhile) | off. Only a write starts a
+    worker: a recall never restarts one that died (`researcher index research-memory` catches up at once)."""
     import gsd_research.researcher.api as kb
     from gsd_research.memory.store import REPOSITORY
 
     if not kb.embedding_pending(REPOSITORY):
         return "complete"
-    if conf["embed"] == "background":
-        kb.schedule_embedding(REPOSITORY)  # a worker that died or never started catches up now
-        return "pending"
-    return "off"
+    return "pending" if conf["embed"] == "background" else "off"

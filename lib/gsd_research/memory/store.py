@@ -7,6 +7,7 @@ lives under `repositories/research-memory/` like every repository's).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -16,10 +17,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import gsd_research.researcher.api as kb
+from gsd_research.core.config import MEMORY_REPOSITORY as REPOSITORY
 from gsd_research.core.errors import MemoryCorrupt
 
-REPOSITORY = "research-memory"
 DEFAULT_MAX_MB = 500
+DEFAULT_PAGE_CAP_KB = 512  # one page's kept document at most: recall needs passages, not a 10 MiB dump
+CUT_MARK = "\n\n[cut at the research memory's page cap]\n"
 KINDS = ("page", "search_result", "search", "report", "deep")
 
 SCHEMA = """
@@ -30,6 +33,7 @@ CREATE TABLE IF NOT EXISTS entries (
 CREATE INDEX IF NOT EXISTS entries_url ON entries(url);
 CREATE INDEX IF NOT EXISTS entries_seen ON entries(seen_at);
 CREATE INDEX IF NOT EXISTS entries_path ON entries(path);
+CREATE TABLE IF NOT EXISTS writing (path TEXT PRIMARY KEY);
 """
 COLUMNS = ("id", "kind", "url", "title", "provider", "query", "ref", "fetched_at", "seen_at", "content_hash",
            "path", "body_offset", "bytes", "flags")
@@ -41,9 +45,9 @@ def now_iso() -> str:
 
 
 def memory_dir() -> Path:
-    from gsd_research.core.config import home
+    from gsd_research.core.config import memory_documents
 
-    return home() / "research-memory"
+    return memory_documents().parent
 
 
 @dataclass
@@ -87,9 +91,11 @@ class Entry:
 class MemoryStore:
     """The catalog and the documents of one GSD_RESEARCH_HOME's research memory."""
 
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(self, root: Path | None = None, page_cap: int = DEFAULT_PAGE_CAP_KB * 1024) -> None:
         self.root = root or memory_dir()
+        self.page_cap = page_cap  # bytes of one stored document (header and body), whatever wrote it
         self._conn: sqlite3.Connection | None = None
+        self._older = False
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -101,6 +107,8 @@ class MemoryStore:
             self._conn = sqlite3.connect(str(path), timeout=10)
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
+            tables = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            self._older = "entries" in tables and "writing" not in tables  # written before `writing` existed
             self._conn.executescript(SCHEMA)
             self._conn.row_factory = sqlite3.Row
         return self._conn
@@ -122,26 +130,63 @@ class MemoryStore:
 
     def put_many(self, entries: list[Entry]) -> list[str]:
         """`put` for many entries: their documents in one lexical transaction."""
-        now = now_iso()
+        return [status for _, status in self.keep(entries)]
+
+    def keep(self, entries: list[Entry]) -> list[tuple[Entry, str]]:
+        """`put_many`, with each entry as kept (cut to the page cap): [(entry, "stored" | "known")]."""
+        entries = [capped(e, self.page_cap) for e in entries]
         fresh: dict[str, Entry] = {}
-        with self.conn:
-            for entry in entries:
-                if entry.id in fresh:
-                    continue
-                touched = self.conn.execute("UPDATE entries SET seen_at = ? WHERE id = ?", (now, entry.id))
-                if not touched.rowcount:
-                    fresh[entry.id] = entry
-        if fresh:
-            kb.ensure_repository(REPOSITORY, self.documents)
-            docs = [(e.path, e.header() + e.body, e.title or e.query) for e in fresh.values()]
-            kb.put_documents(REPOSITORY, docs)
-            rows = [(e.id, e.kind, e.url, e.title, e.provider, e.query, e.ref, e.fetched_at, now, e.content_hash,
-                     e.path, len(e.header()), len(text.encode("utf-8")), json.dumps(sorted(set(e.flags))))
-                    for e, (_, text, _) in zip(fresh.values(), docs, strict=True)]
+        with self._writing():
+            now = now_iso()
             with self.conn:
-                self.conn.executemany(f"INSERT OR REPLACE INTO entries ({', '.join(COLUMNS)}) "
-                                      f"VALUES ({', '.join('?' * len(COLUMNS))})", rows)
-        return ["stored" if e.id in fresh and fresh[e.id] is e else "known" for e in entries]
+                for entry in entries:
+                    if entry.id in fresh:
+                        continue
+                    touched = self.conn.execute("UPDATE entries SET seen_at = ? WHERE id = ?", (now, entry.id))
+                    if not touched.rowcount:
+                        fresh[entry.id] = entry
+            if fresh:
+                self._write(list(fresh.values()), now)
+        return [(e, "stored" if e.id in fresh and fresh[e.id] is e else "known") for e in entries]
+
+    def _write(self, fresh: list[Entry], now: str) -> None:
+        """Documents and their rows: the paths are recorded in `writing` first and leave it with the rows, in one
+        transaction, so a writer killed in between leaves only what the next writer sweeps."""
+        docs = [(e.path, e.header() + e.body, e.title or e.query) for e in fresh]
+        kb.ensure_repository(REPOSITORY, self.documents)
+        with self.conn:
+            self.conn.executemany("INSERT OR REPLACE INTO writing (path) VALUES (?)", [(p,) for p, _, _ in docs])
+        kb.put_documents(REPOSITORY, docs)
+        rows = [(e.id, e.kind, e.url, e.title, e.provider, e.query, e.ref, e.fetched_at, now, e.content_hash,
+                 e.path, len(e.header()), len(text.encode("utf-8")), json.dumps(sorted(set(e.flags))))
+                for e, (_, text, _) in zip(fresh, docs, strict=True)]
+        with self.conn:
+            self.conn.executemany(f"INSERT OR REPLACE INTO entries ({', '.join(COLUMNS)}) "
+                                  f"VALUES ({', '.join('?' * len(COLUMNS))})", rows)
+            self.conn.executemany("DELETE FROM writing WHERE path = ?", [(p,) for p, _, _ in docs])
+
+    @contextlib.contextmanager
+    def _writing(self):
+        """The memory's one writer at a time (a blocking flock the kernel drops with its process). A path still
+        in `writing` when it is taken was left by a writer that died: its document and row go first."""
+        from gsd_research.core.private import flock
+
+        self.conn  # noqa: B018 - creates the memory's folder, private, before its lock file
+        with flock(self.root / "write.lock", blocking=True):
+            left = [r[0] for r in self.conn.execute("SELECT path FROM writing")]
+            if self._older:  # once: what an older version's killed writes left has no mark, only no row
+                left += self._unknown_documents()
+                self._older = False
+            if left:
+                self._drop_paths(left)
+            yield
+
+    def _unknown_documents(self) -> list[str]:
+        """Document files the catalog has no row for."""
+        known = {r[0] for r in self.conn.execute("SELECT path FROM entries")}
+        files = (p.relative_to(self.documents).as_posix() for p in self.documents.rglob("*.md")) \
+            if self.documents.is_dir() else ()
+        return [p for p in files if p not in known]
 
     def total_bytes(self) -> int:
         return int(self.conn.execute("SELECT COALESCE(SUM(bytes), 0) FROM entries").fetchone()[0])
@@ -149,34 +194,41 @@ class MemoryStore:
     def evict(self, max_bytes: int) -> int:
         """Remove the least recently seen entries until the kept text is within `max_bytes`; how many."""
         removed = 0
-        over = self.total_bytes() - max_bytes
-        while over > 0:
-            victims, freed = [], 0
-            for row in self.conn.execute("SELECT id, path, bytes FROM entries ORDER BY seen_at, fetched_at LIMIT 200"):
-                victims.append((row["id"], row["path"]))
-                freed += row["bytes"]
-                if freed >= over:
+        with self._writing():
+            over = self.total_bytes() - max_bytes
+            while over > 0:
+                victims, freed = [], 0
+                for row in self.conn.execute("SELECT path, bytes FROM entries ORDER BY seen_at, fetched_at LIMIT 200"):
+                    victims.append(row["path"])
+                    freed += row["bytes"]
+                    if freed >= over:
+                        break
+                if not victims:
                     break
-            if not victims:
-                break
-            self._drop(victims)
-            removed += len(victims)
-            over -= freed
+                self._drop_paths(victims)
+                removed += len(victims)
+                over -= freed
         return removed
 
     def remove(self, ids: list[str]) -> int:
         """Remove these entries (their documents and rows); how many there were."""
-        marks = ", ".join("?" * len(ids))
-        victims = [(r["id"], r["path"]) for r in
-                   self.conn.execute(f"SELECT id, path FROM entries WHERE id IN ({marks})", ids)] if ids else []
-        if victims:
-            self._drop(victims)
+        if not ids:
+            return 0
+        with self._writing():
+            marks = ", ".join("?" * len(ids))
+            victims = [r[0] for r in self.conn.execute(f"SELECT path FROM entries WHERE id IN ({marks})", ids)]
+            if victims:
+                self._drop_paths(victims)
         return len(victims)
 
-    def _drop(self, victims: list[tuple[str, str]]) -> None:
-        kb.remove_documents(REPOSITORY, [p for _, p in victims])
+    def _drop_paths(self, paths: list[str]) -> None:
+        """Remove documents and their rows; marked in `writing` first, so a removal cut short is finished next."""
         with self.conn:
-            self.conn.executemany("DELETE FROM entries WHERE id = ?", [(i,) for i, _ in victims])
+            self.conn.executemany("INSERT OR REPLACE INTO writing (path) VALUES (?)", [(p,) for p in paths])
+        kb.remove_documents(REPOSITORY, paths)
+        with self.conn:
+            self.conn.executemany("DELETE FROM entries WHERE path = ?", [(p,) for p in paths])
+            self.conn.executemany("DELETE FROM writing WHERE path = ?", [(p,) for p in paths])
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -234,6 +286,21 @@ class MemoryStore:
         row = self.conn.execute("SELECT count(*), COALESCE(SUM(bytes), 0), MIN(fetched_at), MAX(seen_at) "
                                 "FROM entries").fetchone()
         return {"entries": row[0], "bytes": row[1], "oldest": row[2], "newest": row[3]}
+
+
+def capped(entry: Entry, cap: int) -> Entry:
+    """`entry` with its body cut (at a paragraph break when one is near) so that its document fits `cap` bytes."""
+    from dataclasses import replace
+
+    room = cap - len(entry.header().encode("utf-8"))
+    if len(entry.body.encode("utf-8")) <= room:
+        return entry
+    room = max(0, room - len(CUT_MARK.encode("utf-8")))
+    body = entry.body.encode("utf-8")[:room].decode("utf-8", "ignore")
+    para = body.rfind("\n\n")
+    if para > len(body) * 0.8:
+        body = body[:para]
+    return replace(entry, body=body.rstrip() + CUT_MARK, fetched_at=entry.fetched_at)
 
 
 def _like_prefix(prefix: str) -> str:

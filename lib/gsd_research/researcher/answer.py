@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gsd_research.core.config import MEMORY_REPOSITORY
 from gsd_research.core.errors import UsageError
 from gsd_research.core.tokens import count_tokens, cut_to_tokens
 from gsd_research.researcher.excerpt import excerpt
@@ -130,6 +131,8 @@ class AnswerBuilder:
         out["documents"], out["fragments"] = documents, fragments
         meta = dict(shell.get("metadata", {}))
         out.pop("metadata", None)
+        if MEMORY_REPOSITORY in self.roots:  # web text: fenced on every surface, since every one answers here
+            out, meta = _web_sourced(out, meta)
         requested = sum(len(d.top_fragments) for d in self.ranking.documents) + len(self.ranking.fragments)
         meta.update({
             "total_available": {"documents": self.ranking.total_documents, "fragments": self.ranking.total_fragments},
@@ -213,6 +216,26 @@ class AnswerBuilder:
             chosen[-1:] = [(unit, cut)] if cut else []
             out = self.render(shell, chosen)
         return out
+
+
+def _web_sourced(out: dict, meta: dict) -> tuple[dict, dict]:
+    """An answer from the research memory: its passages neutralized and scanned, inside the answer's one fence,
+    labelled as web text (`metadata.web_sourced`), flagged as every other command flags external text."""
+    from gsd_research.core.untrusted import guard_text, seal
+
+    warnings: list[dict] = []
+    places = [(f"documents[{i}].top_fragments[{j}]", e) for i, d in enumerate(out["documents"])
+              for j, e in enumerate(d["top_fragments"])] + [(f"fragments[{i}]", e) for i, e in enumerate(out["fragments"])]
+    for where, entry in places:
+        if "text" in entry:
+            entry["text"], found = guard_text(entry["text"], where)
+            if found:
+                entry["injection_flagged"] = True
+                warnings += found
+    seal(out, ("documents", "fragments"))
+    if warnings:
+        out["injection_flagged"], out["injection_warnings"] = True, warnings[:10]
+    return out, {**meta, "web_sourced": True}
 
 
 def _left_out_said(shell: dict) -> bool:

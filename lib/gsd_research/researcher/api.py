@@ -39,9 +39,12 @@ def keyword_index(name: str) -> Path:
 
 
 def repository_folder(name: str) -> Path | None:
-    """The folder of repository `name` from researcher.yaml (read without the pydantic models), or None."""
-    from gsd_research.core.config import home
+    """The folder of repository `name` from researcher.yaml (read without the pydantic models), or None; the
+    research memory's is fixed under GSD_RESEARCH_HOME, whatever the file says."""
+    from gsd_research.core.config import MEMORY_REPOSITORY, home, memory_documents
 
+    if name == MEMORY_REPOSITORY:
+        return memory_documents()
     path = home() / "researcher.yaml"
     try:
         import yaml
@@ -61,6 +64,7 @@ def ensure_repository(name: str, folder: Path) -> Path:
     """Register `name` for the Markdown documents in `folder` unless it is registered; its folder."""
     known = repository_folder(name)
     if known is not None:
+        private_dirs(known)
         return known
     private_dirs(folder)
     from gsd_research.researcher.config import ConfigGateway
@@ -249,6 +253,13 @@ def embedding_pending(name: str) -> bool:
     from gsd_research.researcher import embed_worker
 
     return embed_worker.pending(name)
+
+
+def embedding_state(name: str) -> dict:
+    """{"pending", "worker_pid", "last_failure"?}: what the background embedding of `name` is doing."""
+    from gsd_research.researcher import embed_worker
+
+    return embed_worker.state(name)
 
 
 def embed_now(name: str) -> dict:

@@ -177,8 +177,11 @@ def index(kb, name, wait):
 
     targets = _targets(kb, name)
     dumped, failed = [], []
+    from gsd_research.researcher import embed_worker
+
     for repo_cfg in targets:
         try:
+            embed_worker.stop(repo_cfg.name)  # a background worker yields: this run does its work, never waits on it
             service = kb.factory.index_service(repo_cfg)
             dumped.append(index_with_progress(service, repo_cfg.name, wait).model_dump())
         except GsdError as exc:
@@ -259,12 +262,19 @@ def status(kb, name):
         ChromaGateway(None, "", url=factory.chroma_url).heartbeat()  # NETWORK_ERROR when the server is unreachable
     stats = [factory.index_service(r).get_stats().model_dump(mode="json") for r in repos]
     if not factory.chroma_url:
-        return {"repositories": stats, "store": "embedded"}
+        return {"repositories": stats, "store": "embedded", **_memory_status(name)}
     for repo_cfg, stat in zip(repos, stats, strict=True):  # what the server holds, asked of the server
         stat["local_documents"] = stat.pop("total_documents")  # this machine's record of what it indexed
         stat["local_fragments"] = stat.pop("total_fragments")
         stat["server_fragments"] = factory.chroma_factory(repo_cfg)().stored_count()
     return {"repositories": stats, "store": "server", "chroma_url": factory.chroma_url, "counts": SERVER_COUNTS}
+
+
+def _memory_status(name: str | None) -> dict:
+    """The research memory's entries and background embedding (pending, the worker running, its last failure)."""
+    from gsd_research.memory.api import status as memory_status
+
+    return {"research_memory": memory_status()} if name in (None, "research-memory") else {}
 
 
 SERVER_COUNTS = {"local_documents": "documents this machine's index records say it indexed",

@@ -7,12 +7,26 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from gsd_research.core.config import MEMORY_REPOSITORY as MEMORY
+from gsd_research.core.config import memory_documents
 from gsd_research.core.errors import StateNotWritable, UsageError
 
 CONFIG_NAME = "researcher.yaml"
 DEFAULT_FILE_TYPES = ["md", "txt", "pdf", "docx", "pptx", "xlsx", "html"]
 PROVIDERS = ("chromadb", "ollama", "openai")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+
+
+def memory_repository() -> RepositoryConfig:
+    """The research memory's repository: never read from researcher.yaml (a file that names another folder for
+    it is ignored), so it lives where the rest of the checked state does."""
+    folder = memory_documents()
+    try:
+        for path in (folder.parent, folder):  # an empty memory is an empty repository, not a missing folder
+            path.mkdir(mode=0o700, exist_ok=True)
+    except OSError:
+        pass  # no home yet: the index run names the missing folder
+    return RepositoryConfig(name=MEMORY, path=str(folder), file_types=["md"])
 
 
 NAME_RULE = "letters, digits, '.', '_' or '-', starting with a letter or digit, at most 63 characters"
@@ -55,6 +69,11 @@ class ResearcherConfig(BaseModel):
     default_embedding_model: str | None = None
     mcp_port: int = Field(8392, ge=1, le=65535)  # `serve --http` listens there
     chroma_url: str | None = None  # a Chroma server (http://host:port) instead of the embedded store
+
+    @field_validator("repositories")
+    @classmethod
+    def _memory_is_not_a_user_repository(cls, repos: list[RepositoryConfig]) -> list[RepositoryConfig]:
+        return [r for r in repos if r.name != MEMORY]  # an older version registered it here
 
     @field_validator("mcp_port", mode="before")
     @classmethod

@@ -3,7 +3,10 @@
 One per repository (an flock the kernel drops when the process dies). `researcher.api` writes documents
 with their lexical rows and a fresh write token in the state record; a complete pass records the token it
 started from, so `pending` is a comparison of two fields of one line. A failed pass is remembered for a
-while (`embed.failed`), so a broken set-up (no embedding model offline) is not retried on every call.
+while (`embed.failed`), so a broken set-up (no embedding model offline) is not retried on every call; so
+is a worker that died mid-pass (killed, or stopped by its CPU or memory limit): nothing restarts it in a
+loop. Only a write schedules a worker; an index run of the repository stops a running one (`stop`) and
+does its work itself, never waiting on it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ from pathlib import Path
 
 RETRY_AFTER_FAILURE = 600  # seconds
 LOG_MAX_BYTES = 2_000_000
+CPU_SECONDS = 900  # a worker's CPU time at most (memory.embed_max_cpu_s); the kernel stops it there
+MEMORY_MB = 3072  # its address space at most (memory.embed_max_mb): a failed allocation, not a swapping host
+STOP_WAIT = 30.0  # seconds `stop` waits for a worker to be gone after SIGTERM
 _SPAWNED: list = []  # keep Popen objects alive for the life of this process
 
 
@@ -44,6 +50,48 @@ def pending(name: str) -> bool:
 
     head = StateGateway(_dir(name)).head()
     return bool(head and head.writes_pending)
+
+
+def running_pid(name: str) -> int | None:
+    """The pid of the repository's running worker, or None (nothing created to find out)."""
+    if not (_dir(name) / "embed.lock").exists() or not alive(name):
+        return None
+    try:
+        pid = int((_dir(name) / "embed.pid").read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return None
+    return pid if b"gsd_research.researcher.embed_worker" in cmdline else None  # never another process's pid
+
+
+def state(name: str) -> dict:
+    """What `researcher status` says of the worker: pending writes, the running worker, the last failure."""
+    out: dict = {"pending": pending(name), "worker_pid": running_pid(name)}
+    if failed_recently(name):
+        try:
+            out["last_failure"] = (_dir(name) / "embed.failed").read_text()[:300]
+        except OSError:
+            pass
+    return out
+
+
+def stop(name: str, wait: float = STOP_WAIT) -> bool:
+    """Stop the repository's running worker (SIGTERM: its pass is left as a kill leaves it, for the caller's index
+    run to finish); whether one was stopped."""
+    import signal
+
+    pid = running_pid(name)
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except OSError:
+        return False
+    deadline = time.monotonic() + wait
+    while alive(name) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (_dir(name) / "embed.running").unlink(missing_ok=True)  # stopped on purpose: not a failure
+    return True
 
 
 def failed_recently(name: str) -> bool:
@@ -75,25 +123,43 @@ def run_once(name: str) -> dict:
 
 
 def serve(name: str) -> int:
-    """Index passes while documents keep arriving; exits at once when another worker holds the lock."""
+    """Index passes while documents keep arriving; exits at once when another worker holds the lock. The
+    `embed.running` mark lives while it works: found at the next spawn, it tells of a worker that died."""
+    running = _dir(name) / "embed.running"
     while True:
         with _lock(name) as got:
             if not got:
                 return 0
+            _mark(_dir(name) / "embed.pid")
+            _mark(running)
             while pending(name):
                 try:
                     _log(f"pass {run_once(name)}")
                 except Exception as exc:  # noqa: BLE001 - remembered, retried later, never a crash loop
                     (_dir(name) / "embed.failed").write_text(f"{exc.__class__.__name__}: {str(exc)[:300]}")
                     _log(f"failed: {exc.__class__.__name__}: {str(exc)[:300]}")
+                    running.unlink(missing_ok=True)
                     return 1
+            running.unlink(missing_ok=True)
         if not pending(name):  # nothing arrived between the last pass and the lock's release
             return 0
 
 
+def _mark(path: Path) -> None:
+    """This process's pid in `path` (private, never through a planted symlink)."""
+    from gsd_research.core.private import open_private
+
+    with os.fdopen(open_private(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w") as fh:
+        fh.write(str(os.getpid()))
+
+
 def spawn(name: str) -> int | None:
     """Start `serve(name)` detached (own session, low priority, output to the log); None after a recent
-    failure."""
+    failure, or when the last worker died mid-pass (that counts as one)."""
+    running = _dir(name) / "embed.running"
+    if running.exists() and not alive(name):
+        (_dir(name) / "embed.failed").write_text("the last worker died mid-pass (killed, or over its limits)")
+        running.unlink(missing_ok=True)
     if failed_recently(name):
         return None
     from gsd_research.core.config import home
@@ -121,6 +187,25 @@ def _log(message: str) -> None:
     sys.stderr.flush()
 
 
+def limit() -> None:
+    """Bound this process: CPU time and address space (memory.embed_max_cpu_s, memory.embed_max_mb), no core
+    file; the kernel enforces them, whatever the pass is doing."""
+    import resource
+
+    from gsd_research.core.config import Config
+
+    config = Config()
+    cpu = int(config.number("memory.embed_max_cpu_s", CPU_SECONDS))
+    mem = int(config.number("memory.embed_max_mb", MEMORY_MB)) << 20
+    for what, value in ((resource.RLIMIT_CPU, (cpu, cpu + 5)), (resource.RLIMIT_AS, (mem, mem)),
+                        (resource.RLIMIT_CORE, (0, 0))):
+        soft, hard = resource.getrlimit(what)
+        if hard != resource.RLIM_INFINITY:
+            value = (min(value[0], hard), min(value[1], hard))
+        if value[0] > 0:
+            resource.setrlimit(what, value)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         sys.stderr.write("usage: python -m gsd_research.researcher.embed_worker REPOSITORY\n")
@@ -129,6 +214,7 @@ def main(argv: list[str]) -> int:
         os.nice(10)  # background work: the agent's foreground commands come first
     except OSError:
         pass
+    limit()
     return serve(argv[0])
 
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from gsd_research.core.errors import NotFound, RepositoryNotFound, UsageError
-from gsd_research.researcher.config import PROVIDERS, ConfigGateway, RepositoryConfig, check_name
+from gsd_research.researcher.config import (
+    MEMORY,
+    PROVIDERS,
+    ConfigGateway,
+    RepositoryConfig,
+    check_name,
+    memory_repository,
+)
 
 SUPPORTED_TYPES = ("md", "markdown", "txt", "text", "rst", "pdf", "docx", "pptx", "xlsx", "html", "htm",
                    "csv", "adoc", "asciidoc", "odt", "xhtml")
@@ -36,6 +43,9 @@ class RepositoryService:
     def add_repository(self, name: str, path: str, file_types: list[str] | None = None,
                        embedding_provider: str | None = None, embedding_model: str | None = None) -> RepositoryConfig:
         check_name(name)
+        if name == MEMORY:
+            raise UsageError(f"'{MEMORY}' is reserved for the research memory (what fetch, search and deep read)",
+                             suggestions=["Choose another name", f"researcher search --repo {MEMORY} searches it"])
         root = Path(path).expanduser()
         if not root.exists():
             raise NotFound(f"Path does not exist: {root}", suggestions=["Give the folder that holds the documents"])
@@ -58,6 +68,9 @@ class RepositoryService:
         return repo
 
     def remove_repository(self, name: str) -> RepositoryConfig:
+        if name == MEMORY:
+            raise UsageError(f"'{MEMORY}' is the research memory, not a repository of yours",
+                             suggestions=["gsd-research recall --clear (removes what it kept)"])
         config = self.config_gateway.load()
         repo = self.get_repository(name, config)
         config.repositories = [r for r in config.repositories if r.name != name]
@@ -65,11 +78,14 @@ class RepositoryService:
         return repo
 
     def list_repositories(self) -> list[RepositoryConfig]:
+        """The user's repositories: never the research memory (web text), searched only when named."""
         return list(self.config_gateway.load().repositories)
 
     def get_repository(self, name: str, config=None) -> RepositoryConfig:
         config = config or self.config_gateway.load()
         check_name(name)
+        if name == MEMORY:
+            return memory_repository()
         for repo in config.repositories:
             if repo.name == name:
                 return repo
