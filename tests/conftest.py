@@ -299,3 +299,11 @@ def strings(node, path: str = ""):
             yield from strings(value, f"{path}[{i}]")
     elif isinstance(node, str):
         yield path, node
+
+
+@pytest.fixture
+def pages(fake, monkeypatch):
+    """The fake server with loopback allowed for fetch, and no model reachable (extractive answers)."""
+    monkeypatch.setenv("GSD_RESEARCH_ALLOW_HOSTS", "127.0.0.1")
+    monkeypatch.setenv("OLLAMA_HOST", fake.url + "/no-ollama")
+    return fake

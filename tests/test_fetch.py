@@ -7,15 +7,6 @@ import pytest
 from tests.conftest import SHARED, assert_no_traceback, cl100k_tokens, require
 from tests.injection import corpus
 
-
-@pytest.fixture
-def pages(fake, monkeypatch):
-    """The fake server with loopback allowed for fetch, and no model reachable (extractive answers)."""
-    monkeypatch.setenv("GSD_RESEARCH_ALLOW_HOSTS", "127.0.0.1")
-    monkeypatch.setenv("OLLAMA_HOST", fake.url + "/no-ollama")
-    return fake
-
-
 # -- SSRF ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("url", [

@@ -4,41 +4,13 @@ failing the command that read it, without keys, with its injection flags, within
 from __future__ import annotations
 
 import json
-import sqlite3
 
 import pytest
 
 from gsd_research.memory import api as memory_api
 from gsd_research.memory.store import Entry, MemoryStore
 from tests.conftest import assert_no_traceback
-
-PAGE = """<html><head><title>{title}</title></head><body><article><h1>{title}</h1>
-<p>{text}</p><p>The second paragraph gives more context about the subject so that the extraction keeps the
-article as its main content and the page is long enough to be read.</p></article></body></html>"""
-
-
-@pytest.fixture
-def pages(fake, monkeypatch):
-    monkeypatch.setenv("GSD_RESEARCH_ALLOW_HOSTS", "127.0.0.1")
-    monkeypatch.setenv("OLLAMA_HOST", fake.url + "/no-ollama")
-    return fake
-
-
-def page(fake, name: str, title: str, text: str) -> str:
-    fake.state.setdefault("pages", {})[name] = PAGE.format(title=title, text=text)
-    return f"{fake.url}/pages/state/{name}"
-
-
-def entries(home) -> list[dict]:
-    path = home / "research-memory" / "catalog.sqlite"
-    if not path.exists():
-        return []
-    conn = sqlite3.connect(path)
-    conn.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in conn.execute("SELECT * FROM entries ORDER BY fetched_at, kind")]
-    finally:
-        conn.close()
+from tests.memory_fixtures import entries, page
 
 
 def document(home, entry: dict) -> str:
@@ -263,7 +235,6 @@ def test_memory_files_are_private(cli, pages, home):
     for path in [home / "research-memory", home / "research-memory" / "catalog.sqlite",
                  *(home / "research-memory" / "documents").rglob("*")]:
         assert path.stat().st_mode & 0o077 == 0, path
-
 
 
 def test_a_deep_answer_served_again_from_the_cache_is_the_same_entry(cli, fake, home, monkeypatch):

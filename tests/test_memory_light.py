@@ -5,14 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_memory import entries, page
-
-
-@pytest.fixture
-def pages(fake, monkeypatch):
-    monkeypatch.setenv("GSD_RESEARCH_ALLOW_HOSTS", "127.0.0.1")
-    monkeypatch.setenv("OLLAMA_HOST", fake.url + "/no-ollama")
-    return fake
+from tests.memory_fixtures import entries, page
 
 
 def tree_bytes(root) -> int:

@@ -12,15 +12,8 @@ from gsd_research.core.untrusted import unfence
 from gsd_research.memory.recall_command import parse_since, url_prefixes
 from tests.conftest import assert_no_traceback, cl100k_tokens
 from tests.injection import corpus
+from tests.memory_fixtures import page
 from tests.researcher_fixtures import kb, seed_model
-from tests.test_memory import page
-
-
-@pytest.fixture
-def pages(fake, monkeypatch):
-    monkeypatch.setenv("GSD_RESEARCH_ALLOW_HOSTS", "127.0.0.1")
-    monkeypatch.setenv("OLLAMA_HOST", fake.url + "/no-ollama")
-    return fake
 
 
 @pytest.fixture

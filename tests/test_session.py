@@ -11,7 +11,7 @@ import pytest
 
 from gsd_research.core import session
 from tests.hooks_fixtures import hook
-from tests.test_memory import PAGE
+from tests.memory_fixtures import PAGE
 
 DOCS = ("docs", "react", "useEffect cleanup", "--max-tokens", "1200")
 

@@ -6,14 +6,7 @@ import pytest
 
 from tests.conftest import assert_no_traceback, cl100k_tokens
 from tests.injection import corpus
-from tests.test_memory import page
-
-
-@pytest.fixture
-def pages(fake, monkeypatch):
-    monkeypatch.setenv("GSD_RESEARCH_ALLOW_HOSTS", "127.0.0.1")
-    monkeypatch.setenv("OLLAMA_HOST", fake.url + "/no-ollama")
-    return fake
+from tests.memory_fixtures import page
 
 
 @pytest.fixture

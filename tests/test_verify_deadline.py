@@ -16,13 +16,6 @@ QUOTE = "installs with pip on Python 3.10 and newer"
 
 
 @pytest.fixture
-def pages(fake, monkeypatch):
-    monkeypatch.setenv("GSD_RESEARCH_ALLOW_HOSTS", "127.0.0.1")
-    monkeypatch.setenv("OLLAMA_HOST", fake.url + "/no-ollama")
-    return fake
-
-
-@pytest.fixture
 def clock(monkeypatch):
     """The deadline's clock, frozen at 0 until a test moves it (now[0] += seconds)."""
     from gsd_research.verify import deadline

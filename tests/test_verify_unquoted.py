@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_memory import page
+from tests.memory_fixtures import page
 
 SOURCE = ("The Rottnest power station has a capacity of 240 megawatts and it opened in 1966 on the island. "
           "The quokka lives on Rottnest Island, where it is common and protected.")
