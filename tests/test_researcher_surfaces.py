@@ -173,3 +173,43 @@ def test_recall_names_a_damaged_memory_index_with_the_index_run_as_its_fix(cli, 
     again = cli("recall", "FLUX_9003")
     assert again.code == 0 and "FLUX_9003" in json.dumps(again.json["results"][0]), again.stdout
     assert "keyword ranking unavailable" not in json.dumps(again.json)
+
+
+def test_every_surface_ranks_an_exact_identifier_first_within_the_budget(tmp_path, home, cl100k):
+    from gsd_research.researcher.mcp_server import KnowledgeBaseTools
+    from gsd_research.researcher.service_factory import ServiceFactory
+
+    _two_repositories(tmp_path, home)
+    queries = tmp_path / "q.jsonl"
+    queries.write_text("".join(json.dumps({"id": i, "query": q}) + "\n" for i, q in enumerate(
+        (QUERY, "sourdough bread rye flour", "frobnicator spool folder"))))
+    tools = KnowledgeBaseTools(ServiceFactory())
+
+    def tokens(text: str) -> int:
+        return len(cl100k.encode(text, disallowed_special=()))
+
+    for query in (PLANTED, f"what does {PLANTED} mean"):
+        for scope in ((), ("--repo", "r")):
+            docs = kb("search", query, "--documents", "3", *scope, "--json").json["documents"]
+            assert (docs[0]["repository"], docs[0]["document_path"]) == ("r", "b.md"), (query, docs)
+            assert PLANTED in docs[0]["top_fragments"][0]["text"]  # the passage itself, not only its id
+    on_topic = kb("search", "widget cache cold after a restart", "--documents", "5", "--json").json["documents"]
+    assert {d["repository"] for d in on_topic} == {"r"}, on_topic  # an unrelated repository stays out
+    for budget in (250, 600):
+        res = kb("search", QUERY, "--json", "--documents", "10", "--fragments", "20", "--max-tokens", str(budget))
+        meta = res.json["metadata"]
+        assert res.code == 0 and tokens(res.stdout) <= budget
+        assert meta["max_tokens"] == budget and meta["tokens_used"] >= tokens(res.stdout) - 1
+        assert meta["returned"] == {"documents": len(res.json["documents"]), "fragments": len(res.json["fragments"])}
+    assert kb("search", QUERY, "--json", "--fragments", "20").json["metadata"]["max_tokens"] == 2000
+    lines = kb("search", "--queries-file", str(queries), "--json", "--max-tokens", "300").stdout.splitlines()
+    assert len(lines) == 3 and all(tokens(line + "\n") <= 300 for line in lines)
+    for answer in (tools.search_documents(QUERY, None, 10, max_tokens=300),
+                   tools.search_fragments(QUERY, None, 20, max_tokens=300)):
+        assert tokens(json.dumps(answer, ensure_ascii=False)) <= 300 and answer["metadata"]["truncated"] is True
+    planted = tools.search_documents(PLANTED, "r", 3)
+    assert planted["documents"][0]["document_path"] == "b.md" and PLANTED in planted["documents"][0][
+        "top_fragments"][0]["text"]
+    tiny = kb("search", "cookies", "--json", "--max-tokens", "20")
+    assert (tiny.code, tiny.json["error"]["code"]) == (2, "USAGE_ERROR") and "--max-tokens" in tiny.json["error"][
+        "message"]
