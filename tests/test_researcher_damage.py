@@ -221,7 +221,7 @@ MATRIX: list[tuple[str, Damage, str | None]] = [  # (damage, what search says be
     ("vector database truncated to nothing", _vector_file(lambda db: db.write_bytes(b"")), "is missing"),
     ("vector database cut short", _vector_file(lambda db: db.write_bytes(db.read_bytes()[:5000])), "cannot be read"),
     ("a page inside the vector database overwritten", _vector_file(_overwrite_page), "cannot be read"),
-    ("vector collection deleted through Chroma", _collection_deleted, "holds 0 of the"),
+    ("vector collection deleted through Chroma", _collection_deleted, "is missing"),
     ("some documents' vectors deleted through Chroma", _some_vectors_deleted, "holds 4 of the 6"),
     ("a file in place of the vector store", _in_place_of_vectors(link=False), "is missing"),
     ("a dangling link in place of the vector store", _in_place_of_vectors(link=True), "is missing"),

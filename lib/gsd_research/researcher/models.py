@@ -31,14 +31,6 @@ class Fragment(BaseModel):
     breadcrumb: str = ""
 
 
-class FragmentForStorage(BaseModel):
-    """A fragment prepared for storage in the vector database."""
-
-    id: str
-    text: str
-    metadata: dict
-
-
 class FragmentWithEmbedding(BaseModel):
     """A fragment with its computed embedding vector."""
 

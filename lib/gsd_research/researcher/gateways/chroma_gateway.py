@@ -250,7 +250,7 @@ class ChromaGateway:
         try:
             collection = self._existing()
             if collection is None:
-                return Probe(where, held=0)
+                return Probe(where, exists=False)
             held, meta = collection.count(), collection.metadata or {}
         except (KeyboardInterrupt, SystemExit, GeneratorExit, GsdError):
             raise
@@ -311,16 +311,6 @@ class ChromaGateway:
         except Exception as exc:  # noqa: BLE001 - connection errors vary by version
             raise NetworkError(f"Chroma server at {self.url} is unreachable ({exc.__class__.__name__})",
                                suggestions=SUGGESTIONS) from None
-
-    def stored_count(self) -> int | None:
-        """Fragments the store holds for this repository, None when it has no collection (none is created)."""
-        try:
-            collection = self._existing()
-        except GsdError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise ProviderError(f"Chroma store unavailable: {exc.__class__.__name__}: {str(exc)[:200]}") from None
-        return None if collection is None else collection.count()
 
     def get_all_document_paths(self) -> list[str]:
         """Every document the collection holds fragments of."""

@@ -215,11 +215,6 @@ class LexicalGateway:
         return self.conn.execute("SELECT count(*) FROM fragments").fetchone()[0]
 
     @_guarded
-    def fragment_counts(self) -> dict[str, int]:
-        """Fragments held per document_path."""
-        return dict(self.conn.execute("SELECT document_path, count(*) FROM fragments GROUP BY document_path"))
-
-    @_guarded
     def get_all_document_paths(self) -> list[str]:
         return [r[0] for r in self.conn.execute("SELECT DISTINCT document_path FROM fragments ORDER BY 1")]
 
