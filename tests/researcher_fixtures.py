@@ -118,3 +118,19 @@ def next_process() -> None:
     SharedSystemClient.clear_system_cache()
     chroma_gateway._OPENED.clear()
     gc.collect()
+
+
+# A separate process, as a user or another tool would: the collection deleted, or some documents' vectors.
+_EMPTY = ("import sys, chromadb; from chromadb.config import Settings; "
+          "c = chromadb.PersistentClient(path=sys.argv[1], settings=Settings(anonymized_telemetry=False)); "
+          "paths = sys.argv[3:]; col = c.get_collection(sys.argv[2]); "
+          "col.delete(where={'document_path': {'$in': paths}}) if paths else c.delete_collection(sys.argv[2])")
+
+
+def empty_vectors(store: Path, *paths: str, collection: str = "researcher-r") -> None:
+    """Delete a collection (or these documents' vectors) of the embedded store at `store` through Chroma."""
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-c", _EMPTY, str(store), collection, *paths],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr

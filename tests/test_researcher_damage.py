@@ -4,6 +4,7 @@ damage: the same top five documents, the planted identifier first."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import sqlite3
 from collections.abc import Callable
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.researcher_fixtures import kb, make_repo, next_process, seed_model
+from tests.researcher_fixtures import empty_vectors, kb, make_repo, next_process, recorded, seed_model
 
 PLANTED = "ERRCODE_7712"
 DOCS = {
@@ -36,6 +37,14 @@ def _index(name: str = "r") -> dict:
     out = kb("index", name, "--json")
     assert out.code == 0, out.stdout
     return out.json["results"][0]
+
+
+def _alone(*args: str):
+    """`researcher ARGS --json` as a process of its own would see the stores (Chroma's core does not recover
+    from a panic in the process it happened in)."""
+    out = kb(*args, "--json")
+    next_process()
+    return out
 
 
 def _wipe_keywords(state: Path, root: Path, tmp: Path, mark: Callable) -> None:
@@ -107,16 +116,122 @@ def _older_folder(state: Path, root: Path, tmp: Path, mark: Callable) -> None:
     shutil.copytree(tmp / "state-earlier", state)
 
 
+def _cut_keywords(state: Path, root: Path, tmp: Path, mark: Callable) -> None:
+    mark()
+    with sqlite3.connect(state / "lexical.sqlite") as conn:
+        conn.execute("DELETE FROM fragments WHERE document_path = 'b.md'")
+
+
+def _folder_for_keywords(state: Path, root: Path, tmp: Path, mark: Callable) -> None:
+    _wipe_keywords(state, root, tmp, mark)
+    (state / "lexical.sqlite").mkdir()
+
+
+def _other_database_for_keywords(state: Path, root: Path, tmp: Path, mark: Callable) -> None:
+    _wipe_keywords(state, root, tmp, mark)
+    with sqlite3.connect(state / "lexical.sqlite") as conn:
+        conn.execute("CREATE TABLE notes (x)")
+
+
+def _rows_ahead(state: Path, root: Path, tmp: Path, mark: Callable) -> None:
+    """More keyword rows than the record counts: research memory writes them ahead of the embedding."""
+    mark()
+    with sqlite3.connect(state / "lexical.sqlite") as conn:
+        conn.execute("INSERT INTO fragments (fragment_id, text, document_path, fragment_index, breadcrumb) "
+                     "VALUES ('x:0', 'a note written ahead', 'x.md', 0, '')")
+
+
+def _count_edited(state: Path, root: Path, tmp: Path, mark: Callable) -> None:
+    mark()
+    record = state / "state.jsonl"
+    record.write_text(re.sub(r'"fragments": ?\d+', '"fragments": 999999', record.read_text(), count=1))
+
+
+def _vector_file(change: Callable[[Path], None]) -> Damage:
+    def harm(state: Path, root: Path, tmp: Path, mark: Callable) -> None:
+        mark()
+        next_process()
+        change(state / "chroma" / "chroma.sqlite3")
+    return harm
+
+
+def _overwrite_page(db: Path) -> None:
+    with open(db, "r+b") as fh:
+        fh.seek(4096)
+        fh.write(b"\xde\xad\xbe\xef" * 1024)
+
+
+def _collection_deleted(state: Path, root: Path, tmp: Path, mark: Callable) -> None:
+    mark()
+    next_process()
+    empty_vectors(state / "chroma")
+
+
+def _some_vectors_deleted(state: Path, root: Path, tmp: Path, mark: Callable) -> None:
+    mark()
+    next_process()
+    empty_vectors(state / "chroma", "a.md", "b.md")
+
+
+def _in_place_of_vectors(link: bool) -> Damage:
+    def harm(state: Path, root: Path, tmp: Path, mark: Callable) -> None:
+        _wipe_vectors(state, root, tmp, mark)
+        if link:  # a store moved to a disk no longer mounted
+            (state / "chroma").symlink_to(tmp / "unmounted" / "chroma", target_is_directory=True)
+        else:
+            (state / "chroma").write_text("not a store")
+    return harm
+
+
+def _both_stores(state: Path, root: Path, tmp: Path, mark: Callable) -> None:
+    _garble_keywords(state, root, tmp, mark)
+    shutil.rmtree(state / "chroma")
+
+
+def _killed_run(state: Path, root: Path, tmp: Path, mark: Callable) -> None:
+    """A run killed while it rewrote b.md: the record names it in flight, its vectors are gone, no run holds the
+    lock."""
+    from gsd_research.researcher.state import StateGateway
+
+    mark()
+    next_process()
+    StateGateway(state).set_in_flight(["b.md"])
+    empty_vectors(state / "chroma", "b.md")
+
+
+def _file_for_state_folder(state: Path, root: Path, tmp: Path, mark: Callable) -> None:
+    mark()
+    next_process()
+    state.rename(tmp / "state-elsewhere")
+    state.write_text("hi\n")
+
+
 Damage = Callable[[Path, Path, Path, Callable], None]  # calls its last argument just before it harms
 MATRIX: list[tuple[str, Damage, str | None]] = [  # (damage, what search says before the repair: None = answers)
     ("keyword index deleted", _wipe_keywords, "is missing"),
     ("keyword index emptied", _empty_keywords, "holds 0 of the"),
+    ("keyword index cut short", _cut_keywords, "holds 5 of the 6"),
     ("keyword index garbled", _garble_keywords, "is damaged"),
-    ("vector store deleted", _wipe_vectors, "holds 0 of the"),
+    ("a folder in place of the keyword index", _folder_for_keywords, "is not a regular file"),
+    ("another SQLite database in place of the keyword index", _other_database_for_keywords, "another SQLite database"),
+    ("keyword rows written ahead of the record", _rows_ahead, None),
+    ("the record's fragment count edited by hand", _count_edited, "of the 999999 fragments"),
+    ("vector store deleted", _wipe_vectors, "is missing"),
+    ("vector database removed", _vector_file(Path.unlink), "is missing"),
+    ("vector database truncated to nothing", _vector_file(lambda db: db.write_bytes(b"")), "is missing"),
+    ("vector database cut short", _vector_file(lambda db: db.write_bytes(db.read_bytes()[:5000])), "cannot be read"),
+    ("a page inside the vector database overwritten", _vector_file(_overwrite_page), "cannot be read"),
+    ("vector collection deleted through Chroma", _collection_deleted, "is missing"),
+    ("some documents' vectors deleted through Chroma", _some_vectors_deleted, "holds 4 of the 6"),
+    ("a file in place of the vector store", _in_place_of_vectors(link=False), "is missing"),
+    ("a dangling link in place of the vector store", _in_place_of_vectors(link=True), "is missing"),
+    ("both stores damaged", _both_stores, "is damaged"),
+    ("a killed run's documents in flight", _killed_run, "was interrupted"),
     ("another repository's keyword index copied in", _foreign_keywords, "belongs to another index"),
     ("an earlier index's vector store copied in", _foreign_vectors, "belongs to another index"),
     ("state record restored from an older copy", _older_record, "is newer than the state record"),
     ("state folder restored from an older copy", _older_folder, None),
+    ("a file in place of the state folder", _file_for_state_folder, "NOT_FOUND"),
 ]
 
 
@@ -130,19 +245,137 @@ def test_every_damage_is_named_then_repaired_by_the_index_run(tmp_path, home, ha
     before: list[str] = []
     harm(state, root, tmp_path, lambda: before.extend(_top5()))
     next_process()
+    record = recorded(state) if state.is_dir() else None
 
-    diagnosed = kb("search", QUERY, "--repo", "r", "--json")
-    status = kb("status", "r", "--json").json["repositories"][0]
+    diagnosed, status, refused = (_alone(*args) for args in (  # each a process of its own, as a user's
+        ("search", QUERY, "--repo", "r"), ("status", "r"), ("remove", "r", "a.md")))  # remove: refused
+    kept = recorded(state) if state.is_dir() else None
     repaired = _index()
     next_process()
 
     if named is None:
-        assert diagnosed.code == 0 and status["damaged"] is None, diagnosed.stdout
+        assert diagnosed.code == 0 and status.json["repositories"][0]["damaged"] is None, diagnosed.stdout
+    elif named == "NOT_FOUND":
+        assert diagnosed.json["error"]["code"] == "NOT_FOUND", diagnosed.stdout
+        assert repaired["repaired"] and "moved aside" in repaired["repaired"], repaired
     else:
         error = diagnosed.json["error"]
         assert error["code"] == "INDEX_DAMAGED" and named in error["message"], error
-        assert error["suggestions"][0].startswith("Run: researcher index r"), error
-        assert status["damaged"] and "researcher index r" in status["damaged"], status
+        assert "'r'" in error["message"] and error["suggestions"][0].startswith("Run: researcher index r"), error
+        assert len(error["suggestions"]) == 1, error
+        damaged = status.json["repositories"][0]["damaged"]
+        assert named in damaged and damaged.endswith(f". {error['suggestions'][0]}"), damaged
+        assert repaired["repaired"] or "interrupted" in named, repaired
+        if "interrupted" not in named:  # a killed run is resumed by any call; damage refused, nothing forgotten
+            assert refused.json["error"]["code"] == "INDEX_DAMAGED" and kept == record, refused.stdout
     assert repaired["documents_failed"] == 0, repaired
     assert _top5() == before and before[0] == "b.md"
+    assert kb("status", "r", "--json").json["repositories"][0]["damaged"] is None
+
+
+def _memory_removed(n: int) -> Callable:
+    def harm(store, lexical: Path) -> None:
+        ids = [row[0] for row in store.conn.execute("SELECT id FROM entries ORDER BY id LIMIT ?", (n,))]
+        assert store.remove(ids) == n
+    return harm
+
+
+def _memory_emptied_while_writes_lead(store, lexical: Path) -> None:
+    from tests.test_researcher_surfaces import _memory_entries
+
+    _memory_entries(1).close()  # a write after the embedding: pending from now on
+    with sqlite3.connect(lexical) as conn:
+        conn.execute("DELETE FROM fragments")
+
+
+def _memory_cut_short(store, lexical: Path) -> None:
+    with sqlite3.connect(lexical) as conn:
+        conn.execute("DELETE FROM fragments WHERE rowid > 1")
+
+
+MEMORY: list[tuple[str, Callable, str | None]] = [  # research memory writes its keyword rows ahead of the embedding
+    ("some entries removed ahead of the embedding", _memory_removed(2), None),
+    ("every entry removed ahead of the embedding", _memory_removed(6), None),
+    ("keyword index emptied while writes lead", _memory_emptied_while_writes_lead, "holds 0 of the"),
+    ("keyword index cut short after the writes were settled", _memory_cut_short, "holds 1 of the"),
+]
+
+
+@pytest.mark.parametrize("harm, named", [row[1:] for row in MEMORY], ids=[row[0] for row in MEMORY])
+def test_research_memory_writes_ahead_are_no_damage_and_its_damage_is_named(home, monkeypatch, harm, named):
+    from gsd_research.researcher import api
+    from tests.test_researcher_surfaces import _memory_entries
+
+    monkeypatch.setattr(api, "schedule_embedding", lambda name: {"running": False})
+    seed_model()
+    store = _memory_entries(6)
+    assert _index("research-memory")["repaired"] is None
+    harm(store, Path(api.repo_dir("research-memory")) / "lexical.sqlite")
+    store.close()
+    next_process()
+
+    found = kb("search", "flux capacitor gasket", "--repo", "research-memory", "--json")
+    status = kb("status", "research-memory", "--json").json["repositories"][0]
+    repaired = _index("research-memory")
+
+    if named is None:
+        assert found.code == 0 and status["damaged"] is None and repaired["repaired"] is None, (found.stdout, repaired)
+    else:
+        assert found.json["error"]["code"] == "INDEX_DAMAGED" and named in found.json["error"]["message"], found.stdout
+        assert "researcher index research-memory" in status["damaged"] and repaired["repaired"], repaired
+    assert kb("status", "research-memory", "--json").json["repositories"][0]["damaged"] is None
+
+
+def test_an_index_run_in_progress_is_no_damage_to_a_search(tmp_path, home):
+    """A run rewriting every document deletes their vectors before it adds the new ones; it holds the lock."""
+    from gsd_research.researcher.gateways.lock_gateway import RepositoryLock
+    from gsd_research.researcher.state import StateGateway
+
+    seed_model()
+    kb("repo", "add", "r", str(make_repo(tmp_path / "repo", DOCS)), "--json")
+    _index()
+    state = home / "repositories" / "r"
+
+    with RepositoryLock(state, "researcher index r").hold():
+        StateGateway(state).set_in_flight(sorted(DOCS))
+        empty_vectors(state / "chroma")
+        next_process()
+        during = kb("search", QUERY, "--repo", "r", "--mode", "vector", "--json")
+    after = kb("search", QUERY, "--repo", "r", "--mode", "vector", "--json")
+
+    assert during.code == 0, during.stdout
+    assert after.json["error"]["code"] == "INDEX_DAMAGED" and "interrupted" in after.json["error"]["message"]
+
+
+def test_a_store_removed_while_the_index_run_writes_it_is_named_and_the_next_run_repairs_it(tmp_path, home,
+                                                                                            monkeypatch):
+    """Chroma's writes to a store whose folder was deleted under it fail ("attempt to write a readonly
+    database"): INDEX_DAMAGED with the fix, not an internal error; the same process's next run writes a new store."""
+    from gsd_research.researcher.services import index_service
+
+    seed_model()
+    kb("repo", "add", "r", str(make_repo(tmp_path / "repo", DOCS)), "--json")
+    store = home / "repositories" / "r" / "chroma"
+    monkeypatch.setattr(index_service, "BATCH_DOCUMENTS", 1)
+    write, writes = index_service.IndexService._write, []
+
+    def removing(self, documents, result):
+        done = write(self, documents, result)
+        writes.append(documents[0].path)
+        if len(writes) == 2:
+            shutil.rmtree(store)
+        return done
+
+    monkeypatch.setattr(index_service.IndexService, "_write", removing)
+    failed = kb("index", "r", "--json")
+    monkeypatch.setattr(index_service.IndexService, "_write", write)
+    again = kb("index", "r", "--json")
+    next_process()
+
+    error = failed.json["error"]
+    assert error["code"] == "INDEX_DAMAGED" and str(store) in error["message"] and "removed" in error["message"]
+    assert error["suggestions"][0].startswith("Run: researcher index r"), error
+    assert not (home / "logs" / "errors.log").exists()
+    assert again.code == 0 and again.json["results"][0]["repaired"], again.stdout
+    assert _top5()[0] == "b.md"
     assert kb("status", "r", "--json").json["repositories"][0]["damaged"] is None

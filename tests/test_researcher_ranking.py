@@ -302,3 +302,52 @@ def test_documents_alone_carry_their_passages_and_a_tiny_budget_is_refused():
     assert out["fragments"] == []
     with pytest.raises(UsageError, match="--max-tokens 30 is too small"):
         answer(ranking, {"query": "q " * 40, "metadata": {}}, {"r": "/repo"}, 30)
+
+
+HASH = "9f3c2a7be41d08e2c1aa5b6f7e8d9c0b1a2f3e4d"
+
+
+@pytest.mark.parametrize("term, expression", [
+    ("9f3c2a7be41d", '"9f3c2a7be41d"*'), ("7.13.0-rc.4", '"13 0 rc 4"'),
+    *[(ordinary, None) for ordinary in ("9f3c2a7", "deadbeefcafe", "12345678", "configure_frobnicator", "1.2",
+                                        "sparse", "7-day-old", "7.13.0 is out", "3 of 4 patients")]])
+def test_only_a_distinctive_identifier_is_looked_up_inside_longer_tokens(term, expression):
+    from gsd_research.researcher.gateways.lexical_gateway import partial_expression
+
+    assert partial_expression(term) == expression
+
+
+@pytest.mark.parametrize("text, term, held", [
+    (f"commit {HASH} landed", "9f3c2a7be41d", True), ("commit x9f3c2a7be41d landed", "9f3c2a7be41d", False),
+    ("release v7.13.0-rc.40", "7.13.0-rc.4", False), ("release v17.13.0 is out", "7.13.0", False),
+    ("release 17.13.0 is out", "7.13.0", False), ("tagged v2.5.1-rc.3 today", "1-rc.3", False),
+    ("tagged v2.5.1-rc.3 today", "5.1-rc.3", False), ("release xv7.13.0-rc.4", "7.13.0-rc.4", False),
+    *[(text, "7.13.0-rc.4", True) for text in ("release v7.13.0-rc.4+build.9981", "release V7.13.0-rc.4",
+                                                "7.13.0-rc.4 first", "(7.13.0-rc.4)", "release-7.13.0-rc.4",
+                                                "pkg@7.13.0-rc.4")]])
+def test_an_identifier_is_held_from_the_start_of_a_token_to_its_end(text, term, held):
+    from gsd_research.researcher.gateways.lexical_gateway import holds
+
+    assert holds(text, term) is held
+
+
+def test_a_short_hash_and_a_bare_version_find_their_document(tmp_path, home):
+    from tests.researcher_fixtures import kb, make_repo, seed_model
+
+    seed_model()
+    filler = ("The release notes describe the changes of each version of the toolkit, the fixes and the known "
+              "issues, and which commit introduced them.")
+    docs = {f"notes/r{i}.md": f"# Release {i}\n\n{filler} Version 7.{i}.0 shipped with commit {i:02d}{HASH[2:]}.\n"
+            for i in range(8)}
+    docs["notes/hash.md"] = f"# Incident\n\n{filler} The regression came from commit {HASH} in the parser.\n"
+    docs["notes/version.md"] = f"# Candidate\n\n{filler} Build v7.13.0-rc.4+build.9981 is the candidate.\n"
+    docs["notes/near.md"] = f"# Near\n\n{filler} Build v7.13.0-rc.40 is a later candidate.\n"
+    kb("repo", "add", "r", str(make_repo(tmp_path / "repo", docs)), "--json")
+    kb("index", "r", "--json")
+
+    for query, expected in (("9f3c2a7be41d", "notes/hash.md"), ("7.13.0-rc.4", "notes/version.md"),
+                            ("which change does commit 9f3c2a7be41d make", "notes/hash.md"),
+                            ("what is in 7.13.0-rc.4", "notes/version.md")):
+        out = kb("search", query, "--json", "--documents", "3").json
+        assert out["documents"][0]["document_path"] == expected, (query, [d["document_path"] for d in out["documents"]])
+        assert out["fragments"][0]["match"] in ("lexical", "both")

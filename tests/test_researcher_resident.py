@@ -384,7 +384,7 @@ def test_the_resident_process_does_not_answer_from_a_lost_vector_store(indexed, 
     import shutil
 
     from gsd_research.researcher import resident
-    from tests.test_researcher_vectors_lost import empty
+    from tests.researcher_fixtures import empty_vectors
 
     store = home / "repositories" / "d" / "chroma"
     request = {"query": "frobnication level", "repo": None, "n_fragments": 5, "n_documents": 5, "mode": "hybrid",
@@ -393,7 +393,7 @@ def test_the_resident_process_does_not_answer_from_a_lost_vector_store(indexed, 
     pid = _wait_for_resident()
     try:
         assert resident.ask(request) is not None
-        empty(store, collection="researcher-d")  # emptied in place by another process: the files stay
+        empty_vectors(store, collection="researcher-d")  # emptied in place by another process: the files stay
 
         assert resident.ask(request) is None  # it declines; the caller's own search names the damage
         searched = kb("search", "frobnication level", "--json")

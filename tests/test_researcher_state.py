@@ -8,10 +8,29 @@ import sqlite3
 import threading
 from datetime import datetime, timezone
 
+import pytest
+
 from gsd_research.researcher.models import DocumentMetadata
 from gsd_research.researcher.state import LEGACY, RECORD, StateGateway
-from tests.researcher_fixtures import kb, next_process, recorded
-from tests.test_researcher_keywords_lost import QUERY, _top, indexed  # noqa: F401 - the fixture
+from tests.researcher_fixtures import kb, make_repo, next_process, recorded, seed_model
+from tests.test_researcher_damage import QUERY
+
+DOCS = {"a.md": "# Cold caches\n\nThe widget cache is cold after a restart.\n",
+        "b.md": "# Codes\n\nThe frobnicator reports ERRCODE_7712 when its spool folder is full.\n",
+        "c.md": "# Cache sizes\n\nA cold widget cache and a warm widget cache hold the same entries.\n"}
+
+
+@pytest.fixture
+def indexed(tmp_path, home):
+    seed_model()
+    assert kb("repo", "add", "r", str(make_repo(tmp_path / "repo", DOCS)), "--json").code == 0
+    assert kb("index", "r", "--json").json["results"][0]["documents_indexed"] == 3
+    return home / "repositories" / "r" / "lexical.sqlite"
+
+
+def _top(result) -> str:
+    assert result.code == 0, result.stdout
+    return result.json["documents"][0]["document_path"]
 
 
 def _doc(path: str, fragments: int) -> DocumentMetadata:
@@ -19,7 +38,7 @@ def _doc(path: str, fragments: int) -> DocumentMetadata:
                             indexed_at=datetime.now(timezone.utc), fragment_count=fragments)
 
 
-def test_an_older_index_is_migrated_into_the_record_on_first_touch_and_keeps_answering(indexed):  # noqa: F811
+def test_an_older_index_is_migrated_into_the_record_on_first_touch_and_keeps_answering(indexed):
     import chromadb
 
     state = indexed.parent

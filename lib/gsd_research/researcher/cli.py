@@ -266,7 +266,8 @@ def status(kb, name):
     for repo_cfg, stat in zip(repos, stats, strict=True):  # what the server holds, asked of the server
         stat["local_documents"] = stat.pop("total_documents")  # this machine's record of what it indexed
         stat["local_fragments"] = stat.pop("total_fragments")
-        stat["server_fragments"] = factory.chroma_factory(repo_cfg)().stored_count()
+        probe = factory.chroma_factory(repo_cfg)().probe()
+        stat["server_fragments"] = probe.held if probe.exists else None
     return {"repositories": stats, "store": "server", "chroma_url": factory.chroma_url, "counts": SERVER_COUNTS}
 
 

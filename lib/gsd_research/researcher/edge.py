@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from gsd_research.core import edge
@@ -54,6 +52,3 @@ def _print(kb, rv) -> int:
     render(kb.command or "", rv)
     return 0
 
-
-def stdout_isatty() -> bool:
-    return sys.stdout.isatty()

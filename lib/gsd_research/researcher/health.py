@@ -1,37 +1,139 @@
-"""Whether a store holds what the state record claims, decided by stamps rather than by counting.
+"""One diagnosis of a repository's index, and its one repair.
 
 Each index run that commits writes its (repository id, generation) into the keyword index and the vector
-collection, then commits the record with that generation. So a store is sound when its stamp equals the
-record's, or is one ahead while the record names documents in flight (a killed run: resumed by the next).
-Any other stamp is a store from another repository, an older copy, or a record older than its stores:
-damaged by construction, and `researcher index` rebuilds both stores from the documents.
+collection, then commits the state record with that generation. So a store is sound when its stamp equals the
+record's (or is one ahead while the record names documents in flight: a killed run, which the next resumes)
+and it holds the fragments the record counts. Anything else is damage, whose one fix is `researcher index
+NAME`: `repair` sets the stores aside and the run indexes every document again. Search, status, recall, the
+MCP tools and the resident process call `diagnose`; only the index run calls `repair`.
 """
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
 from gsd_research.core.errors import IndexDamaged
 from gsd_research.researcher.models import Head
+from gsd_research.researcher.state import KEYWORDS as KEYWORDS_FILE
+from gsd_research.researcher.state import Probe, StoreUnreadable
 
-Stamp = tuple[str, int]
-
-
-def stamp_problem(head: Head | None, stamp: Stamp | None) -> str | None:
-    """What is wrong with a store stamped `stamp` under the record `head`, or None (unstamped: written before
-    stamps, or only by research memory; it is stamped by the next run that commits)."""
-    if head is None or stamp is None:
-        return None
-    repository_id, generation = stamp
-    if repository_id != head.repository_id:
-        return "belongs to another index (copied in from elsewhere)"
-    if generation < head.generation:
-        return f"is an older copy (generation {generation}; the index records {head.generation})"
-    if generation > head.generation + (1 if head.in_flight else 0):
-        return (f"is newer than the state record (generation {generation}; the record says {head.generation}: "
-                "the record was restored from an older copy)")
-    return None
+HEALTHY, PENDING, DAMAGED = "healthy", "pending", "damaged"
+KEYWORDS, VECTORS = "keyword index", "vector store"
+INTERRUPTED = "(an index run was interrupted while it rewrote documents; the next run resumes it)"
 
 
-def stamp_damage(repository: str, what: str, problem: str) -> IndexDamaged:
-    """The error of a store whose stamp disagrees with the record; the one fix is the index run."""
-    return IndexDamaged(f"The {what} of repository '{repository}' {problem}", suggestions=[
-        f"Run: researcher index {repository} (sets the stores aside and indexes every document again)"])
+@dataclass(frozen=True)
+class Diagnosis:
+    """healthy; pending (work left, still answerable); or damaged, with the sentence naming the store."""
+
+    repository: str
+    state: str = HEALTHY
+    problem: str = ""
+    store: str = ""  # the damaged store (KEYWORDS or VECTORS)
+    unreadable: bool = False  # its file cannot be read: set aside, not emptied
+    interrupted: bool = False  # short by a killed run's documents in flight: the next run resumes them
+
+    @property
+    def resumable(self) -> bool:
+        return self.state != DAMAGED or self.interrupted
+
+    def fix(self) -> str:
+        if self.interrupted:
+            return f"Run: researcher index {self.repository} (it resumes the interrupted run)"
+        return fix(self.repository)
+
+    def error(self) -> IndexDamaged:
+        return IndexDamaged(self.problem, suggestions=[self.fix()])
+
+    def report(self) -> str | None:
+        """What `status` says: the damage and its fix, or None."""
+        return f"{self.problem}. {self.fix()}" if self.state == DAMAGED else None
+
+    def raise_if_damaged(self) -> Diagnosis:
+        if self.state == DAMAGED:
+            raise self.error()
+        return self
+
+
+def fix(repository: str) -> str:
+    return f"Run: researcher index {repository} (sets the damaged stores aside and indexes every document again)"
+
+
+def unreadable(repository: str, exc: StoreUnreadable) -> IndexDamaged:
+    """The error of a store that failed while it was read or written."""
+    what = KEYWORDS if exc.where.endswith(KEYWORDS_FILE) else VECTORS
+    return Diagnosis(repository, DAMAGED, f"The {what} {exc.where} of repository '{repository}' {exc.detail}",
+                     what, True).error()
+
+
+def diagnose(repository: str, head: Head | None, keywords: Probe | None = None, vectors: Probe | None = None,
+             writing: bool = False, documents: Path | None = None) -> Diagnosis:
+    """The diagnosis of the stores probed (None: not asked) against the record's `head`. An index run that is
+    writing (`writing`: it holds the lock) makes its stores lag on purpose: pending. Without a record, any
+    stamped store is another index's."""
+    head = head or Head()
+    if writing:
+        return Diagnosis(repository, PENDING)
+    for what, probe in ((KEYWORDS, keywords), (VECTORS, vectors)):
+        problem = _problem(head, probe, what == KEYWORDS and head.writes_pending, documents) if probe else None
+        if problem:
+            return Diagnosis(repository, DAMAGED, f"The {what} {probe.where} of repository '{repository}' {problem}",
+                             what, probe.unreadable is not None, problem.endswith(INTERRUPTED))
+    return Diagnosis(repository, PENDING if head.in_flight or head.writes_pending else HEALTHY)
+
+
+def _problem(head: Head, probe: Probe, writes_ahead: bool, documents: Path | None) -> str | None:
+    if probe.unreadable:
+        return probe.unreadable
+    if not probe.exists:
+        return f"is missing (deleted since the index recorded {head.fragments} fragments)" if head.fragments else None
+    if probe.stamp is not None:
+        repository_id, generation = probe.stamp
+        if repository_id != head.repository_id:
+            return "belongs to another index (copied in from elsewhere)"
+        if generation < head.generation:
+            return f"is an older copy (generation {generation}; the index records {head.generation})"
+        if generation > head.generation + (1 if head.in_flight else 0):
+            return (f"is newer than the state record (generation {generation}; the record says {head.generation}: "
+                    "the record was restored from an older copy)")
+    if probe.held is None or probe.held >= head.fragments:
+        return None  # trusted unread, or whole
+    if writes_ahead and (probe.held or not _holds_files(documents)) and not head.in_flight:
+        return None  # research memory removed or rewrote rows ahead of the embedding
+    why = INTERRUPTED if head.in_flight else "(emptied or truncated since)"
+    return f"holds {probe.held} of the {head.fragments} fragments the index records {why}"
+
+
+def _holds_files(folder: Path | None) -> bool:
+    """Whether `folder` holds at least one file, anywhere below it (stops at the first; links not followed)."""
+    stack = [folder] if folder is not None else []
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    if entry.is_file(follow_symlinks=False):
+                        return True
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(Path(entry.path))
+        except OSError:
+            continue
+    return False
+
+
+def repair(diagnosis: Diagnosis, lexical, vectors, state) -> str:
+    """Both stores set aside (an unreadable keyword file moved aside, kept) and the record emptied, so that the
+    index run indexes every document again; what was done, for the run's `repaired`."""
+    done = "every document indexed and embedded again"
+    if diagnosis.store == KEYWORDS and diagnosis.unreadable:
+        done = f"the keyword index moved aside to {lexical.set_aside().name}; {done}"
+    reset(lexical, vectors, state)
+    return f"{diagnosis.problem}; {done}"
+
+
+def reset(lexical, vectors, state) -> None:
+    """Empty stores and a record without documents (the repository id and generation kept)."""
+    vectors.discard()
+    lexical.clear()
+    state.save_checksums({}, in_flight=[])

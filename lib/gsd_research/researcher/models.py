@@ -31,14 +31,6 @@ class Fragment(BaseModel):
     breadcrumb: str = ""
 
 
-class FragmentForStorage(BaseModel):
-    """A fragment prepared for storage in the vector database."""
-
-    id: str
-    text: str
-    metadata: dict
-
-
 class FragmentWithEmbedding(BaseModel):
     """A fragment with its computed embedding vector."""
 
@@ -129,7 +121,7 @@ class Head(BaseModel):
     precisions: list[str] = Field(default_factory=list)
     fragments: int = 0
     in_flight: list[str] = Field(default_factory=list)  # documents a run was writing (its journal)
-    vector_file: list[int] | None = None  # (device, inode) of the embedded vector store's file at the last commit
+    vector_file: list[int] | None = None  # the embedded vector store's file as the last commit left it
     writes: str = ""  # token of research memory's last write
     covered: str = ""  # the token the last complete index run covered
 

@@ -29,8 +29,7 @@ REPLY_MARGIN = 20  # times the resident process's own measured search time
 CONTEXT_ENV = ("HOME", "GSD_RESEARCH_HOME", "GSD_RESEARCH_EMBEDDING_PRECISION")
 CODE = ("resident.py", "resident_server.py", "search_cmd.py", "service_factory.py", "config.py", "models.py",
         "chunking.py", "services/search_service.py", "gateways/embedding_gateway.py", "gateways/int8_model.py",
-        "gateways/chroma_gateway.py", "gateways/chroma_health.py", "gateways/lexical_gateway.py",
-        "state.py")
+        "gateways/chroma_gateway.py", "gateways/lexical_gateway.py", "state.py", "health.py")
 
 
 def idle_seconds() -> float:
@@ -80,12 +79,11 @@ def index_stamp(repo_dir: Path) -> tuple:
     SQLite's write-ahead log is folded into the lexical index whenever its last connection closes.
     Chroma's database counts only by which file it is and whether it is empty: deleted, replaced or truncated
     by hand, the process would go on reading the file it opened."""
-    from gsd_research.researcher.gateways.chroma_health import DB_NAME
-    from gsd_research.researcher.state import RECORD, VECTORS
+    from gsd_research.researcher.state import RECORD, VECTOR_DB, VECTORS
 
     names = (RECORD,)
     try:
-        st = (repo_dir / VECTORS / DB_NAME).stat()
+        st = (repo_dir / VECTORS / VECTOR_DB).stat()
         store = (st.st_dev, st.st_ino, st.st_size > 0)
     except OSError:
         store = None

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from gsd_research.core.errors import GsdError, IndexDamaged
+from gsd_research.core.errors import GsdError
 
 MAX_SQL_PATHS = 2000  # more documents than this are filtered after ranking, from a deeper candidate list
 
 
 def _vector(service, query: str, depth: int, paths: list[str] | None) -> list:
-    held = service.vectors_held()  # INDEX_DAMAGED when the store lost what the index records
+    held = service.vectors_held()
     if not held:  # nothing embedded yet: no store created
         return []
     embedding = service.embedding.embed_queries([query])
@@ -17,26 +17,33 @@ def _vector(service, query: str, depth: int, paths: list[str] | None) -> list:
 
 
 def _candidates(service, query: str, depth: int, paths: list[str] | None, use_vector: bool):
-    """(vector, lexical, note, mode): the two candidate lists; a vector failure leaves the lexical one, a
-    keyword index damaged or lost (INDEX_DAMAGED, nothing created in its place) the vector one, when there is
-    one; with neither, the keyword index's error."""
+    """(vector, lexical, note, mode): the two candidate lists; a damaged vector store leaves the lexical one, a
+    damaged keyword index the vector one, when there is one; with neither, the keyword index's error."""
+    from gsd_research.researcher.health import VECTORS, Diagnosis
+    from gsd_research.researcher.state import StoreUnreadable
+
+    diagnosis = service.diagnose("hybrid" if use_vector else "lexical")
     vector, note = [], None
+    if diagnosis.store == VECTORS:  # the keyword index is sound: `diagnose` finds its damage first
+        note, use_vector, diagnosis = "vector ranking unavailable (INDEX_DAMAGED): lexical ranking only", False, \
+            Diagnosis(service.name)
     if use_vector:
         try:
             vector = _vector(service, query, depth, paths)
-        except GsdError as exc:
-            note = f"vector ranking unavailable ({exc.code}): lexical ranking only"
-        except Exception as exc:  # noqa: BLE001 - a damaged vector store must not hide the lexical results
+        except (GsdError, StoreUnreadable) as exc:
+            note = f"vector ranking unavailable ({getattr(exc, 'code', 'INDEX_DAMAGED')}): lexical ranking only"
+        except Exception as exc:  # noqa: BLE001 - a failing vector store must not hide the lexical results
             note = f"vector ranking unavailable ({exc.__class__.__name__}): lexical ranking only"
-    try:
-        service.keywords_held()
-    except IndexDamaged as exc:
+    if diagnosis.state == "damaged":
         if not vector:
-            raise
-        return vector, [], f"keyword ranking unavailable ({exc.message}; {exc.suggestions[0]}): vector ranking " \
-                           "only", "vector"
+            raise diagnosis.error()
+        return vector, [], f"keyword ranking unavailable ({diagnosis.problem}; {diagnosis.error().suggestions[0]}): " \
+                           "vector ranking only", "vector"
     mode = "lexical" if note or not use_vector else "hybrid"
-    return vector, service.lexical.search(query, depth, paths), note, mode
+    try:
+        return vector, service.lexical.search(query, depth, paths), note, mode
+    except StoreUnreadable as exc:
+        raise service.unreadable(exc) from None
 
 
 def filtered_search(name: str, query: str, *, paths: list[str] | None, n_fragments: int,
@@ -52,7 +59,7 @@ def filtered_search(name: str, query: str, *, paths: list[str] | None, n_fragmen
     post_filter = set(paths) if paths is not None and len(paths) > MAX_SQL_PATHS else None
     sql_paths = None if post_filter is not None else paths
     depth = candidate_depth(n_fragments, n_fragments) * (4 if post_filter else 1)
-    use_vector = mode in ("hybrid", "vector") or (mode == "auto" and getattr(service._head(), "fragments", 0) > 0)
+    use_vector = mode in ("hybrid", "vector") or (mode == "auto" and getattr(service.head(), "fragments", 0) > 0)
     vector, lexical, note, fused_mode = _candidates(service, query, depth, sql_paths, use_vector)
     if post_filter is not None:
         vector = [r for r in vector if r.document_path in post_filter]

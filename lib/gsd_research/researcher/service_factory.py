@@ -70,7 +70,7 @@ class ServiceFactory:
         from gsd_research.researcher.gateways.lexical_gateway import LexicalGateway
         from gsd_research.researcher.state import KEYWORDS
 
-        return LexicalGateway(self.repo_dir(repository) / KEYWORDS, repository.name)
+        return LexicalGateway(self.repo_dir(repository) / KEYWORDS)
 
     def index_service(self, repository: RepositoryConfig):
         from gsd_research.researcher.chunking import VERSION as CHUNKING_VERSION

@@ -14,6 +14,7 @@ import os
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,7 +24,29 @@ if TYPE_CHECKING:  # pydantic stays out of research memory's write path
 RECORD = "state.jsonl"
 LOCK = "state.lock"
 KEYWORDS, VECTORS, SPOOL = "lexical.sqlite", "chroma", "spool.jsonl"  # the stores, named here alone
+VECTOR_DB = "chroma.sqlite3"  # the embedded vector store's database, inside VECTORS
 LEGACY = ("checksums.json", "meta.json", "journal.json", "embed.dirty", "embed.done")
+Stamp = tuple[str, int]  # (repository id, generation) of the index run that last committed into a store
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What a store holds, read without creating anything: its stamp and fragment count (None: not read, the
+    store trusted as the last commit left it), or why it cannot be read."""
+
+    where: str
+    exists: bool = True
+    held: int | None = None
+    stamp: Stamp | None = None
+    unreadable: str | None = None  # e.g. "cannot be read (file is not a database)"
+
+
+class StoreUnreadable(Exception):
+    """A store's file failed under a read or a write (gateways raise it; `health` says what it means)."""
+
+    def __init__(self, where: object, detail: str) -> None:
+        super().__init__(f"{where} {detail}")
+        self.where, self.detail = str(where), detail
 
 
 class StateGateway:
@@ -173,32 +196,3 @@ def _text(path: Path) -> str:
         return path.read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError):
         return ""
-
-
-def holds_files(folder: Path | None) -> bool:
-    """Whether `folder` holds at least one file, anywhere below it (stops at the first; links not followed)."""
-    if folder is None:
-        return False
-    stack = [Path(folder)]
-    while stack:
-        try:
-            with os.scandir(stack.pop()) as entries:
-                for entry in entries:
-                    if entry.is_file(follow_symlinks=False):
-                        return True
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(Path(entry.path))
-        except OSError:
-            continue
-    return False
-
-
-def keywords_short(held: int | None, recorded: int, writes_pending: bool, documents: Path | None) -> bool:
-    """Whether a keyword index holding `held` fragments falls short of the `recorded` ones. While research
-    memory's writes lead the embedding, rows removed or rewritten ahead make counts no measure: only an index
-    emptied while documents remain is short then."""
-    if not recorded or (held or 0) >= recorded:
-        return False
-    if held is None or not writes_pending:
-        return True
-    return held == 0 and holds_files(documents)

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 import shutil
+import sqlite3
 import threading
-from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 
 from gsd_research.core.errors import GsdError, NetworkError, ProviderError, UsageError
-from gsd_research.researcher.gateways import chroma_health as health
 from gsd_research.researcher.gateways.chroma_server import PROBE_TIMEOUT, SUGGESTIONS, check_url, probe
 from gsd_research.researcher.models import FragmentWithEmbedding, SearchResult
+from gsd_research.researcher.state import VECTOR_DB, Probe, StoreUnreadable
 
 PAGE = 2000
 QUERY_BATCH = 16
@@ -21,6 +22,30 @@ STAMP_ID, STAMP_GENERATION = "gsd_repository", "gsd_generation"
 REQUEST_TIMEOUT = 120.0  # seconds a Chroma server may take to answer one call once its heartbeat answered
 _OPENED: dict[str, tuple[int, int] | None] = {}  # embedded stores Chroma opened in this process: their file then
 _OPENING = threading.RLock()  # one client and collection made at a time: Chroma's start-up is not thread-safe
+
+
+def identity(db: Path) -> tuple[int, int] | None:
+    """(device, inode) of a non-empty database file; None when it is missing or empty."""
+    try:
+        info = os.stat(db)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino) if info.st_size else None
+
+
+def _integrity(db: Path) -> str | None:
+    """What SQLite's quick check finds wrong inside the file (a page overwritten: Chroma's core then panics
+    while a count still reads), or None; a lock or a hot journal is no finding."""
+    try:
+        conn = sqlite3.connect(f"{Path(db).absolute().as_uri()}?mode=ro", uri=True)
+        try:
+            rows = conn.execute("PRAGMA quick_check(3)").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        return None if getattr(exc, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) \
+            else str(exc)[:200]
+    return "; ".join(str(r[0]) for r in rows if r and r[0] != "ok")[:200] or None
 
 
 def collection_name(repository: str) -> str:
@@ -38,12 +63,12 @@ def _client(persist_directory: Path | None, url: str | None):
     settings = Settings(anonymized_telemetry=False)
     if url:
         return _http_client(chromadb, settings, url)
-    key, db = str(persist_directory), persist_directory / health.DB_NAME
-    if key in _OPENED and _OPENED[key] != health.identity(db):
+    key, db = str(persist_directory), persist_directory / VECTOR_DB
+    if key in _OPENED and _OPENED[key] != identity(db):
         _forget(key)  # deleted, truncated or replaced since: Chroma's cached client would go on with the old file
     persist_directory.mkdir(parents=True, exist_ok=True)
     client = chromadb.PersistentClient(path=key, settings=settings)
-    _OPENED[key] = health.identity(db)
+    _OPENED[key] = identity(db)
     return client
 
 
@@ -80,13 +105,6 @@ def _http_client(chromadb, settings, url: str):
 
         session.timeout = httpx.Timeout(REQUEST_TIMEOUT, connect=PROBE_TIMEOUT)
     return client
-
-
-def _damage_sign(exc: BaseException) -> bool:
-    """A failure that says the embedded store's files are damaged (not a bug or a passing error)."""
-    text = f"{exc.__class__.__name__} {exc}".lower()
-    return exc.__class__.__name__ == "PanicException" or any(
-        sign in text for sign in ("malformed", "not a database", "disk image", "corrupt", "no such table"))
 
 
 class ChromaGateway:
@@ -144,7 +162,7 @@ class ChromaGateway:
     @contextmanager
     def _writing(self):
         """A write that fails because the embedded store was removed or replaced under this process (SQLite:
-        "attempt to write a readonly database") is INDEX_DAMAGED with the fix, and the client is let go."""
+        "attempt to write a readonly database") is StoreUnreadable, and the client is let go."""
         try:
             yield
         except GsdError:
@@ -152,14 +170,11 @@ class ChromaGateway:
         except Exception:
             key = str(self.persist_directory)
             if self.url is not None or key not in _OPENED or \
-                    _OPENED[key] == health.identity(self.persist_directory / health.DB_NAME):
+                    _OPENED[key] == identity(self.persist_directory / VECTOR_DB):
                 raise
             _forget(key)
             self._client = self._collection = None
-            raise health.removed(self.collection_name.removeprefix("researcher-"), key) from None
-
-    def query_with_embedding(self, query_embedding: list[float], n_results: int = 10) -> list[SearchResult]:
-        return self.query_many([query_embedding], n_results)[0]
+            raise StoreUnreadable(key, "was removed (or replaced) while it was being written") from None
 
     def query_many(self, embeddings: list[list[float]], n_results: int = 10, where: dict | None = None,
                    total: int | None = None) -> list[list[SearchResult]]:
@@ -193,40 +208,73 @@ class ChromaGateway:
                         for i, t, m, d in zip(ids, docs, metas, dists, strict=False)])
         return out
 
-    def delete_by_document(self, document_path: str) -> None:
-        self.delete_documents([document_path])
-
     def stamp_with(self, stamp: tuple[str, int]) -> None:
         """Record which index run committed last (the collection's metadata; its distance lives in its
         configuration, which this leaves alone)."""
         with self._writing():
             self.collection.modify(metadata={STAMP_ID: stamp[0], STAMP_GENERATION: stamp[1]})
 
-    def file_identity(self) -> list[int] | None:
-        """(device, inode) of the embedded store's database; None for a server or no file."""
-        found = None if self.url is not None else health.identity(self.persist_directory / health.DB_NAME)
-        return list(found) if found else None
+    def file_state(self) -> list[int] | None:
+        """(device, inode, size, mtime) of the embedded store's database; None for a server, a missing or empty
+        file. The record keeps it at each commit: a file that still matches is trusted unread."""
+        if self.url is not None:
+            return None
+        try:
+            info = os.stat(self.persist_directory / VECTOR_DB)
+        except OSError:
+            return None
+        return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns] if info.st_size else None
 
     def _unreadable(self, exc: BaseException) -> None:
-        """VectorStoreDamaged for a failure that says the embedded store's file is damaged; else nothing."""
-        if self.url is None and _damage_sign(exc):
-            _forget(str(self.persist_directory))  # a client that panicked is of no further use here
+        """StoreUnreadable for any failure of an embedded store's core (its client let go); else nothing."""
+        if self.url is None:
+            _forget(str(self.persist_directory))
             self._client = self._collection = None
-            raise health.unreadable(self.collection_name.removeprefix("researcher-"), str(self.persist_directory),
-                                    f"{exc.__class__.__name__}: {str(exc)[:120]}") from None
+            raise StoreUnreadable(self.persist_directory, f"cannot be read ({exc.__class__.__name__}: "
+                                                          f"{str(exc)[:120]})") from None
 
-    def stamp(self) -> tuple[str, int] | None:
-        """The stamp of the collection as opened; None for one written before stamps."""
+    def probe(self, trusted: list[int] | None = None) -> Probe:
+        """Its stamp and fragment count, nothing created. An embedded store whose file is missing or empty is
+        not opened; one whose file is as `trusted` (what the record saw at its commit) is not read either;
+        else its file is checked by SQLite before Chroma opens it."""
+        where = self.where()
+        if self.url is None:
+            seen = self.file_state()
+            if seen is None:
+                return Probe(where, exists=False)
+            if seen == trusted:
+                return Probe(where)
+            problem = _integrity(self.persist_directory / VECTOR_DB) if trusted is not None else None
+            if problem:
+                return Probe(where, unreadable=f"cannot be read ({problem})")
         try:
-            meta = self.collection.metadata or {}
+            collection = self._existing()
+            if collection is None:
+                return Probe(where, exists=False)
+            held, meta = collection.count(), collection.metadata or {}
         except (KeyboardInterrupt, SystemExit, GeneratorExit, GsdError):
             raise
-        except BaseException as exc:  # noqa: BLE001 - as in _query: a damaged file panics Chroma's core
-            self._unreadable(exc)
-            raise
-        if STAMP_ID not in meta or STAMP_GENERATION not in meta:
-            return None
-        return str(meta[STAMP_ID]), int(meta[STAMP_GENERATION])
+        except BaseException as exc:  # noqa: BLE001 - Chroma's Rust core panics (a BaseException) on a damaged file
+            try:
+                self._unreadable(exc)
+            except StoreUnreadable as unreadable:
+                return Probe(where, unreadable=unreadable.detail)
+            raise ProviderError(f"Chroma store unavailable: {exc.__class__.__name__}: {str(exc)[:200]}") from None
+        stamp = (str(meta[STAMP_ID]), int(meta[STAMP_GENERATION])) if STAMP_ID in meta and STAMP_GENERATION in meta \
+            else None
+        return Probe(where, held=held, stamp=stamp)
+
+    def _existing(self):
+        """The collection when it exists (none created), kept for the queries that follow."""
+        from chromadb.errors import NotFoundError
+
+        if self._collection is None:
+            with _OPENING:
+                try:
+                    self._collection = self.client.get_collection(self.collection_name, embedding_function=None)
+                except NotFoundError:
+                    return None
+        return self._collection
 
     def delete_collection(self, name: str | None = None) -> None:
         try:
@@ -241,34 +289,11 @@ class ChromaGateway:
     def where(self) -> str:
         return str(self.persist_directory) if self.url is None else f"on the Chroma server {self.url}"
 
-    def held(self, repository: str = "") -> int:
-        """Fragments the collection holds, nothing created: 0 when the embedded store is missing or empty or
-        has no such collection. An embedded store Chroma does not hold in this process is read directly
-        (chromadb not imported; closing another SQLite's descriptor of a file Chroma holds would drop its
-        locks). VectorStoreDamaged when it cannot be read."""
-        if self.url is None:
-            db = self.persist_directory / health.DB_NAME
-            now = health.identity(db)
-            if now is None:
-                return 0
-            if now not in _OPENED.values():  # Chroma does not hold this file here (by any path): read it directly
-                direct = health.stored_fragments(db, self.collection_name, repository)
-                if direct is not None:
-                    return direct
-        try:
-            return self.stored_count() or 0
-        except GsdError as exc:
-            if "malformed" in exc.message or "not a database" in exc.message:
-                raise health.unreadable(repository or self.collection_name, self.where(), exc.message) from None
-            raise
-
-    def damaged_inside(self) -> str | None:
-        """What is wrong inside the embedded store's database (SQLite's quick check), or None (a server: None)."""
-        return None if self.url is not None else health.damaged_inside(self.persist_directory / health.DB_NAME)
-
     def discard(self) -> None:
-        """Remove an embedded store (its folder) that cannot be trusted: the next write starts a new one."""
-        if self.url is None:
+        """Remove the store (an embedded one's folder, a server's collection): the next write starts a new one."""
+        if self.url is not None:
+            self.delete_collection()
+        else:
             _forget(str(self.persist_directory))
             path = Path(self.persist_directory)
             if path.is_symlink() or path.is_file():  # a link (never followed) or a file where the folder was
@@ -287,31 +312,14 @@ class ChromaGateway:
             raise NetworkError(f"Chroma server at {self.url} is unreachable ({exc.__class__.__name__})",
                                suggestions=SUGGESTIONS) from None
 
-    def stored_count(self) -> int | None:
-        """Fragments the store holds for this repository, None when it has no collection (none is created)."""
-        try:
-            with _OPENING:
-                collection = self.client.get_collection(self.collection_name, embedding_function=None)
-            return collection.count()
-        except GsdError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - NotFoundError (1.x) or ValueError (older) when absent
-            if exc.__class__.__name__ == "NotFoundError" or "does not exist" in str(exc):
-                return None
-            raise ProviderError(f"Chroma store unavailable: {exc.__class__.__name__}: {str(exc)[:200]}") from None
-
-    def fragment_counts(self) -> Counter[str]:
-        """Fragments held per document_path."""
-        counts: Counter[str] = Counter()
+    def get_all_document_paths(self) -> list[str]:
+        """Every document the collection holds fragments of."""
+        paths: set[str] = set()
         offset = 0
         while True:
             page = self.collection.get(include=["metadatas"], limit=PAGE, offset=offset)
             metas = page.get("metadatas") or []
-            counts.update(m.get("document_path", "") for m in metas if m)
+            paths.update(m.get("document_path", "") for m in metas if m)
             if len(metas) < PAGE:
-                break
+                return sorted(paths)
             offset += PAGE
-        return counts
-
-    def get_all_document_paths(self) -> list[str]:
-        return sorted(self.fragment_counts())

@@ -269,9 +269,6 @@ class EmbeddingGateway:
         if release:
             release()
 
-    def embed_query(self, query: str) -> list[float]:
-        return self.embed_queries([query])[0]
-
     def token_counter(self):
         """A fragment-size counter in the model's own tokens when available locally."""
         if self.provider == "chromadb":

@@ -10,8 +10,8 @@ import stat
 import time
 from pathlib import Path
 
-from gsd_research.core.errors import IndexDamaged
 from gsd_research.core.private import open_private
+from gsd_research.researcher.state import Probe, Stamp, StoreUnreadable
 
 _TOKEN = re.compile(r"[\w][\w.\-]*[\w]|\w", re.UNICODE)
 STOPWORDS = frozenset("""a an and are as at be by for from has have how i in is it its of on or that the this to
@@ -23,7 +23,6 @@ CREATE VIRTUAL TABLE IF NOT EXISTS fragments USING fts5(
     tokenize = "porter unicode61 tokenchars '_'");
 CREATE TABLE IF NOT EXISTS stamp (repository_id TEXT NOT NULL, generation INTEGER NOT NULL);
 """
-Stamp = tuple[str, int]  # (repository id, generation) of the index run that last committed into a store
 COLUMNS = ("text", "breadcrumb", "fragment_id", "document_path", "fragment_index")
 
 
@@ -95,10 +94,6 @@ def holds(text: str, term: str) -> bool:
     return False
 
 
-class LexicalStoreDamaged(IndexDamaged):
-    """The keyword index is not a readable SQLite database (overwritten, truncated, disk error)."""
-
-
 def _regular_file(path: Path) -> bool:
     """An existing regular file, not a symlink. Such a store is never opened and closed outside SQLite: closing
     any descriptor of a file drops every POSIX lock this process holds on it, those of its other SQLite
@@ -110,27 +105,27 @@ def _regular_file(path: Path) -> bool:
 
 
 def _guarded(method):
-    """SQLite's "file is not a database" / "malformed" errors become LexicalStoreDamaged, naming the file."""
+    """SQLite's errors other than a passing lock become StoreUnreadable, naming the file."""
     @functools.wraps(method)
     def call(self, *args, **kwargs):
         try:
             return method(self, *args, **kwargs)
         except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError) and "malformed" not in str(exc):
+            if getattr(exc, "sqlite_errorcode", None) in _PASSING:
                 raise
             self.close()
-            raise self._damaged(f"is damaged ({exc})") from None
+            raise StoreUnreadable(self.db_path, f"is damaged ({exc})") from None
     return call
 
 
-HELD_UNKNOWN = 2**62  # what `held` answers for an index another process has locked: taken as holding everything
+_PASSING = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)  # another process writes: not damage
 
 
 class LexicalGateway:
     """BM25 over fragments in one SQLite file; writes are transactions, so a crash never half-writes."""
 
-    def __init__(self, db_path: Path, repository: str = "") -> None:
-        self.db_path, self.repository = Path(db_path), repository
+    def __init__(self, db_path: Path) -> None:
+        self.db_path = Path(db_path)
         self._conn: sqlite3.Connection | None = None
 
     @property
@@ -156,14 +151,6 @@ class LexicalGateway:
             raise
         return conn
 
-    def answers(self) -> bool:
-        """Whether the keyword index could answer a search: a readable file holding fragments (not damaged,
-        missing or emptied). Read-only, nothing created; a lock is no damage."""
-        try:
-            return bool(self.held())
-        except LexicalStoreDamaged:
-            return False
-
     def set_aside(self) -> Path:
         """Move a damaged store (and its WAL files) aside, so the next use starts an empty one; its new name."""
         self.close()
@@ -188,22 +175,34 @@ class LexicalGateway:
                 self.conn.execute("DELETE FROM stamp")
                 self.conn.execute("INSERT INTO stamp VALUES (?, ?)", stamp)
 
-    def stamp(self) -> Stamp | None:
-        """The stamp of the index run that last committed here, read-only; None when there is none (no file, an
-        index written before stamps, or one only research memory has written)."""
+    def probe(self) -> Probe:
+        """Its stamp and fragment count, read-only from FTS5's size table (no scan, nothing created, a file replaced
+        under an open connection seen as it is). A file another process has locked is trusted unread: the
+        record says what it holds."""
+        where = str(self.db_path)
+        if not os.path.lexists(self.db_path):
+            return Probe(where, exists=False)
         if not _regular_file(self.db_path):
-            return None
+            return Probe(where, unreadable="is not a regular file (a folder, a link or a device in its place)")
         try:
             conn = sqlite3.connect(f"{self.db_path.absolute().as_uri()}?mode=ro", uri=True)
-        except sqlite3.Error:
-            return None
+        except sqlite3.Error as exc:
+            return Probe(where, unreadable=f"cannot be opened ({exc})")
         try:
-            row = conn.execute("SELECT repository_id, generation FROM stamp LIMIT 1").fetchone()
-        except sqlite3.DatabaseError:
-            return None  # no stamp table (older index), or damage `held` names
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+            if "fragments_docsize" not in tables:
+                return Probe(where, held=0) if not tables else Probe(
+                    where, unreadable="is another SQLite database (it holds no keyword index)")
+            held = conn.execute("SELECT count(*) FROM fragments_docsize").fetchone()[0]
+            row = conn.execute("SELECT repository_id, generation FROM stamp LIMIT 1").fetchone() \
+                if "stamp" in tables else None
+            return Probe(where, held=held, stamp=(str(row[0]), int(row[1])) if row else None)
+        except sqlite3.DatabaseError as exc:
+            if getattr(exc, "sqlite_errorcode", None) in _PASSING:
+                return Probe(where)
+            return Probe(where, unreadable=f"is damaged ({exc})")
         finally:
             conn.close()
-        return (str(row[0]), int(row[1])) if row else None
 
     @_guarded
     def clear(self) -> None:
@@ -211,77 +210,9 @@ class LexicalGateway:
             self.conn.execute("DELETE FROM fragments")
             self.conn.execute("DELETE FROM stamp")
 
-    def delete_by_document(self, document_path: str) -> None:
-        self.replace_documents([document_path], [])
-
-    def held(self) -> int | None:
-        """Fragments the keyword index file holds now, read-only from FTS5's size table (no scan, nothing
-        created or written, a file replaced under an open connection seen as it is); None when there is no file.
-        A file holding no index of ours holds 0; one that is no database, or no regular file, is
-        LexicalStoreDamaged; one another process has locked is taken as sound (HELD_UNKNOWN)."""
-        if not os.path.lexists(self.db_path):
-            return None
-        if not _regular_file(self.db_path):
-            raise self._damaged("is not a regular file (a folder, a link or a device in its place)")
-        try:
-            conn = sqlite3.connect(f"{self.db_path.absolute().as_uri()}?mode=ro", uri=True)
-        except sqlite3.Error as exc:
-            raise self._damaged(f"cannot be opened ({exc})") from None
-        try:
-            return conn.execute("SELECT count(*) FROM fragments_docsize").fetchone()[0]
-        except sqlite3.DatabaseError as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
-                return HELD_UNKNOWN
-            if "no such table" in str(exc):
-                return self._foreign(conn)
-            raise self._damaged(f"is damaged ({exc})") from None
-        finally:
-            conn.close()
-
-    def _foreign(self, conn: sqlite3.Connection) -> int:
-        """An empty database holds 0 fragments; one with tables but no keyword index is another database, which
-        an index run must move aside, not write its index into."""
-        try:
-            tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-        except sqlite3.DatabaseError as exc:
-            raise self._damaged(f"is damaged ({exc})") from None
-        if tables:
-            raise self._damaged("is another SQLite database (it holds no keyword index)")
-        return 0
-
-    def _damaged(self, what: str) -> LexicalStoreDamaged:
-        fix = f"researcher index {self.repository}" if self.repository else "researcher index REPOSITORY"
-        return LexicalStoreDamaged(f"The keyword index {self.db_path} {what}", suggestions=[
-            f"Run: {fix} (sets the damaged file aside and rebuilds the index from the documents)"])
-
-    def set_aside_misplaced(self) -> Path | None:
-        """Something other than a regular file where the index belongs (a folder, a link: never followed) moved
-        aside so that a new index can be written there; its new name, or None when nothing was misplaced."""
-        if not os.path.lexists(self.db_path) or _regular_file(self.db_path):
-            return None
-        return self.set_aside()
-
-    def lost(self, held: int | None, expected: int, vectors_answer: bool) -> LexicalStoreDamaged:
-        """The error of a keyword index holding fewer fragments than the index records: exact identifiers would
-        go unfound without a word. Its advice offers the vector store meanwhile only where it was found sound."""
-        name = self.repository or "REPOSITORY"
-        advice = [f"Run: researcher index {name} (indexes the documents missing from the keyword index again)"]
-        if vectors_answer:
-            advice.append(f"Meanwhile: researcher search --repo {name} --mode vector (meaning only; mode \"vector\" "
-                          "in the MCP search tools)")
-        what = (f"is missing (deleted since the index recorded {expected} fragments)" if held is None else
-                f"holds {held} of the {expected} fragments the index records (emptied or truncated since)")
-        return LexicalStoreDamaged(f"The keyword index {self.db_path} of repository '{name}' {what}",
-                                   suggestions=advice)
-
     @_guarded
     def count(self) -> int:
         return self.conn.execute("SELECT count(*) FROM fragments").fetchone()[0]
-
-    @_guarded
-    def fragment_counts(self) -> dict[str, int]:
-        """Fragments held per document_path."""
-        return dict(self.conn.execute("SELECT document_path, count(*) FROM fragments GROUP BY document_path"))
 
     @_guarded
     def get_all_document_paths(self) -> list[str]:

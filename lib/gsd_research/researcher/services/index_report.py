@@ -49,59 +49,11 @@ def index_stats(name: str, checksums: dict[str, DocumentMetadata], path: str, st
 
 
 def repository_stats(service) -> IndexStats:
-    """`status` of one repository (`IndexService`): what its index records and whether its stores still hold it."""
-    from gsd_research.researcher.gateways.lexical_gateway import LexicalStoreDamaged
+    """`status` of one repository (`IndexService`): what its index records, and its diagnosis."""
     from gsd_research.researcher.models import Head
-    from gsd_research.researcher.state import keywords_short
 
-    state = service.state
-    head = state.head() or Head()
-    stats = index_stats(service.name, state.load_checksums() or {}, str(service.fs.base_path), service.store_label,
-                        service.embedding.signature, head.precisions)
-    writing = bool(head.in_flight) and service.lock.busy()  # a killed run's journal is no run
-    try:
-        held = service.lexical.held()  # nothing created when it is missing
-        if keywords_short(held, stats.total_fragments, head.writes_pending, service.fs.base_path) and not writing:
-            raise service.lexical.lost(held, stats.total_fragments, vectors_answer=False)
-    except LexicalStoreDamaged as exc:
-        stats.damaged = f"{exc.message}. {exc.suggestions[0]}"
-    if not stats.damaged and stats.total_fragments and not writing:
-        stats.damaged = vector_damage(service._chroma_factory(), service.name, stats.total_fragments,
-                                      interrupted_run=bool(head.in_flight))
-    if not stats.damaged and not writing:
-        stats.damaged = stamp_status(service, state.head())
+    head = service.state.head() or Head()
+    stats = index_stats(service.name, service.state.load_checksums() or {}, str(service.fs.base_path),
+                        service.store_label, service.embedding.signature, head.precisions)
+    stats.damaged = service.diagnose(writing=bool(head.in_flight) and service.lock.busy()).report()
     return stats
-
-
-def stamp_status(service, head) -> str | None:
-    """A store stamped by another repository or generation: what and the fix (the vector collection opened only
-    when its file is not the one the last commit stamped)."""
-    from gsd_research.researcher.health import stamp_damage, stamp_problem
-
-    what, problem = "keyword index", stamp_problem(head, service.lexical.stamp())
-    if not problem and head is not None and head.fragments:
-        store = service._chroma_factory()
-        if store.url is not None or store.file_identity() != head.vector_file:
-            what, problem = "vector store", stamp_problem(head, service._vector_stamp(store))
-    if not problem:
-        return None
-    damage = stamp_damage(service.name, what, problem)
-    return f"{damage.message}. {damage.suggestions[0]}"
-
-
-def vector_damage(store, repository: str, expected: int, interrupted_run: bool = False) -> str | None:
-    """The vector store holds fewer fragments than the index records (no index run is writing), or cannot be
-    read: what and the fix."""
-    from gsd_research.core.errors import GsdError
-    from gsd_research.researcher.gateways.chroma_health import VectorStoreDamaged, interrupted, lost
-
-    try:
-        held = store.held(repository)
-    except VectorStoreDamaged as exc:
-        return f"{exc.message}. {exc.suggestions[0]}"
-    except GsdError:  # a Chroma server that does not answer: not known to be damaged (`status` says it is down)
-        return None
-    if held >= expected:
-        return None
-    damage = (interrupted if interrupted_run else lost)(repository, store.where(), held, expected)
-    return f"{damage.message}. {damage.suggestions[0]}"

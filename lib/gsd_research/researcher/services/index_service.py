@@ -6,11 +6,12 @@ import hashlib
 import os
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
 from gsd_research.core.errors import DocumentNotFound, NotFound
-from gsd_research.researcher import log
+from gsd_research.researcher import health, log
 from gsd_research.researcher.chunking import VERSION as CHUNKING_VERSION
 from gsd_research.researcher.chunking import embedding_text
 from gsd_research.researcher.gateways.docling_gateway import ConversionError, DoclingGateway
@@ -28,18 +29,18 @@ from gsd_research.researcher.models import (
     DocumentMetadata,
     Fragment,
     FragmentWithEmbedding,
+    Head,
     IndexingResult,
     IndexStats,
 )
 from gsd_research.researcher.services.heap import limit_malloc_arenas, release_freed_memory
-from gsd_research.researcher.services.index_recovery import StoreRecovery
 from gsd_research.researcher.services.index_report import (
     no_text_fix,
     ocr_pending,
     ocr_retry,
     tesseract_on_path,
 )
-from gsd_research.researcher.state import StateGateway
+from gsd_research.researcher.state import StateGateway, StoreUnreadable
 
 BATCH_FRAGMENTS = 128
 BATCH_DOCUMENTS = 32
@@ -51,7 +52,7 @@ def fragment_id(document_path: str, index: int) -> str:
     return hashlib.sha1(document_path.encode("utf-8")).hexdigest()[:16] + f":{index}"
 
 
-class IndexService(StoreRecovery):
+class IndexService:
     """Indexes one repository incrementally; both stores are written before the checksum is recorded."""
 
     def __init__(self, repository_name: str, filesystem_gateway: FilesystemGateway,
@@ -73,12 +74,65 @@ class IndexService(StoreRecovery):
         """The vector store, opened only when something must be written (a warm re-index never imports it)."""
         if self._chroma is None:
             self._chroma = self._chroma_factory()
-            self._verified = False
             head = self.state.head()
             recipe = {"embedding": self.embedding.signature, "chunking": CHUNKING_VERSION}
             if head is None or any(getattr(head, k) != v for k, v in recipe.items()):
                 self.state.update(**recipe)
         return self._chroma
+
+    # -- the record and the stores ---------------------------------------------------------------
+
+    def diagnose(self, writing: bool = False, remember: bool = False) -> health.Diagnosis:
+        """The stores against the record; the vector store read only when its file is not as the last commit
+        left it (a warm re-index never imports Chroma), and with `remember` its file then recorded as sound."""
+        head = self.state.head()
+        vectors = None
+        if head is not None and head.fragments:
+            store = self._chroma or self._chroma_factory()
+            vectors = store.probe(trusted=head.vector_file or [])
+        diagnosis = health.diagnose(self.name, head, self.lexical.probe(), vectors, writing, self.fs.base_path)
+        if remember and vectors is not None and vectors.held is not None and diagnosis.state != health.DAMAGED:
+            self.state.update(vector_file=store.file_state())  # read and sound: trusted unread from now on
+        return diagnosis
+
+    def _load_state(self, repair: bool = False) -> None:
+        """The record read and the stores diagnosed: damage repaired by an index run (`repair`), refused by a
+        single-document call; a killed run's documents in flight removed, so that this run redoes them."""
+        in_flight = (self.state.head() or Head()).in_flight
+        diagnosis = self.diagnose(remember=True)
+        if in_flight and diagnosis.resumable:  # a killed run's documents: dropped from both stores, redone now
+            log.event("index.recover", repository=self.name, documents=len(in_flight))
+            self.checksums = self.state.load_checksums() or {}
+            self._remove(in_flight)
+            diagnosis = self.diagnose()
+        if diagnosis.state == health.DAMAGED:
+            if not repair:
+                raise diagnosis.error()
+            log.event("index.repair", repository=self.name, damaged=diagnosis.problem)
+            self.repaired = health.repair(diagnosis, self.lexical, self._store(), self.state)
+            self._chroma = None
+        checksums = self.state.load_checksums()
+        head = self.state.head() or Head()
+        if checksums is None or (head.embedding and head.embedding != self.embedding.signature) or \
+                (checksums and head.chunking != CHUNKING_VERSION):
+            log.event("index.reset", repository=self.name, reason="corrupt state, embedding or chunking change")
+            self._reset()
+        self.checksums = self.state.load_checksums() or {}
+
+    def _store(self):
+        return self._chroma or self._chroma_factory()
+
+    def _reset(self) -> None:
+        health.reset(self.lexical, self._store(), self.state)
+        self._chroma = None
+
+    @contextmanager
+    def _failing_stores(self):
+        """A store failing under a read or write: INDEX_DAMAGED, with the one fix."""
+        try:
+            yield
+        except StoreUnreadable as exc:
+            raise health.unreadable(self.name, exc) from None
 
     # -- pipeline -------------------------------------------------------------------------------
 
@@ -117,7 +171,7 @@ class IndexService(StoreRecovery):
                              f"{aside.name}, every document indexed again")
         head = self.state.head()
         token = head.writes if head else ""  # research memory's writes this run covers
-        with self.lock.hold(wait):
+        with self.lock.hold(wait), self._failing_stores():
             result = self._index_repository(progress, on_plan)
         if token:
             self.state.update(covered=token)
@@ -253,7 +307,6 @@ class IndexService(StoreRecovery):
                         "checksum": doc.checksum, "breadcrumb": f.breadcrumb}
                 records.append(FragmentWithEmbedding(id=fid, text=f.text, metadata=meta, embedding=vector))
                 rows.append((fid, f.text, doc.path, f.fragment_index, f.breadcrumb))
-        self._verify_store()
         self.state.set_in_flight(paths)
         stamp = self._next_stamp()
         previously = [p for p in paths if p in self.checksums]
@@ -278,10 +331,12 @@ class IndexService(StoreRecovery):
         return len(documents)
 
     def _remove(self, paths: list[str]) -> None:
-        self._verify_store()
         self.state.set_in_flight(paths)
         stamp = self._next_stamp()
-        self._delete_everywhere(paths, stamp)
+        for start in range(0, len(paths), 500):
+            self.chroma.delete_documents(paths[start:start + 500])
+            self.lexical.replace_documents(paths[start:start + 500], [], stamp)
+        self.chroma.stamp_with(stamp)
         for p in paths:
             self.checksums.pop(p, None)
         self._commit(stamp)
@@ -294,7 +349,7 @@ class IndexService(StoreRecovery):
     def _commit(self, stamp: tuple[str, int]) -> None:
         """The record written last: the generation the stores now carry, nothing in flight."""
         self.state.save_checksums(self.checksums, in_flight=[], generation=stamp[1],
-                                  vector_file=self.chroma.file_identity())
+                                  vector_file=self.chroma.file_state())
 
     # -- single documents -----------------------------------------------------------------------
 
@@ -318,7 +373,7 @@ class IndexService(StoreRecovery):
 
     def index_file(self, document_path: str, wait: float = WAIT_SECONDS) -> ChunkResult:
         rel = self.resolve(document_path)
-        with self.lock.hold(wait):
+        with self.lock.hold(wait), self._failing_stores():
             self._load_state()
             try:
                 exists = self.fs.absolute(rel).is_file()
@@ -338,7 +393,7 @@ class IndexService(StoreRecovery):
 
     def remove_document(self, document_path: str, wait: float = WAIT_SECONDS) -> str:
         rel = self.resolve(document_path)
-        with self.lock.hold(wait):
+        with self.lock.hold(wait), self._failing_stores():
             self._load_state()
             if rel not in self.checksums:
                 raise DocumentNotFound(f"Document '{rel}' is not in the index of '{self.name}'", suggestions=[f"researcher status {self.name}"])

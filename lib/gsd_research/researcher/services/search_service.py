@@ -33,7 +33,7 @@ class SearchService:
         self.name = repository_name
         self._chroma_factory, self._chroma = chroma_factory, None
         self.lexical, self.embedding = lexical_gateway, embedding_gateway
-        self.repo_dir = repo_dir  # the state record's folder (by default the keyword index's)
+        self.repo_dir = repo_dir or getattr(lexical_gateway, "db_path", Path()).parent  # the state record's folder
         self.documents = documents  # the repository's folder
 
     @property
@@ -42,105 +42,64 @@ class SearchService:
             self._chroma = self._chroma_factory()
         return self._chroma
 
-    def vectors_held(self) -> int:
-        """Fragments the vector store holds (nothing created when there is none); INDEX_DAMAGED when it holds
-        none, or cannot be read, while the index records some (its folder or database deleted, emptied or
-        truncated): vector search would silently find nothing."""
-        from gsd_research.researcher.gateways.chroma_health import interrupted, lost
-        held = self.chroma.held(self.name)
-        head = self._head()
-        if head is None:  # no state of its own (a service built in memory), or none recorded yet
-            return held
-        if held < head.fragments and not self._index_writing(head):
-            short = interrupted if head.in_flight else lost  # a killed run's documents in flight are left
-            raise short(self.name, self.chroma.where(), held, head.fragments)  # vectors lost, or another store
-        if held:
-            self._stamped("vector store", self.chroma.stamp())
-        return held
-
-    def keywords_held(self, vectors_answer: bool = False) -> None:
-        """INDEX_DAMAGED when the keyword index holds fewer fragments than the index records (the keyword index
-        deleted, emptied or truncated) and no index run is writing: a search would bury exact identifiers."""
-        from gsd_research.researcher.state import keywords_short
-
-        head = self._head()
-        if head is None:
-            return
-        held = self.lexical.held()
-        if keywords_short(held, head.fragments, head.writes_pending, self.documents) and not self._index_writing(head):
-            raise self.lexical.lost(held, head.fragments, vectors_answer)
-        self._stamped("keyword index", self.lexical.stamp())
-
-    def keywords_sound(self) -> bool:
-        """Whether a search by keywords alone would answer (no INDEX_DAMAGED of its own)."""
-        try:
-            self.keywords_held()
-        except IndexDamaged:
-            return False
-        return True
-
-    def _head(self):
-        """The record's head, read once per service (one line of one small file)."""
-        if not hasattr(self, "_head_read"):
-            from gsd_research.researcher.state import StateGateway
-
-            db_path = getattr(self.lexical, "db_path", None)
-            repo_dir = self.repo_dir or (db_path.parent if db_path is not None else None)
-            self._head_read = StateGateway(repo_dir).head() if repo_dir is not None else None
-        return self._head_read
-
-    def _stamped(self, what: str, stamp) -> None:
-        """IndexDamaged when the store's stamp says it holds another repository's or another generation's index."""
-        from gsd_research.researcher.health import stamp_damage, stamp_problem
-
-        head = self._head()
-        problem = stamp_problem(head, stamp)
-        if problem and not self._index_writing(head):
-            raise stamp_damage(self.name, what, problem)
-
-    def _index_writing(self, head) -> bool:
-        """An index run is writing (documents in flight and it holds the lock): the store lags on purpose."""
+    def diagnose(self, mode: str = "hybrid"):
+        """The diagnosis of the stores `mode` reads, against the record's head (read once per service: one line
+        of one small file). The vector store is probed only once the record counts fragments in it."""
+        from gsd_research.researcher import health
         from gsd_research.researcher.gateways.lock_gateway import RepositoryLock
 
-        return bool(head.in_flight) and RepositoryLock(self.repo_dir or self.lexical.db_path.parent).busy()
+        head = self.head()
+        vectors = self.chroma.probe() if mode != "lexical" and (head is None or head.fragments) else None
+        self.vectors_probed = vectors
+        if head is None:  # nothing recorded (a service built in memory, or not indexed yet)
+            return health.Diagnosis(self.name)
+        keywords = self.lexical.probe() if mode != "vector" else None
+        writing = bool(head.in_flight) and RepositoryLock(self.repo_dir).busy()
+        return health.diagnose(self.name, head, keywords, vectors, writing, self.documents)
+
+    def head(self):
+        if not hasattr(self, "_head"):
+            from gsd_research.researcher.state import StateGateway
+
+            self._head = StateGateway(self.repo_dir).head() if self.repo_dir is not None else None
+        return self._head
+
+    def vectors_held(self) -> int:
+        """Fragments the vector store holds, as probed by the last diagnosis (0: none recorded or probed)."""
+        probed = getattr(self, "vectors_probed", None)
+        return probed.held or 0 if probed is not None and probed.exists else 0
+
+    def unreadable(self, exc):
+        from gsd_research.researcher.health import unreadable
+
+        return unreadable(self.name, exc)
 
     def evidence_many(self, queries: list[str], depth: int, mode: str = "hybrid",
                       query_embeddings: list[list[float]] | None = None) -> list[Evidence]:
         """This repository's candidates for each query, in order."""
-        vectors: list[list[SearchResult]] = [[] for _ in queries]
-        if mode != "lexical":
-            try:
-                vectors = self._vectors(queries, depth, query_embeddings) or vectors
-            except GsdError as exc:
-                raise self._advised(exc) from None
-        if mode != "vector":
-            self.keywords_held(vectors_answer=mode == "hybrid")
-        out = []
-        for query, vector in zip(queries, vectors, strict=True):
-            ev = Evidence(self.name, vector=vector)
-            if mode != "vector":
-                ev.lexical = self.lexical.search(query, depth)
-            if mode == "hybrid":
-                self._exact(query, ev)
-            out.append(ev)
-        return out
+        from gsd_research.researcher.state import StoreUnreadable
 
-    def _vectors(self, queries: list[str], depth: int, query_embeddings: list[list[float]] | None):
-        """The nearest fragments per query; None when the store holds none (nothing embedded yet)."""
+        self.diagnose(mode).raise_if_damaged()
         held = self.vectors_held()
-        if not held:
-            return None
-        embeddings = query_embeddings or self.embedding.embed_queries(queries)
-        return self.chroma.query_many(embeddings, depth, total=held)
-
-    def _advised(self, exc: GsdError) -> GsdError:
-        """A damaged vector store's error; its advice names only the index run (which rebuilds both stores)
-        when the keyword index cannot answer either: a search by keywords would only meet its own damage."""
-        if isinstance(exc, IndexDamaged) and not (self.lexical.answers() and self.keywords_sound()):
-            from gsd_research.researcher.gateways.chroma_health import fix
-
-            exc.suggestions = fix(self.name, keywords=False)
-        return exc
+        vectors: list[list[SearchResult]] = [[] for _ in queries]
+        try:
+            if held:
+                embeddings = query_embeddings or self.embedding.embed_queries(queries)
+                vectors = self.chroma.query_many(embeddings, depth, total=held)
+        except StoreUnreadable as exc:
+            raise self.unreadable(exc) from None
+        out = []
+        try:
+            for query, vector in zip(queries, vectors, strict=True):
+                ev = Evidence(self.name, vector=vector)
+                if mode != "vector":
+                    ev.lexical = self.lexical.search(query, depth)
+                if mode == "hybrid":
+                    self._exact(query, ev)
+                out.append(ev)
+        except StoreUnreadable as exc:
+            raise self.unreadable(exc) from None
+        return out
 
     def _exact(self, query: str, ev: Evidence) -> None:
         for term in exact_terms(query):
