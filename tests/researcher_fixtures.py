@@ -134,3 +134,34 @@ def empty_vectors(store: Path, *paths: str, collection: str = "researcher-r") ->
     proc = subprocess.run([sys.executable, "-c", _EMPTY, str(store), collection, *paths],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+# -- the damage matrix's repository (tests/test_researcher_damage.py, _surfaces.py, _state.py) --
+PLANTED = "ERRCODE_7712"
+DOCS = {
+    "a.md": "# Cold caches\n\nThe widget cache is cold after a restart; warm caches answer quickly.\n",
+    "b.md": f"# Codes\n\nThe frobnicator reports {PLANTED} when its spool folder is full.\n",
+    "c.md": "# Cache sizes\n\nA cold widget cache and a warm widget cache hold the same entries.\n",
+    "d.md": "# Spool\n\nThe spool folder of the frobnicator fills when the widget cache is cold.\n",
+    "e.md": "# Restarts\n\nA restart empties every cache; the first requests after it are slow.\n",
+    "f.md": "# Okapi\n\nThe okapi is a shy forest animal related to the giraffe.\n",
+}
+QUERY = f"{PLANTED} cold widget cache"
+OTHER = {f"o{i}.md": f"# Other {i}\n\nAn unrelated note {i} about sourdough bread and rye flour.\n" for i in range(12)}
+
+
+# -- a PDF without a text layer (OCR) --
+LINES = ("The quokka ledger lists invoice", "number 7731 for the harbour", "warehouse in Fremantle.")
+
+
+def scanned_pdf(path: Path) -> Path:
+    """A one-page PDF that is only an image of text (no text layer), drawn with Pillow."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    page = Image.new("L", (1700, 2200), 255)
+    draw = ImageDraw.Draw(page)
+    font = ImageFont.load_default(size=64)
+    for i, line in enumerate(LINES):
+        draw.text((120, 200 + i * 110), line, fill=0, font=font)
+    page.save(path, "PDF", resolution=200.0)
+    return path

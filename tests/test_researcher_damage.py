@@ -12,19 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.researcher_fixtures import empty_vectors, kb, make_repo, next_process, recorded, seed_model
-
-PLANTED = "ERRCODE_7712"
-DOCS = {
-    "a.md": "# Cold caches\n\nThe widget cache is cold after a restart; warm caches answer quickly.\n",
-    "b.md": f"# Codes\n\nThe frobnicator reports {PLANTED} when its spool folder is full.\n",
-    "c.md": "# Cache sizes\n\nA cold widget cache and a warm widget cache hold the same entries.\n",
-    "d.md": "# Spool\n\nThe spool folder of the frobnicator fills when the widget cache is cold.\n",
-    "e.md": "# Restarts\n\nA restart empties every cache; the first requests after it are slow.\n",
-    "f.md": "# Okapi\n\nThe okapi is a shy forest animal related to the giraffe.\n",
-}
-QUERY = f"{PLANTED} cold widget cache"
-OTHER = {f"o{i}.md": f"# Other {i}\n\nAn unrelated note {i} about sourdough bread and rye flour.\n" for i in range(12)}
+from tests.researcher_fixtures import (
+    DOCS,
+    OTHER,
+    QUERY,
+    empty_vectors,
+    kb,
+    make_repo,
+    next_process,
+    recorded,
+    seed_model,
+)
 
 
 def _top5() -> list[str]:

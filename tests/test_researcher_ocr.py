@@ -4,26 +4,10 @@ document is reported as `no_text` with the fix (index answer and status), never 
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 
-from tests.researcher_fixtures import kb, make_repo, seed_model
-
-LINES = ("The quokka ledger lists invoice", "number 7731 for the harbour", "warehouse in Fremantle.")
-
-
-def scanned_pdf(path: Path) -> Path:
-    """A one-page PDF that is only an image of text (no text layer), drawn with Pillow."""
-    from PIL import Image, ImageDraw, ImageFont
-
-    page = Image.new("L", (1700, 2200), 255)
-    draw = ImageDraw.Draw(page)
-    font = ImageFont.load_default(size=64)
-    for i, line in enumerate(LINES):
-        draw.text((120, 200 + i * 110), line, fill=0, font=font)
-    page.save(path, "PDF", resolution=200.0)
-    return path
+from tests.researcher_fixtures import kb, make_repo, scanned_pdf, seed_model
 
 
 @pytest.fixture

@@ -12,8 +12,7 @@ import pytest
 
 from gsd_research.researcher.models import DocumentMetadata
 from gsd_research.researcher.state import LEGACY, RECORD, StateGateway
-from tests.researcher_fixtures import kb, make_repo, next_process, recorded, seed_model
-from tests.test_researcher_damage import QUERY
+from tests.researcher_fixtures import QUERY, kb, make_repo, next_process, recorded, seed_model
 
 DOCS = {"a.md": "# Cold caches\n\nThe widget cache is cold after a restart.\n",
         "b.md": "# Codes\n\nThe frobnicator reports ERRCODE_7712 when its spool folder is full.\n",

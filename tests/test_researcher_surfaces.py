@@ -14,8 +14,17 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import cl100k_tokens
-from tests.researcher_fixtures import empty_vectors, kb, make_repo, next_process, seed_model
-from tests.test_researcher_damage import DOCS, OTHER, PLANTED, QUERY
+from tests.researcher_fixtures import (
+    DOCS,
+    OTHER,
+    PLANTED,
+    QUERY,
+    empty_vectors,
+    kb,
+    make_repo,
+    next_process,
+    seed_model,
+)
 
 
 def _two_repositories(tmp_path, home):

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.researcher_fixtures import kb, make_repo, seed_model
-from tests.test_researcher_ocr import scanned_pdf
+from tests.researcher_fixtures import kb, make_repo, scanned_pdf, seed_model
 
 
 @pytest.fixture
