@@ -138,7 +138,7 @@ def empty_vectors(store: Path, *paths: str, collection: str = "researcher-r") ->
 
 # -- the damage matrix's repository (tests/test_researcher_damage.py, _surfaces.py, _state.py) --
 PLANTED = "ERRCODE_7712"
-DOCS = {
+MATRIX_DOCS = {
     "a.md": "# Cold caches\n\nThe widget cache is cold after a restart; warm caches answer quickly.\n",
     "b.md": f"# Codes\n\nThe frobnicator reports {PLANTED} when its spool folder is full.\n",
     "c.md": "# Cache sizes\n\nA cold widget cache and a warm widget cache hold the same entries.\n",
@@ -147,7 +147,7 @@ DOCS = {
     "f.md": "# Okapi\n\nThe okapi is a shy forest animal related to the giraffe.\n",
 }
 QUERY = f"{PLANTED} cold widget cache"
-OTHER = {f"o{i}.md": f"# Other {i}\n\nAn unrelated note {i} about sourdough bread and rye flour.\n" for i in range(12)}
+MATRIX_OTHER = {f"o{i}.md": f"# Other {i}\n\nAn unrelated note {i} about sourdough bread and rye flour.\n" for i in range(12)}
 
 
 # -- a PDF without a text layer (OCR) --

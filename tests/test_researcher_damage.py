@@ -13,8 +13,12 @@ from pathlib import Path
 import pytest
 
 from tests.researcher_fixtures import (
-    DOCS,
-    OTHER,
+    MATRIX_DOCS as DOCS,
+)
+from tests.researcher_fixtures import (
+    MATRIX_OTHER as OTHER,
+)
+from tests.researcher_fixtures import (
     QUERY,
     empty_vectors,
     kb,
@@ -336,7 +340,7 @@ def test_an_index_run_in_progress_is_no_damage_to_a_search(tmp_path, home):
 
     with RepositoryLock(state, "researcher index r").hold():
         StateGateway(state).set_in_flight(sorted(DOCS))
-        empty_vectors(state / "chroma")
+        empty_vectors(state / "chroma", *sorted(DOCS))  # the run deleted their vectors, the collection stays
         next_process()
         during = kb("search", QUERY, "--repo", "r", "--mode", "vector", "--json")
     after = kb("search", QUERY, "--repo", "r", "--mode", "vector", "--json")

@@ -15,8 +15,12 @@ import pytest
 
 from tests.conftest import cl100k_tokens
 from tests.researcher_fixtures import (
-    DOCS,
-    OTHER,
+    MATRIX_DOCS as DOCS,
+)
+from tests.researcher_fixtures import (
+    MATRIX_OTHER as OTHER,
+)
+from tests.researcher_fixtures import (
     PLANTED,
     QUERY,
     empty_vectors,
