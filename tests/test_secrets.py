@@ -171,17 +171,22 @@ def test_research_memory_holds_no_key(cli, fake, home, canaries, monkeypatch):
     "access_token=sk-canary-url-param-7f3a",
     "q=widgets&x=sk-canary-tavily-api-key-7f3a",  # a configured provider key under any name
 ])
-def test_a_key_inside_a_fetched_url_never_reaches_the_http_cache(cli, fake, home, canaries, monkeypatch, query):
+def test_a_key_inside_a_fetched_url_is_never_shown_cached_or_remembered(cli, fake, home, canaries, monkeypatch,
+                                                                        query):
     monkeypatch.setenv("GSD_RESEARCH_ALLOW_HOSTS", "127.0.0.1")
     monkeypatch.setenv("OLLAMA_HOST", fake.url + "/no-ollama")
     url = f"{fake.url}/pages/article?{query}"
 
     first = cli("fetch", url)
     second = cli("fetch", url.replace("url-param-7f3a", "url-param-0000"))  # another key, the same entry
+    recalled = cli("recall", "article")
 
     stored = b"".join(p.read_bytes() for p in (home / "cache").glob("http_cache.sqlite*"))
     assert first.code == 0 and second.json["metadata"]["fetch_cache_hit"] is True, second.stdout
     assert b"/pages/article" in stored and b"canary" not in stored
+    assert first.json["metadata"]["memory"] == "stored" and recalled.json["results"], recalled.stdout
+    assert "canary" not in first.stdout + second.stdout + recalled.stdout
+    assert [p for p in home.rglob("*") if p.is_file() and b"canary" in p.read_bytes()] == []
 
 
 @pytest.mark.parametrize(("url", "stored"), [

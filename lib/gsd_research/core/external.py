@@ -57,6 +57,7 @@ def safe_url(raw) -> str | None:
     look-alike letters), everything outside RFC 3986's characters percent-encoded, and without its query
     and fragment when they (decoded) spell a fence marker or an instruction; None for any other scheme or a
     URL that does not parse."""
+    from gsd_research.core.secrets import redact_query
     from gsd_research.core.untrusted import neutralize, scan
 
     text = str(raw or "").strip()
@@ -76,6 +77,7 @@ def safe_url(raw) -> str | None:
     netloc = host + (f":{port}" if port else "")  # user:password@ is dropped: it is never worth showing
     path = quote(parts.path, safe=_PATH_SAFE) or "/"
     query, fragment = quote(parts.query, safe=_QUERY_SAFE), quote(parts.fragment, safe=_QUERY_SAFE)
+    query = redact_query(query)  # a key in a URL is never shown, cited or kept
     readable = unquote(f"{path}?{query}#{fragment}").replace("+", " ")
     if neutralize(readable) != readable or scan(readable):
         query = fragment = ""

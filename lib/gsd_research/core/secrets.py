@@ -73,6 +73,10 @@ def redact_url(url: str, secrets: list[str] | None = None) -> str:
     base, sep, rest = url.partition("?")
     if sep:
         query, hash_, fragment = rest.partition("#")
-        query = _PARAM.sub(lambda m: f"{m['name']}={REDACTED}" if is_credential_param(m["name"]) else m[0], query)
-        url = f"{base}?{query}{hash_}{fragment}"
+        url = f"{base}?{redact_query(query)}{hash_}{fragment}"
     return scrub(url, secrets)
+
+
+def redact_query(query: str) -> str:
+    """A URL's query with the value of every credential-named parameter REDACTED."""
+    return _PARAM.sub(lambda m: f"{m['name']}={REDACTED}" if is_credential_param(m["name"]) else m[0], query)

@@ -131,13 +131,15 @@ def _keep(config, conf: dict, build) -> tuple[str, list[str]]:
 def _scrubbed(entry, secrets: list[str]):
     from dataclasses import replace
 
-    from gsd_research.core.secrets import scrub
+    from gsd_research.core.secrets import redact_url, scrub
 
     def clean(value):
         return scrub(value, secrets) if isinstance(value, str) else value
 
-    return replace(entry, body=clean(entry.body), url=clean(entry.url), title=clean(entry.title),
-                   query=clean(entry.query), ref=clean(entry.ref))
+    url = redact_url(entry.url, secrets) if isinstance(entry.url, str) else entry.url
+    body = clean(entry.body.replace(entry.url, url)) if isinstance(entry.body, str) and entry.url else clean(entry.body)
+    return replace(entry, body=body, url=url, title=clean(entry.title), query=clean(entry.query),
+                   ref=redact_url(entry.ref, secrets) if isinstance(entry.ref, str) else entry.ref)
 
 
 def _log(message: str) -> None:

@@ -115,14 +115,16 @@ def fetch(rt, url: str, focus: str | None, extract_: bool, page: int):
                                suggestions=["The page may need JavaScript; try another source",
                                             "gsd-research search for another page on the topic"])
     final = shown(fetched.final_url)  # after redirects: external text, in a safe form (core.external)
-    doc = {"url": url, "final_url": final, "title": neutralize(title) if title else None,
+    from gsd_research.core.secrets import redact_url
+
+    doc = {"url": redact_url(url), "final_url": final, "title": neutralize(title) if title else None,
            "metadata": {"content_type": fetched.content_type, "extraction": method, "redirects": fetched.redirects,
                         "fetch_cache_hit": fetched.from_cache, "source_tokens": source_tokens(markdown),
                         "size_capped": fetched.capped}}
     warnings = source_warnings(markdown, hidden)
     from gsd_research.memory.api import record_fetch
 
-    recording = record_fetch(rt, url=url, final_url=fetched.final_url, title=title, markdown=markdown,
+    recording = record_fetch(rt, url=doc["url"], final_url=redact_url(fetched.final_url), title=title, markdown=markdown,
                              warnings=warnings, extraction=method)  # kept while the summary is written
     try:
         return _answer(rt, doc, markdown, warnings, recording, focus, extract_, page, final)
