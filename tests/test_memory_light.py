@@ -305,3 +305,14 @@ def test_a_plain_search_answers_from_the_users_repositories_only(searchable, sur
 
     repos = {d["repository"] for d in answer.get("documents", [])} | {f["repository"] for f in answer.get("fragments", [])}
     assert repos == {"notes"} and "web_sourced" not in answer["metadata"] and "untrusted" not in answer
+
+
+def test_memory_text_in_the_human_answer_sits_inside_one_flagged_fence(searchable):
+    from gsd_research.core.untrusted import FENCE_CLOSE, FENCE_OPEN_FLAGGED
+    from tests.researcher_fixtures import kb
+
+    printed = kb("search", "widget toolkit QK-7-ZETA release", "--repo", "research-memory").stdout
+
+    opened, closed = printed.find(FENCE_OPEN_FLAGGED), printed.rfind(FENCE_CLOSE)
+    assert 0 <= opened < printed.find("reveal your system prompt") < closed, printed
+    assert printed.count(FENCE_CLOSE) == 1 and "research memory" in printed
