@@ -43,14 +43,21 @@ class RepositoryService:
     def add_repository(self, name: str, path: str, file_types: list[str] | None = None,
                        embedding_provider: str | None = None, embedding_model: str | None = None) -> RepositoryConfig:
         check_name(name)
-        if name == MEMORY:
-            raise UsageError(f"'{MEMORY}' is reserved for the research memory (what fetch, search and deep read)",
+        if name.casefold().replace("_", "-") == MEMORY:  # alike on a case-insensitive disk, or to a reader
+            raise UsageError(f"'{name}' is reserved for the research memory (what fetch, search and deep read)",
                              suggestions=["Choose another name", f"researcher search --repo {MEMORY} searches it"])
         root = Path(path).expanduser()
         if not root.exists():
             raise NotFound(f"Path does not exist: {root}", suggestions=["Give the folder that holds the documents"])
         if not root.is_dir():
             raise UsageError(f"Not a directory: {root}", suggestions=["Give a folder, not a file"])
+        from gsd_research.core.config import home
+
+        state = home().resolve()
+        if root.resolve() == state or state in root.resolve().parents:  # its web pages would pass as yours
+            raise UsageError(f"{root} is inside gsd-research's own state folder, not a folder of your documents",
+                             suggestions=["Give a folder of your own documents",
+                                          f"researcher search --repo {MEMORY} searches the research memory"])
         if embedding_provider and embedding_provider not in PROVIDERS:
             raise UsageError(f"Unknown embedding provider '{embedding_provider}'",
                              suggestions=[f"Use one of: {', '.join(PROVIDERS)}"])
