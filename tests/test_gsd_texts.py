@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.deep_fixtures import configure
 
 sys.path.insert(0, str(ROOT / "hooks"))
 from gsd_research_hooks import subagent_start  # noqa: E402
@@ -45,8 +46,10 @@ JOB_WORDS = {"ID", "JOB_ID", "CONVERSATION_ID"}
 
 
 @pytest.fixture
-def stage(fake, monkeypatch, tmp_path):
-    """Keys for every provider (pointed at the fakes), local pages allowed, the files texts name, a project cwd."""
+def stage(fake, home, monkeypatch, tmp_path):
+    """Keys for every provider (pointed at the fakes), local pages allowed, the files texts name, a project cwd;
+    deep research polls fast and `jobs wait` runs the job itself (no background worker outlives the test)."""
+    configure(home)
     for name, value in (("PERPLEXITY_API_KEY", "pplx-canary-1234567890"), ("TAVILY_API_KEY", "tvly-canary-12345678"),
                         ("GEMINI_API_KEY", "AIza-canary-1234567890")):
         monkeypatch.setenv(name, value)
