@@ -77,6 +77,15 @@ def test_readiness_is_the_markers_lock_and_interpreter(tmp_path, marker, expecte
     assert verdict.marker_problem(str(venv), "a" * 64) == expected
 
 
+@pytest.mark.parametrize("text", ['{"lock_sha256": 5}', "[1, 2]", "null", '{"python": []}', "{", "",
+                                  '{"lock_sha256": "%s", "python": [], "python_version": 3}' % ("a" * 64)])
+def test_a_marker_with_wrong_types_is_not_ready(tmp_path, text):
+    venv = make_venv(tmp_path / "venv")
+    (venv / locate.READY_MARKER).write_text(text)
+
+    assert verdict.marker_problem(str(venv), "a" * 64) in ("incomplete", "interpreter")
+
+
 @pytest.mark.parametrize("args, word", [
     (["docs", "react"], "docs"), (["--max-tokens", "500", "docs"], "docs"), (["--json", "search"], "search"),
     (["--", "--odd"], "--odd"), (["--version"], None), ([], None)])
