@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.jobs_crash [--jobs 20 --kills 10 --seed 1] [--procs 8 --per-proc 25]
 
-crash:      enqueue N jobs (the background worker starts itself), kill -9 the worker K times at random
+crash:      enqueue N jobs, start the background worker (`jobs list` starts it), kill -9 the worker K times at random
             moments while jobs run, restart it the way an agent would (`jobs list` revives it), wait:
             every job must end completed exactly once, and every JSON file under the home must parse.
 concurrent: P processes enqueue M jobs each at the same moment (worker autostart off), then one
@@ -94,13 +94,15 @@ def crash(server, home: Path, jobs: int = 20, kills: int = 10, seed: int = 1, jo
     from gsd_research.core.usage_ledger import summarize
 
     server.state["pplx_async_delay"] = job_seconds
-    prepare_home(home, autostart=True, concurrency=3)  # several jobs in flight when a kill lands
-    env = env_for(home, server.url)
+    prepare_home(home, autostart=False, concurrency=3)  # every job queued before the first one runs, however
+    env = env_for(home, server.url)                     # slowly the enqueuers start on a loaded machine
     rng = random.Random(seed)
-    started = time.monotonic()
     enqueuers = [subprocess.Popen([str(BIN), "deep", "--async", f"crash question {i}", "--priority", str(i % 3)],
                                   env=env, stdout=subprocess.PIPE, text=True) for i in range(jobs)]
     ids = [json.loads(p.communicate(timeout=60)[0])["conversation_id"] for p in enqueuers]
+    prepare_home(home, autostart=True, concurrency=3)  # several jobs in flight when a kill lands
+    started = time.monotonic()
+    gsd(env, "jobs", "list")  # an agent's poll starts the worker
     killed = 0
     kill_moments = []
     for _ in range(kills):
