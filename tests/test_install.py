@@ -465,18 +465,20 @@ def test_shapes_that_cannot_be_merged_are_refused_before_any_change(home, text, 
     assert snapshot(user) == before  # nothing copied, no manifest, no link
 
 
-def test_not_plain_json_variants_are_left_untouched(home):
-    user = Path(os.environ["HOME"])
-    path = user / SETTINGS_REL
+@pytest.mark.parametrize("raw", [b'\xef\xbb\xbf{"model": "opus"}', b'{"a": NaN}', b'{"a": 1e999}', b"\xff\xfe{}",
+                                 b'{"a": 1,}'], ids=["bom", "nan", "infinity", "utf-16", "trailing-comma"])
+def test_not_plain_json_variants_are_left_untouched(home, raw):
+    path = Path(os.environ["HOME"]) / SETTINGS_REL
     path.parent.mkdir()
-    for raw in (b'\xef\xbb\xbf{"model": "opus"}', b'{"a": NaN}', b'{"a": 1e999}', b"\xff\xfe{}", b'{"a": 1,}'):
-        path.write_bytes(raw)
-        proc = install("--skip-venv", "--no-demo")
-        assert proc.returncode == 0 and "left untouched" in proc.stderr, (raw, proc.stderr)
-        assert path.read_bytes() == raw
-        assert_no_traceback(proc)
-        assert install("--uninstall").returncode == 0
-        assert path.read_bytes() == raw
+    path.write_bytes(raw)
+
+    proc = install("--skip-venv", "--no-demo")
+
+    assert proc.returncode == 0 and "left untouched" in proc.stderr, proc.stderr
+    assert path.read_bytes() == raw
+    assert_no_traceback(proc)
+    assert install("--uninstall").returncode == 0
+    assert path.read_bytes() == raw
 
 
 def test_registrations_of_an_earlier_version_are_recognised(user_home):
