@@ -50,12 +50,12 @@ def processes_under(path: Path) -> list[str]:
 
 
 # -- 1. the interpreter changed, the environment damaged ---------------------------------------------
-def test_an_interpreter_upgrade_under_a_ready_environment_rebuilds_it(plugin):
+def test_an_interpreter_upgrade_under_a_ready_environment_rebuilds_it(request):
     """A Python upgrade leaves the venv's python pointing at another minor version: not ready, rebuilt."""
     newer = other_minor_python()
     if newer is None:
         pytest.skip("no Python of another minor version installed")
-    envelope(plugin.launch("--version"))
+    plugin = request.getfixturevalue("ready_plugin")
     env = plugin.current()
     for name in ("python3",):
         (env / "bin" / name).unlink()
@@ -140,12 +140,11 @@ def test_an_update_during_the_old_versions_build_gets_its_own_eta_and_its_own_bu
 
 @pytest.mark.parametrize("fault", ["no lock", "data dir cannot be created", "data dir writable by others",
                                    "ready, then writable by others"])
-def test_session_start_and_the_launcher_report_the_same_failure(plugin, tmp_path, fault):
+def test_session_start_and_the_launcher_report_the_same_failure(request, tmp_path, fault):
+    plugin = request.getfixturevalue("ready_plugin" if fault.startswith("ready") else "plugin")
     if fault == "no lock":
         (plugin.root / "requirements.lock").unlink()
     elif "writable by others" in fault:
-        if fault.startswith("ready"):
-            envelope(plugin.launch("--version"))
         plugin.data.mkdir(parents=True, exist_ok=True)
         plugin.data.chmod(0o1777)  # a tmpfs mounted with its default mode, say
     else:
