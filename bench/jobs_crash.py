@@ -67,6 +67,22 @@ def live_worker_pid(home: Path, wait: float = 3.0) -> int | None:
     return None
 
 
+def _status(home: Path, job_id: str) -> str:
+    from gsd_research.deep.store import read_json
+
+    return (read_json(home / "conversation-logs" / job_id / "status.json") or {}).get("status", "")
+
+
+def wait_running(home: Path, ids: list[str], wait: float = 10.0) -> bool:
+    """Wait until some job is running (a kill then lands mid-job, however slowly the worker started)."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if any(_status(home, job_id) == "running" for job_id in ids):
+            return True
+        time.sleep(0.01)
+    return False
+
+
 def _finished(home: Path, job_id: str) -> bool:
     from gsd_research.deep.store import read_json
 
@@ -106,6 +122,7 @@ def crash(server, home: Path, jobs: int = 20, kills: int = 10, seed: int = 1, jo
     killed = 0
     kill_moments = []
     for _ in range(kills):
+        wait_running(home, ids)
         time.sleep(rng.uniform(0.05, 0.6))
         pid = live_worker_pid(home, wait=10.0)
         if pid is None:  # revived by an agent's next poll, or every job is done already
