@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.jobs_crash [--jobs 20 --kills 10 --seed 1] [--procs 8 --per-proc 25]
 
-crash:      enqueue N jobs (the background worker starts itself), kill -9 the worker K times at random
+crash:      enqueue N jobs, start the background worker (`jobs list` starts it), kill -9 the worker K times at random
             moments while jobs run, restart it the way an agent would (`jobs list` revives it), wait:
             every job must end completed exactly once, and every JSON file under the home must parse.
 concurrent: P processes enqueue M jobs each at the same moment (worker autostart off), then one
@@ -67,6 +67,22 @@ def live_worker_pid(home: Path, wait: float = 3.0) -> int | None:
     return None
 
 
+def _status(home: Path, job_id: str) -> str:
+    from gsd_research.deep.store import read_json
+
+    return (read_json(home / "conversation-logs" / job_id / "status.json") or {}).get("status", "")
+
+
+def wait_running(home: Path, ids: list[str], wait: float = 10.0) -> bool:
+    """Wait until some job is running (a kill then lands mid-job, however slowly the worker started)."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if any(_status(home, job_id) == "running" for job_id in ids):
+            return True
+        time.sleep(0.01)
+    return False
+
+
 def _finished(home: Path, job_id: str) -> bool:
     from gsd_research.deep.store import read_json
 
@@ -94,16 +110,19 @@ def crash(server, home: Path, jobs: int = 20, kills: int = 10, seed: int = 1, jo
     from gsd_research.core.usage_ledger import summarize
 
     server.state["pplx_async_delay"] = job_seconds
-    prepare_home(home, autostart=True, concurrency=3)  # several jobs in flight when a kill lands
-    env = env_for(home, server.url)
+    prepare_home(home, autostart=False, concurrency=3)  # every job queued before the first one runs, however
+    env = env_for(home, server.url)                     # slowly the enqueuers start on a loaded machine
     rng = random.Random(seed)
-    started = time.monotonic()
     enqueuers = [subprocess.Popen([str(BIN), "deep", "--async", f"crash question {i}", "--priority", str(i % 3)],
                                   env=env, stdout=subprocess.PIPE, text=True) for i in range(jobs)]
     ids = [json.loads(p.communicate(timeout=60)[0])["conversation_id"] for p in enqueuers]
+    prepare_home(home, autostart=True, concurrency=3)  # several jobs in flight when a kill lands
+    started = time.monotonic()
+    gsd(env, "jobs", "list")  # an agent's poll starts the worker
     killed = 0
     kill_moments = []
     for _ in range(kills):
+        wait_running(home, ids)
         time.sleep(rng.uniform(0.05, 0.6))
         pid = live_worker_pid(home, wait=10.0)
         if pid is None:  # revived by an agent's next poll, or every job is done already

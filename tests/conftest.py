@@ -113,6 +113,23 @@ def home(tmp_path, monkeypatch) -> Path:
 
 
 @pytest.fixture(scope="session")
+def ready_plugin_template(tmp_path_factory):
+    """A small plugin whose environment was built once per session (tests/plugin_env_fixtures.py); tests take
+    their own copy through `ready_plugin`, never this one."""
+    from tests.plugin_env_fixtures import build_ready_template
+
+    return build_ready_template(tmp_path_factory.mktemp("ready-plugin"))
+
+
+@pytest.fixture
+def ready_plugin(ready_plugin_template, tmp_path):
+    """The test's own copy, in tmp_path, of a small plugin whose environment is ready (as if built there)."""
+    from tests.plugin_env_fixtures import copy_ready
+
+    return copy_ready(ready_plugin_template, tmp_path)
+
+
+@pytest.fixture(scope="session")
 def fake_server():
     from tests.fakes.server import make_server
 

@@ -185,3 +185,32 @@ def age(env: Path, days: float) -> None:
     used = env / ".gsd-research-used"
     used.touch()
     os.utime(used, (time.time() - days * 86400,) * 2)
+
+
+def build_ready_template(base: Path) -> TinyPlugin:
+    """A TinyPlugin whose environment (tinydep 1.0) its launcher built (conftest's session fixture
+    `ready_plugin_template`). Never used in place: `copy_ready` copies it into the test's own directory."""
+    template = TinyPlugin(base)
+    assert envelope(template.launch("--version"))["tinydep"] == "1.0"
+    return template
+
+
+def copy_ready(ready_template: TinyPlugin, tmp_path: Path) -> TinyPlugin:
+    """A TinyPlugin in the test's tmp_path whose environment is ready, as if its first call had built it there:
+    the template copied with `cp -a` (modes, times and the relative `current` links kept), and the absolute
+    plugin paths the build recorded (plugin-roots.json, the state file, the marker) pointed at the copy."""
+    old, new = os.path.realpath(ready_template.base), os.path.realpath(tmp_path)
+    subprocess.run(["cp", "-a", f"{ready_template.base}/.", str(tmp_path)], check=True)
+    plugin = TinyPlugin.__new__(TinyPlugin)
+    plugin.__dict__.update(ready_template.__dict__)
+    for name in ("base", "root", "data", "wheelhouse"):
+        setattr(plugin, name, Path(str(getattr(ready_template, name)).replace(str(ready_template.base), str(tmp_path))))
+    recorded = [plugin.data / "plugin-roots.json", plugin.data / "gsd-research-env.json",
+                *(plugin.data / "envs").glob("*/.gsd-research-ready")]
+    for path in recorded:
+        stat = path.stat()
+        path.write_text(path.read_text().replace(json.dumps(old)[1:-1], json.dumps(new)[1:-1]))
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert envelope(plugin.launch("--version"))["python"] == str(ready_template.current() / "bin" / "python").replace(
+        str(ready_template.base), str(tmp_path))  # the copied environment runs: no build
+    return plugin

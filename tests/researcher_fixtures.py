@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import sys
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -32,18 +33,47 @@ def seed_model(home: Path | None = None, int8: bool = True) -> Path:
 _INT8_BUILDS: dict[str, Path] = {}
 
 
-def _link_int8(source: Path) -> None:
+def _int8_build(source: Path, name: str, build=None) -> Path:
+    """The int8 model of `source`, built once per test process into a private temporary directory."""
     import tempfile
 
+    from gsd_research.researcher.gateways import int8_model
+
+    if name not in _INT8_BUILDS:
+        built = Path(tempfile.mkdtemp(prefix="gsd-int8-")) / name
+        (build or int8_model.build)(source, built)
+        _INT8_BUILDS[name] = built
+    return _INT8_BUILDS[name]
+
+
+def copy_int8_builds(monkeypatch) -> None:
+    """Make the embedder's int8 builds copies of the real build made once per test process, for tests whose
+    subject is when the model is rebuilt, not how (test_researcher_units'
+    test_int8_model_is_built_once_privately_under_the_home_and_reused runs the real build): the copy lands as
+    the build's does (0600 model and hash file in a 0700 directory, renamed into place)."""
+    from gsd_research.researcher.gateways import int8_model
+
+    real = int8_model.build
+
+    def build(source: Path, target: Path) -> None:
+        built = _int8_build(source, target.name, real)
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for src, dst in ((int8_model.sidecar(built), int8_model.sidecar(target)), (built, target)):
+            tmp = dst.with_name(f".copy-{dst.name}")
+            shutil.copyfile(src, tmp)
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, dst)
+
+    monkeypatch.setattr(int8_model, "build", build)
+
+
+def _link_int8(source: Path) -> None:
     from gsd_research.researcher.gateways import int8_model
 
     target = int8_model.cached_path(source)
     if target.exists():
         return
-    if target.name not in _INT8_BUILDS:
-        built = Path(tempfile.mkdtemp(prefix="gsd-int8-")) / target.name
-        int8_model.build(source, built)
-        _INT8_BUILDS[target.name] = built
+    _int8_build(source, target.name)
     target.parent.mkdir(parents=True, exist_ok=True)
     os.chmod(target.parent, 0o700)  # as the product makes it, whatever the test's umask
     target.symlink_to(_INT8_BUILDS[target.name])

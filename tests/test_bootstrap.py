@@ -77,6 +77,37 @@ def test_readiness_is_the_markers_lock_and_interpreter(tmp_path, marker, expecte
     assert verdict.marker_problem(str(venv), "a" * 64) == expected
 
 
+@pytest.mark.parametrize("text", ['{"lock_sha256": 5}', "[1, 2]", "null", '{"python": []}', "{", "",
+                                  '{"lock_sha256": "%s", "python": [], "python_version": 3}' % ("a" * 64)])
+def test_a_marker_with_wrong_types_is_not_ready(tmp_path, text):
+    venv = make_venv(tmp_path / "venv")
+    (venv / locate.READY_MARKER).write_text(text)
+
+    assert verdict.marker_problem(str(venv), "a" * 64) in ("incomplete", "interpreter")
+
+
+@pytest.mark.parametrize("fields", [
+    {"state": "failed", "finished_at": "yesterday", "error": "x"},
+    {"state": "failed", "finished_at": 5, "error": 5},
+    {"state": "building", "started_at": "x", "tool": "pip"},
+    {"state": "building", "tool": ["pip"], "history": {"pip": "fast"}},
+    {"state": "building", "history": []},
+    {"state": "ready", "env": "../../../tmp", "lock_sha256": 5, "timings": "x"},
+])
+def test_a_state_file_with_wrong_field_types_leads_to_a_build(tmp_path, fields):
+    """Read as if missing: a build is due now (not a 'failed' waiting for its retry, not 'ready')."""
+    root, data = tmp_path / "root", tmp_path / "data"
+    root.mkdir()
+    data.mkdir(mode=0o700)
+    (root / locate.LOCK_FILE).write_text("tinydep==1.0\n")
+    state = {"lock_sha256": locate.lock_digest(str(root)), **fields}
+    (data / locate.STATE_FILE).write_text(json.dumps(state))
+
+    status = verdict.plugin_status(str(root), str(data))
+
+    assert status.state == "missing" or (status.state == "failed" and status.info["retry_due"]), status
+
+
 @pytest.mark.parametrize("args, word", [
     (["docs", "react"], "docs"), (["--max-tokens", "500", "docs"], "docs"), (["--json", "search"], "search"),
     (["--", "--odd"], "--odd"), (["--version"], None), ([], None)])

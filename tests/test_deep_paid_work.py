@@ -276,9 +276,10 @@ def test_a_cancelled_jobs_paid_request_is_fetched_when_asked_again(cli, pplx, ho
 
 # -- signals: the truth about what exists ------------------------------------------------------------
 
-def test_sigterm_right_after_the_job_is_written_names_the_job_and_the_question_finds_it(pplx, home, reap):
-    configure(home, deep={"autostart": True, "idle_exit": 2})
-
+def test_sigterm_right_after_the_job_is_written_names_the_job_and_the_question_finds_it(pplx, home):
+    """No worker runs (autostart off, the pplx fixture's config), so the job is still queued when the question is
+    asked again, whatever the timing: the second call attaches to it and runs it (with a worker it could finish
+    first, and the answer would come from the finished job instead)."""
     code, doc = patched("term-after-job-json", "deep", "interrupted while created")
 
     err = doc["error"]

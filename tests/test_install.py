@@ -23,19 +23,22 @@ from tests.install_fixtures import (
     our_commands,
     snapshot,
 )
+from tests.researcher_fixtures import seed_model
 
 
 def seed_embedding_model(user: Path) -> bool:
-    """Chroma's default model where Chroma looks for it (this machine has no internet), as seed-offline-models.sh."""
+    """Chroma's default model where Chroma looks for it (this machine has no internet), as seed-offline-models.sh,
+    and the int8 build the researcher makes of it on first use (built once per test process, linked into the
+    test's GSD_RESEARCH_HOME), so that the demo's indexing does not quantize the model again. The installer's
+    own seeding is test_install_faults' test_the_seeded_embedding_model_is_removed_on_uninstall."""
     if not MODEL_DIR.is_dir():
         return False
-    dest = user / ".cache" / "chroma" / "onnx_models" / "all-MiniLM-L6-v2"
-    dest.mkdir(parents=True)
-    (dest / "onnx").symlink_to(MODEL_DIR)
+    seed_model(user)
     return True
 
 
 def test_install_twice_then_uninstall_restores_everything(user_home, fake):
+    seed_embedding_model(user_home)
     before = snapshot(user_home)
 
     first = install("--skip-venv")
@@ -141,6 +144,7 @@ def test_installed_pieces_work(user_home, fake):
 
 
 def test_demo_offline_gives_a_clear_network_error_and_install_succeeds(user_home):
+    seed_embedding_model(user_home)
     dead = "http://127.0.0.1:9"  # nothing listens: connection refused at once, as offline
     proc = install("--skip-venv", env={"CONTEXT7_API_URL": dead + "/api", "PERPLEXITY_BASE_URL": dead,
                                        "TAVILY_BASE_URL": dead, "GEMINI_BASE_URL": dead, "OLLAMA_HOST": dead,
@@ -461,18 +465,20 @@ def test_shapes_that_cannot_be_merged_are_refused_before_any_change(home, text, 
     assert snapshot(user) == before  # nothing copied, no manifest, no link
 
 
-def test_not_plain_json_variants_are_left_untouched(home):
-    user = Path(os.environ["HOME"])
-    path = user / SETTINGS_REL
+@pytest.mark.parametrize("raw", [b'\xef\xbb\xbf{"model": "opus"}', b'{"a": NaN}', b'{"a": 1e999}', b"\xff\xfe{}",
+                                 b'{"a": 1,}'], ids=["bom", "nan", "infinity", "utf-16", "trailing-comma"])
+def test_not_plain_json_variants_are_left_untouched(home, raw):
+    path = Path(os.environ["HOME"]) / SETTINGS_REL
     path.parent.mkdir()
-    for raw in (b'\xef\xbb\xbf{"model": "opus"}', b'{"a": NaN}', b'{"a": 1e999}', b"\xff\xfe{}", b'{"a": 1,}'):
-        path.write_bytes(raw)
-        proc = install("--skip-venv", "--no-demo")
-        assert proc.returncode == 0 and "left untouched" in proc.stderr, (raw, proc.stderr)
-        assert path.read_bytes() == raw
-        assert_no_traceback(proc)
-        assert install("--uninstall").returncode == 0
-        assert path.read_bytes() == raw
+    path.write_bytes(raw)
+
+    proc = install("--skip-venv", "--no-demo")
+
+    assert proc.returncode == 0 and "left untouched" in proc.stderr, proc.stderr
+    assert path.read_bytes() == raw
+    assert_no_traceback(proc)
+    assert install("--uninstall").returncode == 0
+    assert path.read_bytes() == raw
 
 
 def test_registrations_of_an_earlier_version_are_recognised(user_home):

@@ -52,8 +52,8 @@ def test_first_call_builds_the_environment_from_the_lock_then_runs(plugin):
     assert ((plugin.data / "gsd-research-env.json").stat().st_mode & 0o777) == 0o600
 
 
-def test_second_call_uses_the_environment_without_any_build(plugin):
-    envelope(plugin.launch("--version"))
+def test_second_call_uses_the_environment_without_any_build(ready_plugin):
+    plugin = ready_plugin
     marker = plugin.link() / ".gsd-research-ready"
     built = (marker.stat().st_mtime_ns, (plugin.data / "build.log").stat().st_mtime_ns)
 
@@ -63,8 +63,8 @@ def test_second_call_uses_the_environment_without_any_build(plugin):
     assert (marker.stat().st_mtime_ns, (plugin.data / "build.log").stat().st_mtime_ns) == built
 
 
-def test_the_launcher_finds_the_data_directory_without_the_sessionstart_export(plugin):
-    envelope(plugin.launch("--version"))
+def test_the_launcher_finds_the_data_directory_without_the_sessionstart_export(ready_plugin):
+    plugin = ready_plugin
 
     out = envelope(plugin.launch("--version", GSD_RESEARCH_PLUGIN_DATA=None))
 
@@ -168,8 +168,8 @@ def test_a_plugin_without_its_lock_is_a_clear_failure(plugin):
 # -- plugin updates ----------------------------------------------------------------------------------
 
 
-def test_a_changed_lock_rebuilds_once_and_old_environments_are_collected_once_unused(plugin):
-    assert envelope(plugin.launch("--version"))["tinydep"] == "1.0"
+def test_a_changed_lock_rebuilds_once_and_old_environments_are_collected_once_unused(ready_plugin):
+    plugin = ready_plugin
     first = plugin.current()
 
     plugin.use_version("2.0")  # a plugin update changing the lock
@@ -222,8 +222,8 @@ def test_each_version_runs_its_own_code_and_so_do_its_workers(plugin, tmp_path):
     assert len(plugin.envs()) == 1
 
 
-def test_an_update_with_the_same_lock_moves_the_package_without_a_rebuild(plugin, tmp_path):
-    envelope(plugin.launch("--version"))
+def test_an_update_with_the_same_lock_moves_the_package_without_a_rebuild(ready_plugin, tmp_path):
+    plugin = ready_plugin
     log = (plugin.data / "build.log").stat().st_mtime_ns
     new_root = tmp_path / "plugin-0.2.0"
     shutil.copytree(plugin.root, new_root)

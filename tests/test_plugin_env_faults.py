@@ -50,12 +50,12 @@ def processes_under(path: Path) -> list[str]:
 
 
 # -- 1. the interpreter changed, the environment damaged ---------------------------------------------
-def test_an_interpreter_upgrade_under_a_ready_environment_rebuilds_it(plugin):
+def test_an_interpreter_upgrade_under_a_ready_environment_rebuilds_it(request):
     """A Python upgrade leaves the venv's python pointing at another minor version: not ready, rebuilt."""
     newer = other_minor_python()
     if newer is None:
         pytest.skip("no Python of another minor version installed")
-    envelope(plugin.launch("--version"))
+    plugin = request.getfixturevalue("ready_plugin")
     env = plugin.current()
     for name in ("python3",):
         (env / "bin" / name).unlink()
@@ -71,8 +71,8 @@ def test_an_interpreter_upgrade_under_a_ready_environment_rebuilds_it(plugin):
     assert plugin.state()["state"] == "ready"
 
 
-def test_an_import_error_in_a_ready_environment_rebuilds_it_not_environment_missing(plugin):
-    envelope(plugin.launch("--version"))
+def test_an_import_error_in_a_ready_environment_rebuilds_it_not_environment_missing(ready_plugin):
+    plugin = ready_plugin
     env = plugin.current()
     shutil.rmtree(next(env.glob("lib/python3*/site-packages/tinydep")))  # damaged: a package gone
 
@@ -84,8 +84,8 @@ def test_an_import_error_in_a_ready_environment_rebuilds_it_not_environment_miss
     assert (env / ".gsd-research-ready.broken").exists() or not env.exists()
 
 
-def test_an_import_error_the_environment_is_not_to_blame_for_is_not_rebuilt_forever(plugin):
-    envelope(plugin.launch("--version"))
+def test_an_import_error_the_environment_is_not_to_blame_for_is_not_rebuilt_forever(ready_plugin):
+    plugin = ready_plugin
     env = plugin.current()
     (plugin.root / "lib" / "gsd_research" / "cli.py").write_text("import no_such_module_here\n")
 
@@ -96,8 +96,8 @@ def test_an_import_error_the_environment_is_not_to_blame_for_is_not_rebuilt_fore
     assert plugin.current() == env and (env / ".gsd-research-ready").exists()
 
 
-def test_a_ready_environment_missing_its_python_is_rebuilt(plugin):
-    envelope(plugin.launch("--version"))
+def test_a_ready_environment_missing_its_python_is_rebuilt(ready_plugin):
+    plugin = ready_plugin
     env = plugin.current()
     for name in ("python", "python3"):
         (env / "bin" / name).unlink()
@@ -140,12 +140,11 @@ def test_an_update_during_the_old_versions_build_gets_its_own_eta_and_its_own_bu
 
 @pytest.mark.parametrize("fault", ["no lock", "data dir cannot be created", "data dir writable by others",
                                    "ready, then writable by others"])
-def test_session_start_and_the_launcher_report_the_same_failure(plugin, tmp_path, fault):
+def test_session_start_and_the_launcher_report_the_same_failure(request, tmp_path, fault):
+    plugin = request.getfixturevalue("ready_plugin" if fault.startswith("ready") else "plugin")
     if fault == "no lock":
         (plugin.root / "requirements.lock").unlink()
     elif "writable by others" in fault:
-        if fault.startswith("ready"):
-            envelope(plugin.launch("--version"))
         plugin.data.mkdir(parents=True, exist_ok=True)
         plugin.data.chmod(0o1777)  # a tmpfs mounted with its default mode, say
     else:
@@ -179,8 +178,8 @@ def test_an_environment_found_before_the_plugins_own_decides_in_the_hooks_too(pl
 
 
 # -- 4. a running process keeps its environment ----------------------------------------------------------
-def test_a_running_process_keeps_its_environment_through_two_rebuilds(plugin, tmp_path):
-    envelope(plugin.launch("--version"))
+def test_a_running_process_keeps_its_environment_through_two_rebuilds(ready_plugin, tmp_path):
+    plugin = ready_plugin
     first = plugin.current()
     go = tmp_path / "go"
     holder = subprocess.Popen([str(plugin.root / "bin" / "gsd-research"), "hold", str(go)], stdout=subprocess.PIPE,
@@ -204,15 +203,10 @@ def test_a_running_process_keeps_its_environment_through_two_rebuilds(plugin, tm
 
 
 # -- 5. state files with the wrong types -------------------------------------------------------------------
-@pytest.mark.parametrize("fields", [
-    {"state": "failed", "finished_at": "yesterday", "error": "x"},
-    {"state": "failed", "finished_at": 5, "error": 5},
-    {"state": "building", "started_at": "x", "tool": "pip"},
-    {"state": "building", "tool": ["pip"], "history": {"pip": "fast"}},
-    {"state": "building", "history": []},
-    {"state": "ready", "env": "../../../tmp", "lock_sha256": 5, "timings": "x"},
-])
-def test_a_state_file_with_wrong_field_types_is_as_if_missing(plugin, fields):
+def test_a_state_file_with_wrong_field_types_is_as_if_missing(plugin):
+    """End to end for one state file (the other wrong types: test_bootstrap's
+    test_a_state_file_with_wrong_field_types_leads_to_a_build, in process)."""
+    fields = {"state": "ready", "env": "../../../tmp", "lock_sha256": 5, "timings": "x"}
     plugin.data.mkdir(parents=True)
     (plugin.data / "gsd-research-env.json").write_text(json.dumps({"lock_sha256": plugin.digest(), **fields}))
 
@@ -246,11 +240,12 @@ def test_a_running_builds_state_with_wrong_field_types_still_gives_progress(plug
     assert text.startswith("gsd-research is being prepared") and "about " in text
 
 
-@pytest.mark.parametrize("marker", ['{"lock_sha256": 5}', "[1, 2]", "null", '{"python": []}'])
-def test_a_marker_with_wrong_types_means_not_ready(plugin, marker):
-    envelope(plugin.launch("--version"))
+def test_a_marker_with_wrong_types_means_not_ready(ready_plugin):
+    """End to end for one marker (the other wrong types: test_bootstrap's
+    test_a_marker_with_wrong_types_is_not_ready, in process)."""
+    plugin = ready_plugin
     env = plugin.current()
-    (env / ".gsd-research-ready").write_text(marker)
+    (env / ".gsd-research-ready").write_text("[1, 2]")
 
     assert envelope(plugin.launch("--version"))["tinydep"] == "1.0"
     assert plugin.current() != env
@@ -426,11 +421,11 @@ def test_two_installs_side_by_side_keep_their_own_environments(tmp_path):
 
 
 @pytest.mark.parametrize("where", ["envs", "site-packages", "bin"])
-def test_an_environment_others_can_write_into_is_never_run(plugin, tmp_path, where):
+def test_an_environment_others_can_write_into_is_never_run(ready_plugin, tmp_path, where):
     """Another user able to write into envs/, the environment's site-packages or its bin/ could plant a .pth or
     an interpreter that runs in every call: the launcher refuses before running either, and says what the hooks
     say."""
-    envelope(plugin.launch("--version"))
+    plugin = ready_plugin
     site = next(plugin.current().glob("lib/python3*/site-packages"))
     pwned = tmp_path / "pwned"
     (site / "zz_planted.pth").write_text(f"import os; open({str(pwned)!r}, 'w').close()\n")

@@ -14,7 +14,7 @@ from unittest.mock import Mock
 import pytest
 
 from tests.conftest import SHARED, require
-from tests.researcher_fixtures import in_flight, kb, make_repo, recorded, seed_model
+from tests.researcher_fixtures import copy_int8_builds, in_flight, kb, make_repo, recorded, seed_model
 
 BIN = Path(sys.executable).parent
 
@@ -179,10 +179,11 @@ def test_simplified_graph_gives_bit_identical_float_vectors(home, tmp_path):
     assert int8_model.simplify(model) == 0  # nothing left to remove
 
 
-def test_a_damaged_int8_model_falls_back_to_the_float_model_and_is_rebuilt(home):
+def test_a_damaged_int8_model_falls_back_to_the_float_model_and_is_rebuilt(home, monkeypatch):
     from gsd_research.researcher.gateways import int8_model
     from gsd_research.researcher.gateways.embedding_gateway import DefaultEmbedder
 
+    copy_int8_builds(monkeypatch)
     source = seed_model(int8=False) / "model.onnx"
     target = int8_model.cached_path(source)
     target.parent.mkdir(parents=True)
@@ -476,7 +477,7 @@ def test_mcp_server_speaks_stdio(tmp_path, home):
         proc.wait()
 
 
-def test_a_changed_int8_model_that_still_loads_is_discarded_and_rebuilt(home):
+def test_a_changed_int8_model_that_still_loads_is_discarded_and_rebuilt(home, monkeypatch):
     import shutil
 
     import numpy as np
@@ -484,6 +485,7 @@ def test_a_changed_int8_model_that_still_loads_is_discarded_and_rebuilt(home):
     from gsd_research.researcher.gateways import int8_model
     from gsd_research.researcher.gateways.embedding_gateway import DefaultEmbedder
 
+    copy_int8_builds(monkeypatch)
     source = seed_model(int8=False) / "model.onnx"
     first = DefaultEmbedder()
     good = np.array(first.embed(EMBED_TEXTS))
