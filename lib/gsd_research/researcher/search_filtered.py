@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gsd_research.core.errors import GsdError
+from gsd_research.core.errors import GsdError, IndexDamaged
 
 MAX_SQL_PATHS = 2000  # more documents than this are filtered after ranking, from a deeper candidate list
 
@@ -25,13 +25,13 @@ def _candidates(service, query: str, depth: int, paths: list[str] | None, use_ve
     diagnosis = service.diagnose("hybrid" if use_vector else "lexical")
     vector, note = [], None
     if diagnosis.store == VECTORS:  # the keyword index is sound: `diagnose` finds its damage first
-        note, use_vector, diagnosis = "vector ranking unavailable (INDEX_DAMAGED): lexical ranking only", False, \
+        note, use_vector, diagnosis = f"vector ranking unavailable ({IndexDamaged.code}): lexical ranking only", False, \
             Diagnosis(service.name)
     if use_vector:
         try:
             vector = _vector(service, query, depth, paths)
         except (GsdError, StoreUnreadable) as exc:
-            note = f"vector ranking unavailable ({getattr(exc, 'code', 'INDEX_DAMAGED')}): lexical ranking only"
+            note = f"vector ranking unavailable ({getattr(exc, 'code', IndexDamaged.code)}): lexical ranking only"
         except Exception as exc:  # noqa: BLE001 - a failing vector store must not hide the lexical results
             note = f"vector ranking unavailable ({exc.__class__.__name__}): lexical ranking only"
     if diagnosis.state == "damaged":
