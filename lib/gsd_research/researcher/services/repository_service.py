@@ -53,9 +53,9 @@ class RepositoryService:
             raise UsageError(f"Not a directory: {root}", suggestions=["Give a folder, not a file"])
         from gsd_research.core.config import home
 
-        state = home().resolve()
-        if root.resolve() == state or state in root.resolve().parents:  # its web pages would pass as yours
-            raise UsageError(f"{root} is inside gsd-research's own state folder, not a folder of your documents",
+        memory, folder = (home() / MEMORY).resolve(), root.resolve()
+        if folder == memory or memory in folder.parents or folder in memory.parents:  # web pages passed as yours
+            raise UsageError(f"{root} holds the research memory's web pages, not your documents",
                              suggestions=["Give a folder of your own documents",
                                           f"researcher search --repo {MEMORY} searches the research memory"])
         if embedding_provider and embedding_provider not in PROVIDERS:
