@@ -53,8 +53,8 @@ class RepositoryService:
             raise UsageError(f"Not a directory: {root}", suggestions=["Give a folder, not a file"])
         from gsd_research.core.config import home
 
-        memory, folder = (home() / MEMORY).resolve(), root.resolve()
-        if folder == memory or memory in folder.parents or folder in memory.parents:  # web pages passed as yours
+        state, memory, folder = home().resolve(), (home() / MEMORY).resolve(), root.resolve()
+        if folder in (state, memory) or memory in folder.parents:  # web pages passed off as yours
             raise UsageError(f"{root} holds the research memory's web pages, not your documents",
                              suggestions=["Give a folder of your own documents",
                                           f"researcher search --repo {MEMORY} searches the research memory"])
