@@ -297,6 +297,20 @@ def test_index_all_reports_a_broken_repository_and_indexes_the_others(tmp_path, 
     assert res.json["failed_repositories"][0]["error"]["code"] == "NOT_FOUND"
 
 
+def test_index_all_with_every_repository_broken_fails_as_the_first_one_did(tmp_path):
+    import shutil
+
+    for name in ("one", "two"):
+        folder = make_repo(tmp_path / name, {"a.md": "# A\n\nalpha\n"})
+        kb("repo", "add", name, str(folder), "--json")
+        shutil.rmtree(folder)
+
+    res = kb("index", "--json")
+
+    assert (res.code, res.json["error"]["code"]) == (4, "NOT_FOUND")
+    assert [f["repository_name"] for f in res.json["error"]["details"]["failed"]] == ["one", "two"]
+
+
 # -- the command surface: --version, mcp_port, status against a server, human output --------------------
 
 def test_version_human_and_json():

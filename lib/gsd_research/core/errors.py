@@ -10,34 +10,23 @@ class GsdError(Exception):
     code = "INTERNAL_ERROR"
     exit_status = 1
 
-    def __new__(cls, *args, code: str | None = None, **kwargs):
-        # Transitional: `code="..."` picks the class of that code. Only researcher/, deep/ and memory/store.py
-        # still pass it; the issue-23 merge switches them to the classes and drops this.
-        if code is not None and code in _BY_CODE and issubclass(_BY_CODE[code], cls):
-            cls = _BY_CODE[code]  # (a subclass with its own behaviour keeps it, and the code as an attribute)
-        return super().__new__(cls)
-
     def __init__(
         self,
         message: str,
         *,
-        code: str | None = None,
         suggestions: list[str] | None = None,
         details: dict | None = None,
         retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
-        if code and code != self.code:  # a code no class owns yet (transitional, see __new__)
-            self.code = code
         self.suggestions = list(suggestions or [])
         self.details = dict(details or {})
         self.retry_after = retry_after
 
     @property
     def exit_code(self) -> int:
-        # By code while researcher/ and deep/ still declare their own classes of our codes (transitional).
-        return EXIT_CODES.get(self.code, self.exit_status)
+        return self.exit_status
 
     def to_dict(self) -> dict:
         err: dict = {"code": self.code, "message": self.message}

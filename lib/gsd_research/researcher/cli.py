@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import click
 
-from gsd_research.core.errors import GsdError, NotFound, UsageError
+from gsd_research.core.errors import GsdError, NotFound, UsageError, error_class
 
 
 @dataclass
@@ -189,8 +189,7 @@ def index(kb, name, wait):
                 raise
             failed.append({"repository_name": repo_cfg.name, "error": exc.to_dict()})
     if failed and not dumped:
-        raise GsdError("No repository could be indexed", code=failed[0]["error"]["code"],
-                       details={"failed": failed})
+        raise error_class(failed[0]["error"]["code"])("No repository could be indexed", details={"failed": failed})
     keys = ("documents_indexed", "documents_skipped", "documents_failed", "documents_removed", "fragments_created",
             "documents_no_text")
     totals = {k: sum(d[k] for d in dumped) for k in keys}
