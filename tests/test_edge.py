@@ -227,18 +227,21 @@ def _raise(exc: BaseException):
     ("bug", "INTERNAL_ERROR", "Unexpected KeyError"),
     ("panic", "INTERNAL_ERROR", "Unexpected PanicException"),  # pyo3's (Chroma's, tokenizers') is no Exception
     ("not-utf8", "USAGE_ERROR", "Argument 3 is not valid UTF-8 text"),
+    ("long-path", "USAGE_ERROR", "Path too long for the file system (304 characters): /x/" + "a" * 77 + "…"),
 ])
 def test_both_command_lines_give_the_same_envelope_for_the_same_failure(cli, monkeypatch, failure, code, message):
     if failure == "bug":
         _leaf_does(monkeypatch, lambda: _raise(KeyError(HOSTILE)))
     elif failure == "panic":
         _leaf_does(monkeypatch, lambda: _raise(type("PanicException", (BaseException,), {})(HOSTILE)))
+    elif failure == "long-path":  # a path the caller gave, too long for the file system
+        _leaf_does(monkeypatch, lambda: _raise(OSError(36, "File name too long", "/x/" + "a" * 301)))
     argv = ["config", "show", *(["re\udcffact"] if failure == "not-utf8" else [])]  # how Python keeps byte 0xff
 
     ours, theirs = cli(*argv), kb(*argv, "--json")
 
     assert ours.json["error"] == theirs.json["error"] and ours.code == theirs.code
     assert (ours.json["error"]["code"], ours.json["error"]["message"]) == (code, message)
-    if failure != "not-utf8":  # the exception's text (it may quote what an answer held) only fenced
+    if failure in ("bug", "panic"):  # the exception's text (it may quote what an answer held) only fenced
         detail = ours.json["error"]["details"]["detail"]
         assert detail.startswith((FENCE_OPEN, FENCE_OPEN_FLAGGED)) and detail.endswith(FENCE_CLOSE)

@@ -128,9 +128,9 @@ def unexpected(exc: BaseException) -> GsdError:
     """An exception no command turned into a GsdError: state we cannot write, a refusing cache, else an
     internal error whose text (it may quote what an answer held) is fenced apart from our message."""
     from gsd_research.core.external import excerpt
-    from gsd_research.core.internal_errors import cache_error, log_internal_error, state_error
+    from gsd_research.core.internal_errors import cache_error, log_internal_error, path_error, state_error
 
-    known = state_error(exc) or cache_error(exc)
+    known = state_error(exc) or path_error(exc) or cache_error(exc)
     if known is not None:
         return known
     log_internal_error(exc)

@@ -41,6 +41,21 @@ def state_error(exc: BaseException):
                                  "Or point GSD_RESEARCH_HOME at a writable directory", "gsd-research doctor"])
 
 
+def path_error(exc: BaseException):
+    """A path too long for the file system (ENAMETOOLONG: one the caller gave, our own paths are short) as a
+    usage error naming its start; None for anything else."""
+    import errno
+
+    from gsd_research.core.errors import UsageError
+
+    if not isinstance(exc, OSError) or exc.errno != errno.ENAMETOOLONG:
+        return None
+    name = str(exc.filename or "")
+    shown = name if len(name) <= 80 else name[:80] + "…"
+    return UsageError(f"Path too long for the file system ({len(name)} characters): {shown}",
+                      suggestions=["Give a shorter path (each name at most 255 bytes, the whole at most 4096)"])
+
+
 def cache_error(exc: BaseException):
     """A Redis cache that refuses us (wrong password, unreachable) where no call could fall back (cache
     stats, cache clear) as a clear error: USAGE_ERROR for credentials, NETWORK_ERROR otherwise; else None."""
