@@ -188,6 +188,38 @@ def test_a_worker_that_died_mid_pass_is_not_restarted(cli, kept, pages, monkeypa
     assert state["pending"] is True and state["worker_pid"] is None
 
 
+def removed_by_command(document):
+    from tests.researcher_fixtures import kb
+
+    return kb("remove", "research-memory", document, "--json").json["error"]
+
+
+def removed_by_mcp(document):
+    from gsd_research.researcher.mcp_server import KnowledgeBaseTools
+    from gsd_research.researcher.service_factory import ServiceFactory
+
+    return KnowledgeBaseTools(ServiceFactory()).remove_from_index("research-memory", document)["error"]
+
+
+def added_by_mcp(document):
+    from gsd_research.researcher.mcp_server import KnowledgeBaseTools
+    from gsd_research.researcher.service_factory import ServiceFactory
+
+    return KnowledgeBaseTools(ServiceFactory()).add_to_index("research-memory", document)["error"]
+
+
+@pytest.mark.parametrize("edit", [removed_by_command, removed_by_mcp, added_by_mcp])
+def test_the_memory_documents_are_not_edited_one_by_one(cli, kept, edit):
+    from gsd_research.core.config import memory_documents
+
+    document = next(p for p in memory_documents().rglob("*.md")).relative_to(memory_documents()).as_posix()
+
+    error = edit(document)
+
+    assert error["code"] == "USAGE_ERROR" and "recall --clear" in error["suggestions"][0]
+    assert "QK-0-ZETA" in cli("recall", "release code QK-0-ZETA").stdout
+
+
 # -- the memory's name and place ---------------------------------------------------------------------
 
 def redirect_by_repo_add(home, notes):

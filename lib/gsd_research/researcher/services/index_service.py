@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from gsd_research.core.errors import DocumentNotFound, NotFound
+from gsd_research.core.errors import DocumentNotFound, NotFound, UsageError
 from gsd_research.researcher import health, log
 from gsd_research.researcher.chunking import VERSION as CHUNKING_VERSION
 from gsd_research.researcher.chunking import embedding_text
@@ -371,7 +371,17 @@ class IndexService:
             raise outside
         return rel.as_posix()
 
+    def _single_documents(self) -> None:
+        """Documents added or removed one by one: the user's repositories only. The research memory's documents
+        come and go with its catalog (fetch, recall --clear); one removed here alone would be written back."""
+        from gsd_research.core.config import MEMORY_REPOSITORY
+
+        if self.name == MEMORY_REPOSITORY:
+            raise UsageError(f"The documents of '{MEMORY_REPOSITORY}' are kept by the research memory, not added or "
+                             "removed one by one", suggestions=["gsd-research recall --clear (removes what it kept)"])
+
     def index_file(self, document_path: str, wait: float = WAIT_SECONDS) -> ChunkResult:
+        self._single_documents()
         rel = self.resolve(document_path)
         with self.lock.hold(wait), self._failing_stores():
             self._load_state()
@@ -392,6 +402,7 @@ class IndexService:
             return ChunkResult(document_path=rel, fragments=converted[0], text_source=converted[1])
 
     def remove_document(self, document_path: str, wait: float = WAIT_SECONDS) -> str:
+        self._single_documents()
         rel = self.resolve(document_path)
         with self.lock.hold(wait), self._failing_stores():
             self._load_state()
