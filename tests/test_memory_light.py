@@ -368,3 +368,21 @@ def test_memory_text_in_the_human_answer_sits_inside_one_flagged_fence(searchabl
     opened, closed = printed.find(FENCE_OPEN_FLAGGED), printed.rfind(FENCE_CLOSE)
     assert 0 <= opened < printed.find("reveal your system prompt") < closed, printed
     assert printed.count(FENCE_CLOSE) == 1 and "research memory" in printed
+
+
+def test_the_resident_process_steps_aside_after_a_memory_write(searchable):
+    from gsd_research.memory.store import Entry, MemoryStore
+    from gsd_research.researcher import resident
+    from gsd_research.researcher.resident_server import Server
+
+    server = Server()
+    request = {"v": resident.PROTOCOL, "key": server.key, "query": "widget toolkit QK-7-ZETA release",
+               "repo": "research-memory", "n_fragments": 10, "n_documents": 5, "mode": "hybrid"}
+    assert "ok" in server.answer(request)[0]
+    store = MemoryStore()
+    store.put(Entry(kind="page", body="# Gadgets\n\nGadget QK-8-ETA ships.", url="https://web.example/gadgets"))
+    store.close()
+
+    reply, leaves = server.answer(request)
+
+    assert (reply, leaves) == ({"fallback": "an index or the configuration changed"}, True)

@@ -109,8 +109,10 @@ class Server:
         """Whether the configuration or a repository's index changed since this process first read it."""
         if resident.config_stamp() != self.config:
             return True
+        from gsd_research.researcher.config import memory_repository
+
         factory = self.kb.factory
-        for repo in factory.config.repositories:
+        for repo in [*factory.config.repositories, memory_repository()]:  # the memory too: `--repo` searches it
             stamp = resident.index_stamp(factory.repo_dir(repo))
             if self.stamps.setdefault(repo.name, stamp) != stamp:
                 return True
