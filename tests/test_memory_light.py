@@ -220,6 +220,14 @@ def test_the_memory_documents_are_not_edited_one_by_one(cli, kept, edit):
     assert "QK-0-ZETA" in cli("recall", "release code QK-0-ZETA").stdout
 
 
+def test_the_human_status_says_what_the_memory_holds_and_has_pending(kept):
+    from tests.researcher_fixtures import kb
+
+    printed = kb("status").stdout
+
+    assert "research memory (web pages): 2 entries" in printed and "embedding pending" in printed
+
+
 # -- the memory's name and place ---------------------------------------------------------------------
 
 def redirect_by_repo_add(home, notes):

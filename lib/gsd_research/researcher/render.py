@@ -232,7 +232,21 @@ def _status(out: Console, payload: dict) -> None:
     _no_text(out, payload)
 
 
+def _memory(out: Console, payload: dict) -> None:
+    """One line on the research memory (web pages, kept apart from the repositories above)."""
+    memory = payload.get("research_memory")
+    if not memory:
+        return
+    embedding = memory.get("embedding") or {}
+    doing = "embedding running" if embedding.get("worker_pid") else "embedding pending" if embedding.get(
+        "pending") else "nothing pending"
+    failure = f"; last failure: {safe(embedding['last_failure'])}" if embedding.get("last_failure") else ""
+    out.print(f"research memory (web pages): {memory.get('entries', 0)} entries, "
+              f"{memory.get('bytes', 0) / 1e6:.1f} MB, {doing}{failure}", soft_wrap=True)
+
+
 def _no_text(out: Console, payload: dict) -> None:
+    _memory(out, payload)
     for s in payload["repositories"]:
         if s.get("damaged"):
             out.print(f"[bold red]{safe(s['repository_name'])}: {safe(s['damaged'])}[/]")
