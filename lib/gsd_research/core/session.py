@@ -132,6 +132,17 @@ class Ledger:
         self.cursor, self.cursor_token = payload, "c" + str(int(digest, 16) % 10**CURSOR_DIGITS).zfill(CURSOR_DIGITS)
         return f"{EXPAND} {self.cursor_token}"
 
+    def handoff(self) -> dict:
+        """What this fit recorded, for the process that prints the answer (the resident search process's)."""
+        return {"pending": self.pending, "cursor": self.cursor, "token": self.cursor_token}
+
+    def adopt(self, state: object) -> None:
+        """Take over what another process's fit of this call's answer recorded (`handoff`)."""
+        if isinstance(state, dict) and isinstance(state.get("pending"), dict):
+            self.pending.update(state["pending"])
+            if isinstance(state.get("cursor"), dict) and isinstance(state.get("token"), str):
+                self.cursor, self.cursor_token = state["cursor"], state["token"]
+
     def spent(self, tokens: int) -> dict:
         data = self.data()
         return {"id": self.sid[:12], "calls": int(data.get("calls", 0)) + 1, "tokens": int(data.get("tokens", 0)) + tokens}
@@ -167,7 +178,7 @@ def commit(doc: dict) -> dict:
     led = _CURRENT[0]
     meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else None
     if led.cursor is not None and meta is not None and meta.get("next", "").endswith(led.cursor_token or "-"):
-        _write_cursor(led.cursor_token, led.cursor)
+        write_cursor(led.cursor_token, led.cursor)
     if not led.active or not doc.get("success", True):
         return doc
     from gsd_research.core.config import atomic_write_text
@@ -193,7 +204,7 @@ def commit(doc: dict) -> dict:
     return doc
 
 
-def _write_cursor(token: str, payload: dict) -> None:
+def write_cursor(token: str, payload: dict) -> None:
     from gsd_research.core.config import atomic_write_text
 
     folder = root() / "cursors"

@@ -8,6 +8,10 @@ Whatever does not fit is left out (the last passage that fits in part is cut aro
 its omissions marked `…`, `"truncated": true`), and
 `metadata` says how much there was: `total_available`, `returned`, `truncated`, `tokens_used` (cl100k,
 estimated from above, of the answer exactly as printed) and `max_tokens`.
+
+With a research session (core.session) a passage it returned before is named by its reference instead of
+repeated (`repeat`, expandable), and an answer cut by its budget carries `metadata.next`: the cursor of the
+units it left out, as fragments, continued by `gsd-research expand` like any other cut answer.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gsd_research.core import session
 from gsd_research.core.config import MEMORY_REPOSITORY
 from gsd_research.core.errors import UsageError
 from gsd_research.core.tokens import count_tokens, cut_to_tokens
@@ -69,9 +74,17 @@ class AnswerBuilder:
     """Chooses what of a ranking fits the budget and renders it."""
 
     def __init__(self, ranking: Ranking, roots: dict[str, str], max_tokens: int, measure: Measure,
-                 option: str = "--max-tokens") -> None:
+                 option: str = "--max-tokens", led: session.Ledger | None = None) -> None:
         self.ranking, self.roots, self.max_tokens, self.measure = ranking, roots, max_tokens, measure
         self.option = option  # how the caller names the budget (the CLI option, the MCP parameter)
+        self.led = led  # the session's ledger: references and a cursor (None: neither, as the MCP tools)
+        self.refs: dict[tuple[str, str], dict] = {}  # passage -> its reference, when the session returned it
+        if led is not None and led.dedupes:
+            for unit in self._units():
+                f = self._fragment(unit)
+                entry = led.seen(_pid(f))
+                if entry is not None and int(entry.get("chars", 0)) >= len(f.text):
+                    self.refs[_key(f)] = led.reference(_pid(f), entry)
 
     def _units(self) -> list[_Unit]:
         docs, frags = self.ranking.documents, self.ranking.fragments
@@ -114,18 +127,18 @@ class AnswerBuilder:
         fragments: list[dict] = []
         for unit, text in chosen:
             f = self._fragment(unit)
+            shape = _passage_json if unit.kind == "doc" else fragment_json
+            entry = self._referenced(f, shape) if _key(f) in self.refs else shape(f)
             if unit.kind == "doc":
-                entry = _passage_json(f)
                 tops = slot[unit.index]["top_fragments"]
                 tops[tops.index(None)] = entry
             else:
-                entry = fragment_json(f)
                 fragments.append(entry)
-                if _key(f) in where:
+                if _key(f) in where and "text" in entry:
                     del entry["text"]
                     entry["see"] = where[_key(f)]
                     continue
-            if text != f.text:
+            if "text" in entry and text != f.text:
                 entry["text"], entry["truncated"] = text, True
         out = dict(shell)
         out["documents"], out["fragments"] = documents, fragments
@@ -147,6 +160,10 @@ class AnswerBuilder:
         """(cost of the unit, cost of its text) in tokens. A passage printed as a fragment before moves into its
         document (the fragment then points there), so it costs the difference."""
         f = self._fragment(unit)
+        if _key(f) in self.refs:  # named, not repeated: no text to cut
+            shape = _passage_json if unit.kind == "doc" else fragment_json
+            opening = compact_tokens(self._document(unit.index)) if unit.kind == "doc" and unit.index not in opened else 0
+            return compact_tokens(self._referenced(f, shape)) + 2 + opening, 0
         text_cost = count_tokens(f.text)
         pointer = compact_tokens({**{k: v for k, v in fragment_json(f).items() if k != "text"},
                                   "see": "documents[00].top_fragments[0]"})
@@ -159,9 +176,66 @@ class AnswerBuilder:
             cost -= printed[_key(f)] - pointer
         return cost, text_cost
 
+    def _referenced(self, f: SearchResult, shape: Callable[[SearchResult], dict]) -> dict:
+        entry = {k: v for k, v in shape(f).items() if k != "text"}
+        return {**entry, **self.refs[_key(f)]}
+
     def build(self, shell: dict) -> dict:
         self.query = str(shell.get("query") or "")
         shell = self._echo(shell)
+        if self.led is not None and self.led.active:  # the session's spend, counted at this answer's whole budget
+            shell = {**shell, "metadata": {**shell.get("metadata", {}), "session": self.led.spent(self.max_tokens)}}
+        if self.refs:
+            shell = {**shell, "metadata": {**shell.get("metadata", {}), "expand": f"{session.EXPAND} REF"}}
+        out, chosen = self._choose(shell)
+        if self.led is None or not out["metadata"]["truncated"]:
+            return self._returned(out, chosen)
+        try:
+            cut, fewer = self._choose({**shell, "metadata": {**shell.get("metadata", {}), "next": PLACEHOLDER_NEXT}})
+        except UsageError:  # a budget too small for the cursor too: the answer as it was, without one
+            return self._returned(out, chosen)
+        if chosen and not fewer:  # the cursor would take the only passage's room
+            return self._returned(out, chosen)
+        out, chosen = cut, fewer
+        rest = self._rest(chosen)
+        if rest:  # the token has the placeholder's length: the answer's size holds
+            out["metadata"]["next"] = self.led.mint_cursor({
+                "command": _command(), "kind": "results", "key": "fragments", "text_key": "text",
+                "frame": _frame(out), "items": rest})
+        else:
+            del out["metadata"]["next"]
+            out["metadata"]["tokens_used"] = self.measure(out)
+        return self._returned(out, chosen)
+
+    def _returned(self, out: dict, chosen: list[tuple[_Unit, str | None]]) -> dict:
+        """The session records the passages this answer printed whole (a cut one is printed again later)."""
+        if self.led is not None and self.led.active:
+            for unit, text in chosen:
+                f = self._fragment(unit)
+                if _key(f) not in self.refs and text == f.text:
+                    self.led.returned(_pid(f), f.text, _source(f))
+        return out
+
+    def _rest(self, chosen: list[tuple[_Unit, str | None]]) -> list[dict]:
+        """What the answer left out, as fragments in the order it would have printed them: a cut passage whole,
+        then every later unit's passage not printed already."""
+        printed = {_key(self._fragment(u)) for u, text in chosen if text == self._fragment(u).text}
+        printed |= {_key(self._fragment(u)) for u, _ in chosen if _key(self._fragment(u)) in self.refs}
+        rest, seen = [], set(printed)
+        for unit in self._units():
+            f = self._fragment(unit)
+            if _key(f) in seen:
+                continue
+            seen.add(_key(f))
+            entry = fragment_json(f)
+            if MEMORY_REPOSITORY in self.roots:  # web text: neutralized as the first answer's was
+                from gsd_research.core.untrusted import guard_text
+
+                entry["text"] = guard_text(entry["text"], "fragments")[0]
+            rest.append(entry)
+        return rest
+
+    def _choose(self, shell: dict) -> tuple[dict, list[tuple[_Unit, str | None]]]:
         empty = self.render(shell, [])
         if empty["metadata"]["tokens_used"] > self.max_tokens // SKIPPED_SHARE and _left_out_said(shell):
             shell = _left_out_briefly(shell)  # many damaged repositories: their names and fixes, not their stories
@@ -189,7 +263,7 @@ class AnswerBuilder:
                 printed[_key(f)] = 0
             elif _key(f) not in printed:
                 printed[_key(f)] = compact_tokens(fragment_json(f)) + 2
-        return self._settle(shell, chosen)
+        return self._settle(shell, chosen), chosen
 
     def _echo(self, shell: dict) -> dict:
         """The shell with its echoed query cut to a share of the budget (a pasted log as the query), marked."""
@@ -211,11 +285,38 @@ class AnswerBuilder:
         while out["metadata"]["tokens_used"] > self.max_tokens and chosen:
             over = out["metadata"]["tokens_used"] - self.max_tokens
             unit, text = chosen[-1]
+            if _key(self._fragment(unit)) in self.refs:
+                chosen.pop()
+                out = self.render(shell, chosen)
+                continue
             target = count_tokens(text or "") - over - 8
             cut = self._cut(self._fragment(unit).text, target) if target >= (MIN_CUT_TOKENS if len(chosen) > 1 else 1) else None
             chosen[-1:] = [(unit, cut)] if cut else []
             out = self.render(shell, chosen)
         return out
+
+
+PLACEHOLDER_NEXT = f"{session.EXPAND} c{'0' * session.CURSOR_DIGITS}"
+
+
+def _pid(f: SearchResult) -> str:
+    return session.passage_id(f.text, _source(f))
+
+
+def _source(f: SearchResult) -> str:
+    return f"{f.repository}:{f.document_path}"
+
+
+def _command() -> str | None:
+    from gsd_research.core import output
+
+    return output._COMMAND
+
+
+def _frame(out: dict) -> dict:
+    """The answer a cursor continues: its documents gone, its fragments to be filled (inside the fence of a
+    memory answer), its per-answer metadata dropped."""
+    return session.shell({k: v for k, v in out.items() if k != "documents"}, "fragments")
 
 
 def _web_sourced(out: dict, meta: dict) -> tuple[dict, dict]:
@@ -257,7 +358,7 @@ def _entries(documents: list[dict], fragments: list[dict]):
 
 
 def answer(ranking: Ranking, shell: dict, roots: dict[str, str], max_tokens: int,
-           measure: Measure = compact_tokens, option: str = "--max-tokens") -> dict:
+           measure: Measure = compact_tokens, option: str = "--max-tokens", led: session.Ledger | None = None) -> dict:
     """`shell` (query, metadata, ...) with the ranking's documents and fragments, within `max_tokens` by `measure`;
-    `option` names the budget in errors."""
-    return AnswerBuilder(ranking, roots, max_tokens, measure, option).build(shell)
+    `option` names the budget in errors; with `led` the session's references and a cursor (see the module)."""
+    return AnswerBuilder(ranking, roots, max_tokens, measure, option, led).build(shell)

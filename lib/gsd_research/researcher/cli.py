@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import click
 
 from gsd_research.core.errors import GsdError, NotFound, UsageError, error_class
+from gsd_research.core.runtime import session_options
 
 
 @dataclass
@@ -223,6 +224,7 @@ def remove(kb, name, document):
               help='JSON lines {"id": ..., "query": ...}; one JSON line out per query, in input order.')
 @click.option("--max-tokens", type=click.IntRange(1, 1_000_000), default=2000, show_default=True,
               help="Bound of one answer (each line with --queries-file), in cl100k tokens.")
+@session_options
 def search(kb, query, repo_name, n_fragments, n_documents, mode, queries_file, max_tokens):
     """Search the indexed repositories for QUERY."""
     from gsd_research.researcher import search_cmd
@@ -234,15 +236,18 @@ def search(kb, query, repo_name, n_fragments, n_documents, mode, queries_file, m
     text = " ".join(query).strip()
     if not text:
         raise UsageError("search needs a QUERY", suggestions=['researcher search "how to configure X" --json'])
+    from gsd_research.core import session
     from gsd_research.researcher import resident
 
+    led = session.current()
     local = kb.chroma_url is None
     answer = resident.ask({"query": text, "repo": repo_name, "n_fragments": n_fragments,
                            "n_documents": n_documents, "mode": mode, "max_tokens": max_tokens,
-                           "pretty": kb.pretty}) if local else None
+                           "pretty": kb.pretty, "session": led.sid, "fresh": led.fresh}) if local else None
     if answer is not None:
+        led.adopt(answer.get("ledger"))
         return answer["ok"]
-    payload = search_cmd.run_one(kb, text, repo_name, n_fragments, n_documents, mode, max_tokens)
+    payload = search_cmd.run_one(kb, text, repo_name, n_fragments, n_documents, mode, max_tokens, led)
     if local:
         resident.spawn()  # later searches from this home skip the start-up
     return payload

@@ -32,23 +32,31 @@ def _budget(argv: list[str]) -> int:
 
 
 def invoke(group: click.Group, kb, argv: list[str]) -> int:
+    from gsd_research.core import session
+
     kb.argv = list(argv)
-    return edge.run(edge.Edge(prog="researcher", name=lambda: kb.command, budget=lambda: _budget(argv),
-                              pretty=lambda: kb.pretty, render=lambda rv: _print(kb, rv),
-                              report=lambda cmd, error: _report(kb, argv, cmd, error)),
-                    group, argv, kb)
+    session.reset()
+    try:
+        return edge.run(edge.Edge(prog="researcher", name=lambda: kb.command, budget=lambda: _budget(argv),
+                                  pretty=lambda: kb.pretty, render=lambda rv: _print(kb, rv),
+                                  report=lambda cmd, error: _report(kb, argv, cmd, error)),
+                        group, argv, kb)
+    finally:
+        session.reset()  # the session of this call ends with it (in-process callers make many calls)
 
 
 def _print(kb, rv) -> int:
+    """The answer, once its session has recorded what it returned (and its cursor, when cut)."""
+    from gsd_research.core import session
     from gsd_research.core.output import emit, success
 
     if not isinstance(rv, dict):
         return 0
     if kb.json or kb.pretty:
-        emit(success(kb.command or "researcher", rv), kb.pretty)
+        emit(session.commit(success(kb.command or "researcher", rv)), kb.pretty)
         return 0
     from gsd_research.researcher.render import render
 
-    render(kb.command or "", rv)
+    render(kb.command or "", session.commit(rv))
     return 0
 

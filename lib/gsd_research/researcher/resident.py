@@ -21,7 +21,7 @@ from pathlib import Path
 IDLE_ENV = "GSD_RESEARCH_RESIDENT_IDLE"
 DEFAULT_IDLE = 300.0
 MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes
-PROTOCOL = 2  # 2: requests carry max_tokens
+PROTOCOL = 3  # 2: requests carry max_tokens; 3: and the session, whose ledger changes come back
 CONNECT_TIMEOUT = 1.0  # seconds; a listening process accepts at once (the kernel does, even a stopped one)
 REPLY_MIN, REPLY_MAX, REPLY_DEFAULT = 2.0, 8.0, 5.0  # bounds of the wait for an answer (seconds)
 REPLY_MARGIN = 20  # times the resident process's own measured search time

@@ -132,16 +132,19 @@ class Server:
             return _fallback("another environment"), False
         if self.stale():
             return _fallback("an index or the configuration changed"), True
+        from gsd_research.core.session import Ledger
+
         try:
             self.kb.pretty = bool(request.get("pretty"))  # the budget counts the answer as the caller prints it
+            led = Ledger(str(request["session"]) if request.get("session") else None, bool(request.get("fresh")))
             payload = search_cmd.run_one(self.kb, str(request["query"]), request.get("repo"),
                                          int(request["n_fragments"]), int(request["n_documents"]),
-                                         str(request["mode"]), int(request.get("max_tokens") or 2000))
+                                         str(request["mode"]), int(request.get("max_tokens") or 2000), led)
         except Exception:  # noqa: BLE001 - errors are reported by the caller's own search, not from here
             return _fallback("the search failed"), False
         if self.stale():  # re-indexed while searching: the answer may mix old and new
             return _fallback("an index changed"), True
-        return {"ok": payload}, False
+        return {"ok": payload, "ledger": led.handoff()}, False
 
     def read(self, conn: socket.socket) -> bytes | None:
         """The request, read within READ_TIMEOUT in all; None when it is too slow or too big."""

@@ -55,7 +55,9 @@ def _document_measure(doc: dict) -> int:
     return document_tokens(doc)
 
 
-def run_one(kb, text: str, repo_name, n_fragments: int, n_documents: int, mode: str, max_tokens: int) -> dict:
+def run_one(kb, text: str, repo_name, n_fragments: int, n_documents: int, mode: str, max_tokens: int,
+            led=None) -> dict:
+    """One query's answer; with `led` (the call's session ledger) its references and cursor (see answer)."""
     from gsd_research.core.output import set_command, set_pretty
 
     started = time.perf_counter()
@@ -71,7 +73,7 @@ def run_one(kb, text: str, repo_name, n_fragments: int, n_documents: int, mode: 
     set_command(kb.command or "search")
     set_pretty(getattr(kb, "pretty", False))
     return answer(ranking, {"query": text, "metadata": meta}, {r.name: r.path for r in repos}, max_tokens,
-                  _document_measure)
+                  _document_measure, led=led)
 
 
 def _read_queries(path: str) -> list[tuple[int, object, str | None, dict | None]]:
@@ -108,10 +110,18 @@ def _read_queries(path: str) -> list[tuple[int, object, str | None, dict | None]
 
 
 def _line(n: int, qid, query: str, ranking, roots: dict[str, str], max_tokens: int, skipped: list[dict]) -> dict:
+    """One query's line; a line cut by its budget carries its own cursor, written before the line is printed
+    (no references: each line stands alone)."""
+    from gsd_research.core import session
+
     meta = {"skipped_repositories": skipped} if skipped else {}
+    led = session.Ledger(None, True)
     try:
-        return answer(ranking, {"id": qid, "line": n, "query": query, "metadata": meta}, roots, max_tokens,
-                      compact_tokens)
+        line = answer(ranking, {"id": qid, "line": n, "query": query, "metadata": meta}, roots, max_tokens,
+                      compact_tokens, led=led)
+        if led.cursor is not None:
+            session.write_cursor(led.cursor_token, led.cursor)
+        return line
     except UsageError as exc:
         return {"id": qid, "line": n, "query": None, "error": exc.to_dict()}
 
