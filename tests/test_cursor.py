@@ -80,3 +80,20 @@ def test_following_next_gives_the_rest_without_repeating_and_ends(cli, env, name
     assert all(p["success"] and p["command"] == name and p["metadata"]["tokens_used"] <= int(SMALL) for p in pages)
     pieces = [piece for page in pages for piece in passages(page, key, text_key)]
     assert join(pieces) == join(passages(whole, key, text_key))
+
+
+@pytest.mark.parametrize("name", ["docs", "search", "recall"])
+@pytest.mark.parametrize("budget", ["100", "120", "160"])
+def test_a_cursor_followed_with_a_tiny_budget_returns_a_passage_or_refuses(cli, env, name, budget):
+    args, key, text_key, prepare = CASES[name]
+    if prepare:
+        prepare(cli, env)
+    token = shlex.split(cli(*args, "--max-tokens", SMALL).json["metadata"]["next"])[-1]
+
+    follow = cli("expand", token, "--max-tokens", budget)
+
+    if follow.code == 0:  # within its budget, with something returned, and never the same cursor again
+        assert follow.json["metadata"]["tokens_used"] <= int(budget) and follow.json[key]
+        assert shlex.split(follow.json["metadata"].get("next", "x"))[-1] != token
+    else:
+        assert follow.json["error"]["code"] == "USAGE_ERROR" and "too small" in follow.json["error"]["message"]

@@ -136,10 +136,15 @@ def test_parallel_calls_of_one_session_keep_its_ledger_whole(run_bin, fake, home
     assert codes == [0] * len(queries) and data["calls"] == len(queries) and data["passages"]
 
 
-def test_a_damaged_ledger_is_set_aside_and_the_call_still_answers(cli, fake, home):
+@pytest.mark.parametrize("damage", [
+    '{"passages": [tru',  # cut short
+    '{"v": 1, "calls": "x", "tokens": 0, "passages": {}}',  # valid JSON, a count of the wrong type
+    '{"v": 1, "calls": 1, "tokens": 0, "passages": {"abc": "text"}}',  # a passage that is no entry
+])
+def test_a_damaged_ledger_is_set_aside_and_the_call_still_answers(cli, fake, home, damage):
     cli(*DOCS, "--session", "s1")
     [path] = ledger_files(home)
-    path.write_text('{"passages": [tru')
+    path.write_text(damage)
 
     result = cli(*DOCS, "--session", "s1")
 

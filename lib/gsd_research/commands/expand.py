@@ -9,7 +9,7 @@ from gsd_research.core import session
 from gsd_research.core.budget import fit_results, fit_text
 from gsd_research.core.errors import UsageError
 from gsd_research.core.runtime import agent_command
-from gsd_research.core.untrusted import seal
+from gsd_research.core.untrusted import guard_text, seal
 
 
 @agent_command("expand")
@@ -31,9 +31,20 @@ def expand(rt, token: str):
         raise UsageError(f"This session has no passage {token[:40]}",
                          suggestions=["It may have been pruned: run the original command again with --fresh"])
     _pid, entry = found
+    content, warnings = guard_text(str(entry.get("text", "")), "content")
     doc = seal({"ref": token, "source": entry.get("source", ""), "seen": entry.get("where", ""),
-                "content": entry.get("text", ""), "metadata": {}}, ("source", "content"))
+                "content": content, **_flags(warnings), "metadata": {}}, ("source", "content"))
     return fit_text(doc, ("content",), rt.max_tokens, dedupe=False)
+
+
+def _flags(warnings: list[dict]) -> dict:
+    return {"injection_flagged": True, "injection_warnings": warnings[:10]} if warnings else {}
+
+
+def _flagged(doc: dict, warnings: list[dict]) -> dict:
+    """`doc` with the flags of the external text it now carries, before its metadata."""
+    out = {k: v for k, v in doc.items() if k != "metadata"}
+    return {**out, **_flags(warnings), "metadata": doc.get("metadata", {})}
 
 
 def _continue(rt, token: str) -> dict:
@@ -44,8 +55,16 @@ def _continue(rt, token: str) -> dict:
                          suggestions=["Run the original command again"])
     if cursor.get("command"):
         rt.command = cursor["command"]
-    doc = cursor["frame"]
+    doc, fenced = cursor["frame"], "untrusted" in cursor["frame"]
     if cursor.get("kind") == "text":
-        doc[cursor["key"]] = cursor["text"]
+        text, warnings = guard_text(cursor["text"], cursor["key"]) if fenced else (cursor["text"], [])
+        doc = _flagged({**doc, cursor["key"]: text}, warnings)
         return fit_text(doc, (cursor["key"],), rt.max_tokens)
-    return fit_results(doc, cursor["items"], rt.max_tokens, text_key=cursor["text_key"], results_key=cursor["key"])
+    items, warnings = cursor["items"], []
+    if fenced:  # external text, guarded as every answer guards it (its first page's flags were its own)
+        items = [dict(item) for item in items]
+        for i, item in enumerate(items):
+            item[cursor["text_key"]], found = guard_text(item.get(cursor["text_key"]), f"{cursor['key']}[{i}]")
+            warnings += found
+    doc = _flagged(doc, warnings)
+    return fit_results(doc, items, rt.max_tokens, text_key=cursor["text_key"], results_key=cursor["key"])

@@ -82,6 +82,10 @@ def fit_results(doc: dict, results: list[dict], max_tokens: int, *, text_key: st
     doc["metadata"] = doc.pop("metadata")  # results first, metadata last, as in DESIGN.md
     _settle(doc, results_key, text_key, max_tokens)
     _session_results(doc, meta, led, results, pids, frame, results_key, text_key, max_tokens)
+    if meta["tokens_used"] > max_tokens or (meta.get("next") and not doc[results_key]):
+        need = meta["tokens_used"] + (MIN_CUT_TOKENS if not doc[results_key] else 0)
+        raise UsageError(f"--max-tokens {max_tokens} is too small for this answer (it needs {need} or more "
+                         "to return a passage)", suggestions=[f"Use --max-tokens {max(need + 200, 500)} or more"])
     return doc
 
 
@@ -133,6 +137,11 @@ def _command() -> str | None:
 
 
 def _source(item: dict) -> str:
+    """Where a passage comes from, part of its identity in the session: a page's URL, a knowledge-base
+    passage's `repository:document_path` (as researcher search names it, so a continuation's passage is the
+    first answer's)."""
+    if item.get("document_path") and not item.get("url"):
+        return f"{item.get('repository', '')}:{item['document_path']}"
     return str(item.get("url") or item.get("source_url") or item.get("source") or item.get("title") or "")
 
 

@@ -20,7 +20,7 @@ MAX_PASSAGE_CHARS = 20_000
 SESSION_DAYS = 7
 KEEP_SESSIONS = 64
 CURSOR_HOURS = 24
-KEEP_CURSORS = 256
+KEEP_CURSORS = 2048  # a queries file's lines and parallel researchers' chains: each call's own kept
 REF_CHARS = 10
 CURSOR_DIGITS = 12  # digits only: cl100k counts them in threes, so every token costs what its placeholder did
 EXPAND = "gsd-research expand"
@@ -157,7 +157,9 @@ def _load(path: Path) -> dict:
     try:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
-        if not isinstance(data, dict) or not isinstance(data.get("passages"), dict):
+        if not isinstance(data, dict) or not isinstance(data.get("passages"), dict) or not all(
+                isinstance(data.get(k, 0), int) for k in ("calls", "tokens")) or not all(
+                isinstance(e, dict) for e in data["passages"].values()):
             raise ValueError("not a ledger")
         return data
     except FileNotFoundError:

@@ -194,7 +194,7 @@ class AnswerBuilder:
             cut, fewer = self._choose({**shell, "metadata": {**shell.get("metadata", {}), "next": PLACEHOLDER_NEXT}})
         except UsageError:  # a budget too small for the cursor too: the answer as it was, without one
             return self._returned(out, chosen)
-        if chosen and not fewer:  # the cursor would take the only passage's room
+        if not fewer:  # the cursor would take the only passage's room (or nothing fits): no cursor to follow
             return self._returned(out, chosen)
         out, chosen = cut, fewer
         rest = self._rest(chosen)

@@ -239,13 +239,17 @@ def search(kb, query, repo_name, n_fragments, n_documents, mode, queries_file, m
     from gsd_research.core import session
     from gsd_research.researcher import resident
 
-    led = session.current()
+    # references and cursors are for agents (JSON): the human answer is cut again as printed, so what it shows
+    # is not what a ledger would record
+    led = session.current() if kb.json or kb.pretty else None
     local = kb.chroma_url is None
     answer = resident.ask({"query": text, "repo": repo_name, "n_fragments": n_fragments,
-                           "n_documents": n_documents, "mode": mode, "max_tokens": max_tokens,
-                           "pretty": kb.pretty, "session": led.sid, "fresh": led.fresh}) if local else None
+                           "n_documents": n_documents, "mode": mode, "max_tokens": max_tokens, "pretty": kb.pretty,
+                           "ledger": led is not None, "session": led and led.sid,
+                           "fresh": bool(led and led.fresh)}) if local else None
     if answer is not None:
-        led.adopt(answer.get("ledger"))
+        if led is not None:
+            led.adopt(answer.get("ledger"))
         return answer["ok"]
     payload = search_cmd.run_one(kb, text, repo_name, n_fragments, n_documents, mode, max_tokens, led)
     if local:

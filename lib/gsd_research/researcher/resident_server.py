@@ -136,7 +136,8 @@ class Server:
 
         try:
             self.kb.pretty = bool(request.get("pretty"))  # the budget counts the answer as the caller prints it
-            led = Ledger(str(request["session"]) if request.get("session") else None, bool(request.get("fresh")))
+            led = Ledger(str(request["session"]) if request.get("session") else None, bool(request.get("fresh"))) \
+                if request.get("ledger") else None  # the caller's: JSON answers carry references and cursors
             payload = search_cmd.run_one(self.kb, str(request["query"]), request.get("repo"),
                                          int(request["n_fragments"]), int(request["n_documents"]),
                                          str(request["mode"]), int(request.get("max_tokens") or 2000), led)
@@ -144,7 +145,7 @@ class Server:
             return _fallback("the search failed"), False
         if self.stale():  # re-indexed while searching: the answer may mix old and new
             return _fallback("an index changed"), True
-        return {"ok": payload, "ledger": led.handoff()}, False
+        return {"ok": payload, "ledger": led.handoff() if led is not None else None}, False
 
     def read(self, conn: socket.socket) -> bytes | None:
         """The request, read within READ_TIMEOUT in all; None when it is too slow or too big."""
