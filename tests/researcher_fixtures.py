@@ -150,6 +150,50 @@ def next_process() -> None:
     gc.collect()
 
 
+_INDEXED: dict[tuple, Path] = {}
+
+
+def indexed_copy(tmp_path: Path, home: Path, name: str, docs: dict[str, str], folder: str = "repo") -> Path:
+    """This test's own copy of a repository `name` holding `docs`, added and indexed: the index is built once per
+    test process (into a private temporary directory) and copied into the test's GSD_RESEARCH_HOME, with the
+    repository's files copied to tmp_path/folder and the registry pointed at them. The same state as
+    `researcher repo add` + `researcher index` made there, without paying the embedding per test."""
+    import tempfile
+
+    key = (name, tuple(sorted(docs.items())))
+    if key not in _INDEXED:
+        base = Path(tempfile.mkdtemp(prefix="gsd-indexed-"))
+        _INDEXED[key] = base
+        saved = os.environ["GSD_RESEARCH_HOME"]
+        template_home = base / "home"
+        template_home.mkdir()
+        (template_home / "config.yaml").write_bytes((home / "config.yaml").read_bytes())
+        os.environ["GSD_RESEARCH_HOME"] = str(template_home)
+        try:
+            seed_model()
+            root = make_repo(base / "repo", docs)
+            assert kb("repo", "add", name, str(root), "--json").code == 0
+            assert kb("index", name, "--json").code == 0
+            next_process()  # the stores closed before they are copied
+        finally:
+            os.environ["GSD_RESEARCH_HOME"] = saved
+    base = _INDEXED[key]
+    seed_model()
+    root = tmp_path / folder
+    shutil.copytree(base / "repo", root)
+    for part in ("researcher.yaml", "repositories", ".gsd-research-state"):
+        source = base / "home" / part
+        if source.is_dir():
+            shutil.copytree(source, home / part, symlinks=True, dirs_exist_ok=True)
+        elif source.exists():
+            shutil.copy2(source, home / part)
+    registry = home / "researcher.yaml"
+    text = registry.read_text()
+    assert f"path: {base / 'repo'}\n" in text, text
+    registry.write_text(text.replace(f"path: {base / 'repo'}\n", f"path: {root}\n"))
+    return root
+
+
 # A separate process, as a user or another tool would: the collection deleted, or some documents' vectors.
 _EMPTY = ("import sys, chromadb; from chromadb.config import Settings; "
           "c = chromadb.PersistentClient(path=sys.argv[1], settings=Settings(anonymized_telemetry=False)); "

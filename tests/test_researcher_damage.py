@@ -21,6 +21,7 @@ from tests.researcher_fixtures import (
 from tests.researcher_fixtures import (
     QUERY,
     empty_vectors,
+    indexed_copy,
     kb,
     make_repo,
     next_process,
@@ -239,10 +240,7 @@ MATRIX: list[tuple[str, Damage, str | None]] = [  # (damage, what search says be
 
 @pytest.mark.parametrize("harm, named", [row[1:] for row in MATRIX], ids=[row[0] for row in MATRIX])
 def test_every_damage_is_named_then_repaired_by_the_index_run(tmp_path, home, harm, named):
-    seed_model()
-    root = make_repo(tmp_path / "repo", DOCS)
-    assert kb("repo", "add", "r", str(root), "--json").code == 0
-    _index()
+    root = indexed_copy(tmp_path, home, "r", DOCS)
     state = home / "repositories" / "r"
     before: list[str] = []
     harm(state, root, tmp_path, lambda: before.extend(_top5()))
@@ -333,9 +331,7 @@ def test_an_index_run_in_progress_is_no_damage_to_a_search(tmp_path, home):
     from gsd_research.researcher.gateways.lock_gateway import RepositoryLock
     from gsd_research.researcher.state import StateGateway
 
-    seed_model()
-    kb("repo", "add", "r", str(make_repo(tmp_path / "repo", DOCS)), "--json")
-    _index()
+    indexed_copy(tmp_path, home, "r", DOCS)
     state = home / "repositories" / "r"
 
     with RepositoryLock(state, "researcher index r").hold():

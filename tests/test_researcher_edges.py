@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.researcher_fixtures import kb, make_repo, seed_model
+from tests.researcher_fixtures import indexed_copy, kb, seed_model
 
 
 @pytest.fixture
@@ -16,11 +16,8 @@ def tools(tmp_path, home):
     from gsd_research.researcher.mcp_server import KnowledgeBaseTools
     from gsd_research.researcher.service_factory import ServiceFactory
 
-    seed_model()
-    root = make_repo(tmp_path / "repo", {"a.md": "# A\n\nThe axolotl regrows limbs.\n",
-                                         "b.md": "# B\n\nThe okapi is shy.\n"})
-    kb("repo", "add", "r", str(root), "--json")
-    kb("index", "r", "--json")
+    indexed_copy(tmp_path, home, "r", {"a.md": "# A\n\nThe axolotl regrows limbs.\n",
+                                       "b.md": "# B\n\nThe okapi is shy.\n"})
     return KnowledgeBaseTools(ServiceFactory())
 
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.researcher_fixtures import DOCS, kb, make_repo, seed_model
+from tests.researcher_fixtures import DOCS, indexed_copy, kb
 
 QUERY = "ERR_WIDGET_4711 install the widget toolkit"
 LONG = {f"long/part{i}.md": f"# Widget part {i}\n\n" + " ".join(
@@ -18,9 +18,7 @@ LONG = {f"long/part{i}.md": f"# Widget part {i}\n\n" + " ".join(
 
 @pytest.fixture
 def indexed(tmp_path, home):
-    seed_model()
-    kb("repo", "add", "docs", str(make_repo(tmp_path / "docs", {**DOCS, **LONG})), "--json")
-    assert kb("index", "--json").code == 0
+    indexed_copy(tmp_path, home, "docs", {**DOCS, **LONG}, folder="docs")
 
 
 def both(budget: int, *args: str):

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.researcher_fixtures import kb, make_repo, seed_model
+from tests.researcher_fixtures import DOCS, indexed_copy, kb
 
 
 def _wait_for_resident(timeout: float = 180.0) -> int:
@@ -66,15 +66,12 @@ def _without_timing(doc: dict) -> dict:
 
 
 @pytest.fixture
-def indexed(tmp_path, monkeypatch):
+def indexed(tmp_path, home, monkeypatch):
     from gsd_research.researcher import resident
 
-    seed_model()
     if resident.socket_path() is None:
         pytest.skip("the test home's path is too long for a Unix socket")
-    root = make_repo(tmp_path / "repo")
-    assert kb("repo", "add", "d", str(root), "--json").code == 0
-    assert kb("index", "d", "--json").code == 0
+    root = indexed_copy(tmp_path, home, "d", DOCS)
     monkeypatch.setenv("GSD_RESEARCH_RESIDENT_IDLE", "120")
     return root
 
