@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from gsd_research.core import session
-from gsd_research.core.budget import fit_results, fit_text
+from gsd_research.core.budget import MIN_CUT_TOKENS, fit_results, fit_text
 from gsd_research.core.errors import UsageError
 from gsd_research.core.runtime import agent_command
 from gsd_research.core.untrusted import guard_text, seal
@@ -66,5 +66,11 @@ def _continue(rt, token: str) -> dict:
         for i, item in enumerate(items):
             item[cursor["text_key"]], found = guard_text(item.get(cursor["text_key"]), f"{cursor['key']}[{i}]")
             warnings += found
-    doc = _flagged(doc, warnings)
-    return fit_results(doc, items, rt.max_tokens, text_key=cursor["text_key"], results_key=cursor["key"])
+    doc = fit_results(_flagged(doc, warnings), items, rt.max_tokens, text_key=cursor["text_key"],
+                      results_key=cursor["key"])
+    meta = doc["metadata"]
+    if meta["tokens_used"] > rt.max_tokens or not doc[cursor["key"]]:  # over, or a cursor to itself: never ends
+        need = meta["tokens_used"] + (0 if doc[cursor["key"]] else MIN_CUT_TOKENS)
+        raise UsageError(f"--max-tokens {rt.max_tokens} is too small to continue this answer (it needs {need} or "
+                         "more to return a passage)", suggestions=[f"Use --max-tokens {max(need + 200, 500)} or more"])
+    return doc

@@ -82,10 +82,6 @@ def fit_results(doc: dict, results: list[dict], max_tokens: int, *, text_key: st
     doc["metadata"] = doc.pop("metadata")  # results first, metadata last, as in DESIGN.md
     _settle(doc, results_key, text_key, max_tokens)
     _session_results(doc, meta, led, results, pids, frame, results_key, text_key, max_tokens)
-    if meta["tokens_used"] > max_tokens or (meta.get("next") and not doc[results_key]):
-        need = meta["tokens_used"] + (MIN_CUT_TOKENS if not doc[results_key] else 0)
-        raise UsageError(f"--max-tokens {max_tokens} is too small for this answer (it needs {need} or more "
-                         "to return a passage)", suggestions=[f"Use --max-tokens {max(need + 200, 500)} or more"])
     return doc
 
 

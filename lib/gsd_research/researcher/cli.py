@@ -215,6 +215,7 @@ def remove(kb, name, document):
 
 @kb_command(cli, "search")
 @click.argument("query", nargs=-1)
+@session_options
 @click.option("--repo", "repo_name", default=None, help="Search only this repository.")
 @click.option("--fragments", "n_fragments", type=click.IntRange(0, 200), default=10, show_default=True)
 @click.option("--documents", "n_documents", type=click.IntRange(0, 100), default=5, show_default=True)
@@ -224,7 +225,6 @@ def remove(kb, name, document):
               help='JSON lines {"id": ..., "query": ...}; one JSON line out per query, in input order.')
 @click.option("--max-tokens", type=click.IntRange(1, 1_000_000), default=2000, show_default=True,
               help="Bound of one answer (each line with --queries-file), in cl100k tokens.")
-@session_options
 def search(kb, query, repo_name, n_fragments, n_documents, mode, queries_file, max_tokens):
     """Search the indexed repositories for QUERY."""
     from gsd_research.researcher import search_cmd

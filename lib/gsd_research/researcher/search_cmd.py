@@ -57,7 +57,7 @@ def _document_measure(doc: dict) -> int:
 
 def run_one(kb, text: str, repo_name, n_fragments: int, n_documents: int, mode: str, max_tokens: int,
             led=None) -> dict:
-    """One query's answer; with `led` (the call's session ledger) its references and cursor (see answer)."""
+    """The answer to `text`; `led`, the ledger of the session, adds references and a cursor (see answer)."""
     from gsd_research.core.output import set_command, set_pretty
 
     started = time.perf_counter()
