@@ -110,14 +110,14 @@ def _session_results(doc: dict, meta: dict, led, results: list[dict], pids: list
     if meta.get("next") == PLACEHOLDER_NEXT:
         rest = _rest_results(doc[results_key], results, text_key) if meta["truncated"] else []
         if rest:
-            meta["next"] = led.mint_cursor({"command": _command(), "kind": "results", "frame": frame,
+            meta["next"] = led.mint_cursor({"command": current_command(), "kind": "results", "frame": frame,
                                             "key": results_key, "text_key": text_key, "items": rest})
         else:
             del meta["next"]
     for item, (pid, offset, whole, _origin) in zip(doc[results_key], pids, strict=False):
         if REF not in item and pid:
             shown = offset + len(str(item.get(text_key, ""))) if item.get("truncated") else len(whole)
-            led.returned(pid, whole[:shown], _source(item), whole=shown >= len(whole))
+            led.returned(pid, whole[:shown], source_of(item), whole=shown >= len(whole))
     if any(REF in item for item in doc[results_key]):
         meta["expand"] = f"{session.EXPAND} REF"
     _settle(doc, results_key, text_key, max_tokens)
@@ -126,13 +126,13 @@ def _session_results(doc: dict, meta: dict, led, results: list[dict], pids: list
 PLACEHOLDER_NEXT = f"{session.EXPAND} c{'0' * session.CURSOR_DIGITS}"
 
 
-def _command() -> str | None:
+def current_command() -> str | None:
     from gsd_research.core import output
 
     return output._COMMAND
 
 
-def _source(item: dict) -> str:
+def source_of(item: dict) -> str:
     """Where a passage comes from, part of its identity in the session: a page's URL, a knowledge-base
     passage's `repository:document_path` (as researcher search names it, so a continuation's passage is the
     first answer's)."""
@@ -152,7 +152,7 @@ def _dedupe(results: list[dict], text_key: str, led) -> tuple[list[dict], list[t
             out.append(item)
             pids.append(("", 0, text, index))
             continue
-        pid = session.passage_id(text, _source(item))
+        pid = session.passage_id(text, source_of(item))
         entry = led.seen(pid)
         if entry is not None:
             out.append(led.reference(pid, entry))
@@ -288,7 +288,7 @@ def fit_text(doc: dict, field_path: tuple[str, ...], max_tokens: int, *, dedupe:
     frame = session.shell(doc, field_path[0]) if len(field_path) == 1 else None
     if dedupe:
         _dedupe_siblings(doc, field_path[0], led)
-    pid = session.passage_id(text, _source(doc))
+    pid = session.passage_id(text, source_of(doc))
     seen = led.seen(pid) if dedupe and text else None
     if seen is not None:  # what described the text (its title, how it was made) went with it too
         _drop_described(doc, meta, field_path[0])
@@ -326,13 +326,13 @@ def _text_cursor(doc: dict, meta: dict, led, frame, key: str, text: str, cut: st
     rest = text[len(cut):].lstrip() if cut and text.startswith(cut) and len(cut) < len(text) else ""
     if meta.get("next") == PLACEHOLDER_NEXT:
         if rest:
-            meta["next"] = led.mint_cursor({"command": _command(), "kind": "text", "frame": frame, "key": key,
+            meta["next"] = led.mint_cursor({"command": current_command(), "kind": "text", "frame": frame, "key": key,
                                             "text": rest})
         else:
             del meta["next"]
             meta["tokens_used"] = document_tokens(doc)
     if text and cut == text:
-        led.returned(pid, text, _source(doc))
+        led.returned(pid, text, source_of(doc))
 
 
 def drop_cut_warnings(doc: dict, results_key: str = "results", index_key: str = "result") -> dict:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gsd_research.core import session
+from gsd_research.core.budget import PLACEHOLDER_NEXT, current_command, source_of
 from gsd_research.core.config import MEMORY_REPOSITORY
 from gsd_research.core.errors import UsageError
 from gsd_research.core.tokens import count_tokens, cut_to_tokens
@@ -200,7 +201,7 @@ class AnswerBuilder:
         rest = self._rest(chosen)
         if rest:  # the token has the placeholder's length: the answer's size holds
             out["metadata"]["next"] = self.led.mint_cursor({
-                "command": _command(), "kind": "results", "key": "fragments", "text_key": "text",
+                "command": current_command(), "kind": "results", "key": "fragments", "text_key": "text",
                 "frame": _frame(out), "items": rest})
         else:
             del out["metadata"]["next"]
@@ -296,21 +297,13 @@ class AnswerBuilder:
         return out
 
 
-PLACEHOLDER_NEXT = f"{session.EXPAND} c{'0' * session.CURSOR_DIGITS}"
-
-
 def _pid(f: SearchResult) -> str:
     return session.passage_id(f.text, _source(f))
 
 
 def _source(f: SearchResult) -> str:
-    return f"{f.repository}:{f.document_path}"
-
-
-def _command() -> str | None:
-    from gsd_research.core import output
-
-    return output._COMMAND
+    """The passage's source as every continuation names it (one rule, in core.budget)."""
+    return source_of({"repository": f.repository, "document_path": f.document_path})
 
 
 def _frame(out: dict) -> dict:
