@@ -16,7 +16,10 @@ def exposed(root: Path) -> list[str]:
     """Everything under `root` (itself included) that the group or others may read, write or enter."""
     found = []
     for path in [root, *root.rglob("*")]:
-        mode = path.lstat().st_mode
+        try:
+            mode = path.lstat().st_mode
+        except FileNotFoundError:  # gone since it was listed (SQLite's -wal, when a background writer closes)
+            continue
         if stat.S_ISLNK(mode):
             continue
         if stat.S_IMODE(mode) & 0o077:
