@@ -33,6 +33,7 @@ WRAPPER = r"""
 import os, signal, sys
 from gsd_research.deep import store, result_cache
 patch, args = sys.argv[1], sys.argv[2:]
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a shell's background job starts with SIGINT ignored
 if patch == "term-after-job-json":  # SIGTERM the moment a new job's job.json is written
     original = store.write_json
     def write_json(path, doc, durable=True):

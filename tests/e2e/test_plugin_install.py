@@ -3,10 +3,11 @@
 A clean clone of the repository becomes the marketplace (`claude plugin marketplace add`, `claude plugin install
 research@gsd-research`) in a fresh HOME with no gsd-research environment anywhere (no install.sh, no .venv, no
 GSD_RESEARCH_* variables). Sessions (`claude -p` against the scripted fake Messages API) call gsd-research through
-the Bash tool against the fake Context7. The plugin builds its environment from requirements.lock with venv + pip;
-pip reads the locked wheels from a wheelhouse this test downloads once from PyPI with the same lock and hashes
-(PIP_FIND_LINKS + PIP_NO_INDEX, set for speed), so the product's path is the normal one; the only other
-variables are longer waits for a loaded machine (SLOW_MACHINE) and the fake servers' URLs.
+the Bash tool against the fake Context7. The plugin builds its environment from requirements.lock with uv, the
+route it takes when uv is on PATH, from uv's cache, which this test fills once with the same lock (UV_CACHE_DIR +
+UV_OFFLINE, set for speed), so the product's path is the normal one; the venv + pip route is tested with a small
+lock in tests/test_plugin_env.py. The only other variables are longer waits for a loaded machine (SLOW_MACHINE)
+and the fake servers' URLs.
 
 Note: the clone is of the committed tree (HEAD), not of uncommitted changes."""
 
@@ -15,6 +16,8 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import os
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -22,11 +25,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import BIN, ROOT
 from tests.e2e.conftest import E2E_DIR, client_home
 from tests.e2e.fake_anthropic import FakeAnthropic, request_text, tool_results
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+REAL_ENV = dict(os.environ)  # before any test sets HOME: where the developer's uv cache is
 DATA_DIR = Path(".claude") / "plugins" / "data" / "research-gsd-research"
 GSD_RESEARCHER = """---
 name: gsd-phase-researcher
@@ -77,11 +81,24 @@ def locked_wheelhouse() -> Path:
 
 
 @pytest.fixture(scope="session")
-def wheelhouse() -> Path:
-    try:
-        return locked_wheelhouse()
-    except RuntimeError as exc:
-        pytest.skip(str(exc))
+def uv_route(tmp_path_factory) -> dict:
+    """PATH with uv on it (and nothing else of ours), and uv's cache holding the locked wheels for the build
+    interpreter: filled here once, with this shell's network settings, so the plugin's build runs offline."""
+    uv, python = shutil.which("uv", path=f"{BIN}:{os.environ.get('PATH', '')}"), build_python()
+    if uv is None or python is None:
+        pytest.skip("uv (./test.sh installs it from the lock) or a system python3 is missing")
+    cache = subprocess.run([uv, "cache", "dir"], env=REAL_ENV, capture_output=True, text=True, timeout=30)
+    prime = tmp_path_factory.mktemp("uv-prime") / "venv"
+    subprocess.run([uv, "venv", "-q", "--python", python, str(prime)], env=REAL_ENV, check=True, timeout=120)
+    filled = subprocess.run([uv, "pip", "install", "-q", "--python", str(prime / "bin" / "python"), "--require-hashes",
+                             "-r", str(ROOT / "requirements.lock")], env=REAL_ENV, capture_output=True, text=True,
+                            timeout=900)
+    if filled.returncode != 0:
+        pytest.skip(f"could not fill uv's cache with the locked wheels: {filled.stderr.strip()[-300:]}")
+    shutil.rmtree(prime.parent)
+    folder = tmp_path_factory.mktemp("uv-bin")
+    (folder / "uv").symlink_to(uv)
+    return {"PATH": f"{folder}:/usr/bin:/bin", "UV_CACHE_DIR": cache.stdout.strip(), "UV_OFFLINE": "1"}
 
 
 @dataclass
@@ -188,10 +205,9 @@ SLOW_MACHINE = {"GSD_RESEARCH_ENV_WAIT": "300", "BASH_DEFAULT_TIMEOUT_MS": "3600
 
 
 @pytest.fixture(scope="module")
-def installed(claude_bin, tmp_path_factory, fake_server, wheelhouse) -> Install:
+def installed(claude_bin, tmp_path_factory, fake_server, uv_route) -> Install:
     return install_from_clone(claude_bin, tmp_path_factory.mktemp("plugin-install"),
-                              {"CONTEXT7_API_URL": fake_server.url + "/api", "PIP_NO_INDEX": "1",
-                               "PIP_FIND_LINKS": str(wheelhouse), **SLOW_MACHINE})
+                              {"CONTEXT7_API_URL": fake_server.url + "/api", **uv_route, **SLOW_MACHINE})
 
 
 CALLS = (bash("gsd-research --version"), bash("gsd-research docs react 'useEffect cleanup' --max-tokens 400"))
@@ -214,7 +230,7 @@ def test_marketplace_install_builds_on_first_use_reuses_then_rebuilds_once_after
     assert "SessionStart hook additional context: gsd-research is being prepared" in said
     assert "gsd-research is available" not in said
     built = installed.state()
-    assert built["state"] == "ready" and built["tool"] == "pip"
+    assert built["state"] == "ready" and built["tool"] == "uv"
     assert (installed.data / "current" / built["lock_sha256"][:16] / ".gsd-research-ready").exists()
 
     second = installed.session("Research React effects. " + steps(*CALLS), ALLOWED)
@@ -250,7 +266,7 @@ def test_marketplace_install_builds_on_first_use_reuses_then_rebuilds_once_after
     assert (installed.data / "current" / built["lock_sha256"][:16]).exists()  # the old version's, kept a while
     assert "gsd-research is available through Bash" in fourth.context()
     with capsys.disabled():
-        print(f"\n[plugin install] first session: build {built['seconds']} s (pip, locked wheels), first success "
+        print(f"\n[plugin install] first session: build {built['seconds']} s (uv, warm cache), first success "
               f"{first.first_success:.1f} s after start, session {first.seconds:.1f} s; second session: first "
               f"request {second.first_request:.1f} s, first success {second.first_success:.1f} s, session "
               f"{second.seconds:.1f} s; after the update: rebuild {rebuilt['seconds']} s, first success "
