@@ -144,11 +144,11 @@ def test_each_field_a_text_names_is_in_the_answer(stage, cli, run_bin, line):
     if JOB_WORDS & set(line.split()):
         job = cli("deep", "what is fastapi", "--async").json["conversation_id"]
     if line.startswith("researcher search"):
-        from tests.researcher_fixtures import seed_model
+        from tests.researcher_fixtures import kb, seed_model
 
         seed_model()
-        assert run_bin("researcher", "repo", "add", "notes", str(Path.cwd()), "--json").code == 0
-        assert run_bin("researcher", "index", "notes", "--json", timeout=300).code == 0
+        assert kb("repo", "add", "notes", str(Path.cwd()), "--json").code == 0
+        assert kb("index", "notes", "--json").code == 0
 
     doc = _run(cli, run_bin, line, stage, job).json
 
