@@ -32,7 +32,8 @@ from pathlib import Path
 
 from _common import ROOT
 from tests.e2e.conftest import CLAUDE, CLAUDE_CODE_VERSION
-from tests.e2e.test_plugin_install import CALLS, install_from_clone, locked_wheelhouse, result_json, steps
+from tests.e2e.fake_anthropic import result_json, steps
+from tests.e2e.plugin_fixtures import CALLS, install_from_clone, locked_wheelhouse
 from tests.fakes.server import make_server
 
 SYNC_SESSION_START = {

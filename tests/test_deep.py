@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.conftest import assert_no_traceback
-from tests.deep_fixtures import CANARY, SUBMIT, all_state_text, configure, job_dirs, read  # noqa: F401 - re-exported
+from tests.deep_fixtures import CANARY, SUBMIT, all_state_text, configure, job_dirs, read
 from tests.fakes.perplexity import paid
 from tests.injection import corpus
 

@@ -156,7 +156,7 @@ def test_search_keeps_each_result_the_result_set_and_the_report(cli, tavily, hom
 
 
 def test_deep_keeps_the_report_with_its_citations(cli, fake, home, monkeypatch):
-    from tests.test_deep import configure
+    from tests.deep_fixtures import configure
 
     monkeypatch.setenv("PERPLEXITY_API_KEY", "pplx-test-memory-0001")
     configure(home)
@@ -173,7 +173,7 @@ def test_deep_keeps_the_report_with_its_citations(cli, fake, home, monkeypatch):
 
 
 def test_a_deep_job_finished_by_the_worker_is_kept(cli, fake, home, monkeypatch):
-    from tests.test_deep import configure
+    from tests.deep_fixtures import configure
 
     monkeypatch.setenv("PERPLEXITY_API_KEY", "pplx-test-memory-0001")
     configure(home)
@@ -238,7 +238,7 @@ def test_memory_files_are_private(cli, pages, home):
 
 
 def test_a_deep_answer_served_again_from_the_cache_is_the_same_entry(cli, fake, home, monkeypatch):
-    from tests.test_deep import configure
+    from tests.deep_fixtures import configure
 
     monkeypatch.setenv("PERPLEXITY_API_KEY", "pplx-test-memory-0001")
     configure(home)

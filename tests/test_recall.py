@@ -121,7 +121,7 @@ def test_hostile_text_is_fenced_and_flagged(cli, pages):
 
 
 def test_search_results_and_deep_reports_are_recalled(cli, fake, home, monkeypatch):
-    from tests.test_deep import configure
+    from tests.deep_fixtures import configure
 
     monkeypatch.setenv("TAVILY_API_KEY", "tvly-test-recall-0001")
     monkeypatch.setenv("PERPLEXITY_API_KEY", "pplx-test-recall-0001")

@@ -165,7 +165,7 @@ def test_every_provider_failing_carries_no_provider_text(cli, fake, monkeypatch)
 # -- deep, jobs and the model chains ------------------------------------------------------------------
 
 def test_a_failed_deep_job_keeps_the_providers_reason_fenced(cli, fake, home, monkeypatch):
-    from tests.test_deep import configure
+    from tests.deep_fixtures import configure
 
     monkeypatch.setenv("PERPLEXITY_API_KEY", "pplx-errors-test")
     configure(home, deep={"max_attempts": 1})

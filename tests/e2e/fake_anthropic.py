@@ -168,3 +168,24 @@ class FakeAnthropic:
         if self._httpd:
             self._httpd.shutdown()
             self._httpd.server_close()
+
+
+# -- what a test scripts and reads -------------------------------------------------------------------
+
+def bash(command: str) -> dict:
+    return {"tool": "Bash", "input": {"command": command, "description": "run gsd-research"}}
+
+
+def steps(*calls: dict) -> str:
+    """A prompt part the fake model reads as the tool calls to make, in order."""
+    return MARKER + json.dumps(list(calls)) + ">>"
+
+
+def result_json(block: dict) -> dict:
+    """The JSON document of a Bash result (the tool puts 'Exit code N' and stderr lines around stdout)."""
+    content = block["content"]
+    text = content if isinstance(content, str) else "".join(c.get("text", "") for c in content)
+    documents = [line for line in text.splitlines() if line.startswith("{")]
+    if len(documents) != 1:
+        raise ValueError(f"expected one JSON document in {text!r}")
+    return json.loads(documents[0])

@@ -12,17 +12,9 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.e2e.conftest import clean_env
-from tests.e2e.fake_anthropic import request_text, tool_results
+from tests.e2e.fake_anthropic import bash, request_text, result_json, steps, tool_results
 
 pytestmark = pytest.mark.e2e
-
-
-def bash(command: str) -> dict:
-    return {"tool": "Bash", "input": {"command": command, "description": "run gsd-research"}}
-
-
-def steps(*calls: dict) -> str:
-    return "<<STEPS:" + json.dumps(list(calls)) + ">>"
 
 
 @pytest.fixture
@@ -54,12 +46,6 @@ def results_of(fake_api) -> list[dict]:
     main = [b for b in fake_api.messages() if "Research React" in request_text(b) or "Read the guide" in
             request_text(b)]
     return tool_results(main[-1]) if main else []
-
-
-def result_json(block: dict) -> dict:
-    content = block["content"]
-    text = content if isinstance(content, str) else "".join(c.get("text", "") for c in content)
-    return json.loads(text)
 
 
 def test_model_calls_gsd_research_through_bash_and_gets_json(claude, fake_api, fake, home):

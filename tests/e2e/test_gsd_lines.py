@@ -99,8 +99,7 @@ def test_a_spawned_gsd_researcher_gets_our_guidance_and_runs_our_commands_unprom
     gsd-phase-researcher, and after /research:setup's rules its Bash call runs with no prompt (print mode
     denies a call that would prompt)."""
     from tests.e2e.conftest import clean_env
-    from tests.e2e.fake_anthropic import request_text, tool_results
-    from tests.e2e.test_claude_code import bash, result_json, steps
+    from tests.e2e.fake_anthropic import bash, request_text, result_json, steps, tool_results
 
     user = Path(str(home)).parent / "user-home"
     (user / ".claude").mkdir(exist_ok=True)
@@ -134,7 +133,7 @@ def test_a_spawned_gsd_researcher_gets_our_guidance_and_runs_our_commands_unprom
 @pytest.mark.e2e
 @pytest.mark.parametrize("line", list(LINES))
 def test_gsd_installs_and_updates_keep_the_marketplace_plugin_enabled(claude_bin, tmp_path, line):
-    from tests.e2e.test_plugin_install import install_from_clone
+    from tests.e2e.plugin_fixtures import install_from_clone
 
     inst = install_from_clone(claude_bin, tmp_path, {})
 
