@@ -115,7 +115,9 @@ if [ "$ACTION" = install ]; then
   fi
   PY="$VENV/bin/python"
 else
-  if [ ${#GSD_PROJECTS[@]} -eq 0 ] && "$ROOT/bin/researcher" --help >/dev/null 2>&1; then  # the demo's knowledge-base repository
+  # The demo's knowledge-base repository, only when the demo made one (its docs folder is there): no
+  # knowledge-base start-up for an uninstall that has nothing of it to remove.
+  if [ ${#GSD_PROJECTS[@]} -eq 0 ] && [ -d "$DATA/plugin-docs" ] && "$ROOT/bin/researcher" --help >/dev/null 2>&1; then
     "$ROOT/bin/researcher" repo remove gsd-research-docs >/dev/null 2>&1 || true
   fi
   PY=""

@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from tests.conftest import ROOT
+from tests.conftest import MODEL_DIR, ROOT
 
 INSTALL = ROOT / "install.sh"
 USER_SETTINGS = """{
@@ -39,7 +39,22 @@ def install(*args: str, env: dict | None = None, script: Path = INSTALL) -> subp
     full = {k: v for k, v in os.environ.items() if k not in ("XDG_DATA_HOME", "CLAUDE_CONFIG_DIR",
                                                               "GSD_RESEARCH_VENV", "GSD_RESEARCH_BIN_DIR")}
     full.update(env or {})
+    if not {"--models-from", "--uninstall"} & set(args) and "GSD_RESEARCH_MODELS_DIR" not in full:
+        _model_already_there(Path(full["HOME"]))
     return subprocess.run(["bash", str(script), *args], capture_output=True, text=True, env=full, timeout=120)
+
+
+def _model_already_there(home: Path) -> None:
+    """Chroma's model linked where Chroma looks, as on a machine that has it, so that a run which is not about the
+    model does not copy its 90 MB from the shared/ folder beside the checkout (test_install_faults' model tests
+    pass --models-from; chroma_model.source's default is test_the_model_is_found_beside_the_checkout)."""
+    dest = home / ".cache" / "chroma" / "onnx_models" / "all-MiniLM-L6-v2" / "onnx"
+    if not (MODEL_DIR / "model.onnx").is_file() or os.path.lexists(dest / "model.onnx"):
+        return
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in MODEL_DIR.iterdir():
+        if not os.path.lexists(dest / f.name):
+            (dest / f.name).symlink_to(f)
 
 
 def snapshot(root: Path) -> dict:

@@ -18,6 +18,7 @@ import pytest
 
 from tests.install_fixtures import (
     GSD_CONFIG,
+    INSTALL,
     SETTINGS_REL,
     USER_SETTINGS,
     assert_registered,
@@ -270,7 +271,8 @@ def test_temporary_files_of_a_killed_run_are_removed_by_the_next(user_home):
 
 
 def test_a_run_killed_while_writing_a_large_settings_file_leaves_nothing_after_recovery(home, tmp_path):
-    big = json.dumps({"env": {f"K{i}": "v" * 100 for i in range(200_000)}}).encode()  # ~22 MB
+    # ~8 MB: the run spends ~0.3 s (far longer under load) between journaling and committing the write
+    big = json.dumps({"env": {f"K{i}": "v" * 100 for i in range(70_000)}}).encode()
     user, path = _settings_home(big)
     checkout = copy_checkout(tmp_path / "checkout")
     journal = user / DATA_REL / "install-journal.json"
@@ -463,6 +465,25 @@ def test_model_files_identical_to_ones_already_there_are_not_taken_over(user_hom
     assert install("--uninstall").returncode == 0
 
     assert sorted(p.name for p in dest.iterdir()) == ["tokenizer.json"]
+
+
+def test_the_model_is_found_beside_the_checkout_without_models_from(tmp_path):
+    """With no --models-from, the copy comes from a shared/models/chroma folder beside the checkout (in process:
+    a real run would copy the real 90 MB model)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("chroma_model", INSTALL.parent / "installer" / "chroma_model.py")
+    chroma_model = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(chroma_model)
+    src = tmp_path / "shared" / "models" / "chroma" / "all-MiniLM-L6-v2" / "onnx"
+    src.mkdir(parents=True)
+    for name in ("model.onnx", "tokenizer.json"):
+        (src / name).write_bytes(b"{}")
+
+    planned = chroma_model.planned(tmp_path / "home", "", tmp_path / "checkout", print)
+
+    dest = tmp_path / "home" / ".cache" / "chroma" / "onnx_models" / "all-MiniLM-L6-v2" / "onnx"
+    assert planned == [(src / n, dest / n) for n in ("model.onnx", "tokenizer.json")]
 
 
 # -- --gsd-project given oddly ------------------------------------------------------------------------------------
