@@ -18,7 +18,7 @@ import pytest
 
 from tests.plugin_env_fixtures import SESSION, TinyPlugin, age, context, envelope, wait_until
 
-pytestmark = pytest.mark.slow  # each build creates a venv with pip (~5 s)
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
@@ -280,6 +280,29 @@ def test_subagent_start_says_when_the_tools_are_not_there(plugin):
 
     assert "NOT available" in text and "Research with your usual tools" in text
     assert "gsd-research docs LIB" not in text
+
+
+# -- the installer -----------------------------------------------------------------------------------
+BUILD_WITH_BASE = ("import sys; sys.path.insert(0, sys.argv[1]); import bootstrap.build as b; "
+                   "b.base_python = lambda: (sys.argv[2], ''); sys.exit(b.build(sys.argv[1], sys.argv[3]))")
+
+
+@pytest.mark.parametrize("base_has_pip", [True, False], ids=["base pip", "no base pip"])
+def test_the_build_installs_with_the_base_pythons_pip_else_with_the_environments_own(plugin, tmp_path, base_has_pip):
+    """A base Python with pip >= 22.3 installs into a venv made without pip (no ensurepip: most of a small build);
+    one without pip gets the venv's own pip from ensurepip."""
+    base = "/usr/bin/python3"
+    if not base_has_pip:
+        subprocess.run([base, "-m", "venv", "--without-pip", str(tmp_path / "no-pip")], check=True)
+        base = str(tmp_path / "no-pip" / "bin" / "python")
+
+    build = subprocess.run([sys.executable, "-I", "-S", "-B", "-c", BUILD_WITH_BASE, str(plugin.root), base,
+                            str(plugin.data)], capture_output=True, text=True, env=plugin.env(), timeout=120)
+
+    assert build.returncode == 0, (plugin.data / "build.log").read_text()
+    assert envelope(plugin.launch("--version"))["tinydep"] == "1.0"
+    site = next(plugin.current().glob("lib/python3*/site-packages"))
+    assert (site / "pip").is_dir() is not base_has_pip
 
 
 # -- the uv route --------------------------------------------------------------------------------------
