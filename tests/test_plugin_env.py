@@ -201,11 +201,11 @@ def test_two_versions_side_by_side_build_once_each_and_never_again(plugin, tmp_p
     assert plugin.envs() == sorted([old.current().name, new.current().name])
 
 
-def test_each_version_runs_its_own_code_and_so_do_its_workers(plugin, tmp_path):
+def test_each_version_runs_its_own_code_and_so_do_its_workers(ready_plugin, tmp_path):
     """Two plugin roots with the same lock share one environment; each launcher (and a `python -m` child it
     starts, as a detached deep worker) imports its own root's gsd_research."""
-    cache = plugin.data.parents[1] / "cache" / "gsd-research" / "research"
-    plugin, other = plugin.copy(cache / "0.1.0"), plugin.copy(cache / "0.1.1")
+    cache = ready_plugin.data.parents[1] / "cache" / "gsd-research" / "research"
+    plugin, other = ready_plugin.copy(cache / "0.1.0"), ready_plugin.copy(cache / "0.1.1")
     for p in (plugin, other, plugin):
         out = envelope(p.launch("--version"))
         assert out["package_file"] == str(p.root / "lib" / "gsd_research" / "cli.py")
