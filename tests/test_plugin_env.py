@@ -144,19 +144,6 @@ def test_a_failed_build_is_reported_with_the_fix_and_not_retried_at_once(plugin)
     assert plugin.state()["state"] == "failed" and plugin.state()["finished_at"] == failed_at  # not rebuilt
 
 
-def test_after_a_fixed_cause_the_fix_command_builds(plugin):
-    plugin.use_version("1.0", bad_hash=True)
-    assert plugin.launch("--version").returncode == 3
-    plugin.use_version("1.0")  # the cause fixed (here: a correct lock)
-
-    fix = subprocess.run([sys.executable, str(plugin.root / "bootstrap"), "build",
-                          str(plugin.root), str(plugin.data)], capture_output=True, text=True, env=plugin.env(),
-                         timeout=120)
-
-    assert fix.returncode == 0 and json.loads(fix.stdout)["state"] == "ready"
-    assert envelope(plugin.launch("--version"))["tinydep"] == "1.0"
-
-
 def test_a_plugin_without_its_lock_is_a_clear_failure(plugin):
     (plugin.root / "requirements.lock").unlink()
 

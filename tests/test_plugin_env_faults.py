@@ -253,6 +253,7 @@ def test_a_marker_with_wrong_types_means_not_ready(ready_plugin):
 
 # -- 6. fixes are safe to paste ----------------------------------------------------------------------------
 def test_the_suggested_fix_quotes_hostile_paths_and_runs_as_is(tmp_path):
+    """Once the cause is fixed, the fix pasted into a shell builds the environment the launcher then runs on."""
     base = tmp_path / "base"
     base.mkdir()
     plugin = TinyPlugin(base)
@@ -272,6 +273,7 @@ def test_the_suggested_fix_quotes_hostile_paths_and_runs_as_is(tmp_path):
 
     assert os.listdir(work) == [] and not list(base.glob("pwned*"))
     assert proc.returncode == 0 and json.loads(proc.stdout)["state"] == "ready", proc.stderr
+    assert envelope(plugin.launch("--version"))["tinydep"] == "1.0"
     assert shlex.split(err["suggestions"][1].split(": ", 1)[1]) == ["bash", str(plugin.root / "install.sh")]
 
 
