@@ -40,6 +40,7 @@ from bootstrap.verdict import Status, build_running, marker_problem, read_state
 STEP_TIMEOUT = 1800  # seconds for one installer step (a stalled network must not hold the lock forever)
 SMOKE = "import sys; sys.path.insert(0, sys.argv[1]); import gsd_research.cli, gsd_research.researcher.cli"
 PROBE = "import os, sys; print(os.path.realpath(sys.executable)); print('%d.%d.%d' % sys.version_info[:3])"
+PIP_PYTHON_OPTION = (22, 3)  # the first pip with `--python`
 DISK_FULL = ("No space left on device", "[Errno 28]", "ENOSPC")
 
 
@@ -97,6 +98,17 @@ def base_python() -> tuple[str | None, str]:
         if path:
             return path, ""
     return None, f"gsd-research needs Python 3.10 or newer (found {sys.version.split()[0]} at {sys.executable})"
+
+
+def has_pip_python_option(base: str) -> bool:
+    """Whether `base` has a pip that installs into another environment (`pip --python`, pip >= 22.3)."""
+    try:
+        out = subprocess.run([base, "-c", "import pip; print(pip.__version__)"], stdin=subprocess.DEVNULL,
+                             capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    found = re.match(r"(\d+)\.(\d+)", out.strip())
+    return bool(found) and (int(found[1]), int(found[2])) >= PIP_PYTHON_OPTION
 
 
 def stop_leftovers(data: str, state: dict) -> None:
@@ -172,11 +184,15 @@ class Build:
         return False
 
     def install_with_pip(self, base: str) -> str:
+        """With the base's own pip into a venv without one when it can (ensurepip is most of a small build's
+        time, and nothing runs pip in the environment later), else with the pip ensurepip puts in the venv."""
         self.save(tool="pip", step="creating the virtual environment")
-        if not self.run("venv", base, "-m", "venv", self.target):
+        own = has_pip_python_option(base)
+        if not self.run("venv", base, "-m", "venv", *(["--without-pip"] if own else []), self.target):
             return f"`{base} -m venv` failed (Debian/Ubuntu: apt install python3-venv; or install uv)"
         self.save(step=f"installing {locked_count(self.root)} locked packages with pip")
-        if not self.run("install", python_of(self.target), "-m", "pip", "install", "--require-hashes", "--no-compile",
+        pip = [base, "-m", "pip", "--python", python_of(self.target)] if own else [python_of(self.target), "-m", "pip"]
+        if not self.run("install", *pip, "install", "--require-hashes", "--no-compile",
                         "--disable-pip-version-check", "--no-input", "--progress-bar", "off", "-r", self.lock):
             return "pip could not install the locked packages (network, index or disk)"
         return ""

@@ -171,7 +171,7 @@ def wait_until(predicate, timeout: float = 90) -> None:
     while time.time() < deadline:
         if predicate():
             return
-        time.sleep(0.2)
+        time.sleep(0.05)
     raise AssertionError("timed out")
 
 

@@ -166,12 +166,15 @@ def test_a_plugin_path_the_client_leaves_off_path_is_said_with_the_full_launcher
     start = {"session_id": "s", "hook_event_name": "SessionStart", "source": "startup"}
     agent = {"session_id": "s", "hook_event_name": "SubagentStart", "agent_type": "gsd-phase-researcher"}
 
-    for text in (run_hook("session-start", start, root, tmp_path), run_hook("subagent-start", agent, root, tmp_path)):
+    session, subagent = run_hook("session-start", start, root, tmp_path), run_hook("subagent-start", agent, root,
+                                                                                    tmp_path)
+
+    for text in (session, subagent):
         assert "off PATH" in text and "not found" in text, text
         quoted = shlex.quote(f"{root}/bin/gsd-research")
         assert quoted in text and shlex.split(quoted) == [f"{root}/bin/gsd-research"]
         assert shlex.quote(f"{root}/bin/researcher") in text
-    assert "available through Bash by its full path only" in run_hook("session-start", start, root, tmp_path)
+    assert "available through Bash by its full path only" in session
 
 
 @pytest.mark.parametrize("name", ["semi;colon", "amp&", "pipe|", "lt<", "gt>", "par(en)"])
@@ -180,10 +183,13 @@ def test_other_metacharacters_keep_the_bare_commands_and_offer_the_full_path(tmp
     start = {"session_id": "s", "hook_event_name": "SessionStart", "source": "startup"}
     agent = {"session_id": "s", "hook_event_name": "SubagentStart", "agent_type": "gsd-phase-researcher"}
 
-    for text in (run_hook("session-start", start, root, tmp_path), run_hook("subagent-start", agent, root, tmp_path)):
+    session, subagent = run_hook("session-start", start, root, tmp_path), run_hook("subagent-start", agent, root,
+                                                                                    tmp_path)
+
+    for text in (session, subagent):
         assert "off PATH" not in text and "If `gsd-research` is not found" in text, text
         assert shlex.quote(f"{root}/bin/gsd-research") in text
-    assert run_hook("session-start", start, root, tmp_path).startswith("gsd-research is available through Bash (")
+    assert session.startswith("gsd-research is available through Bash (")
 
 
 def test_a_plain_plugin_path_keeps_the_bare_commands(tmp_path):

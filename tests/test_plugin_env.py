@@ -18,7 +18,7 @@ import pytest
 
 from tests.plugin_env_fixtures import SESSION, TinyPlugin, age, context, envelope, wait_until
 
-pytestmark = pytest.mark.slow  # each build creates a venv with pip (~5 s)
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
@@ -48,6 +48,7 @@ def test_first_call_builds_the_environment_from_the_lock_then_runs(plugin):
     assert marker["python"] == os.path.realpath(env / "bin" / "python")
     assert marker["python_version"].split(".")[:2] == out_python_version(env)
     assert json.loads((plugin.data / "plugin-roots.json").read_text()) == {"roots": [str(plugin.root)]}
+    assert not list(env.glob("lib/python3*/site-packages/pip"))  # the base Python's pip installed: no ensurepip
     assert (plugin.data.stat().st_mode & 0o777) == 0o700
     assert ((plugin.data / "gsd-research-env.json").stat().st_mode & 0o777) == 0o600
 
@@ -143,19 +144,6 @@ def test_a_failed_build_is_reported_with_the_fix_and_not_retried_at_once(plugin)
     assert plugin.state()["state"] == "failed" and plugin.state()["finished_at"] == failed_at  # not rebuilt
 
 
-def test_after_a_fixed_cause_the_fix_command_builds(plugin):
-    plugin.use_version("1.0", bad_hash=True)
-    assert plugin.launch("--version").returncode == 3
-    plugin.use_version("1.0")  # the cause fixed (here: a correct lock)
-
-    fix = subprocess.run([sys.executable, str(plugin.root / "bootstrap"), "build",
-                          str(plugin.root), str(plugin.data)], capture_output=True, text=True, env=plugin.env(),
-                         timeout=120)
-
-    assert fix.returncode == 0 and json.loads(fix.stdout)["state"] == "ready"
-    assert envelope(plugin.launch("--version"))["tinydep"] == "1.0"
-
-
 def test_a_plugin_without_its_lock_is_a_clear_failure(plugin):
     (plugin.root / "requirements.lock").unlink()
 
@@ -187,13 +175,14 @@ def test_a_changed_lock_rebuilds_once_and_old_environments_are_collected_once_un
     assert sorted(p.name for p in (plugin.data / "current").iterdir()) == sorted([second[:16], plugin.digest()[:16]])
 
 
-def test_two_versions_side_by_side_build_once_each_and_never_again(plugin, tmp_path):
-    """After an update, an old session (lock A) and a new one (lock B) share the data directory: each runs on the
-    environment of its own lock, built once; calls alternating between them build nothing more."""
+def test_two_versions_side_by_side_build_once_each_and_never_again(ready_plugin, tmp_path):
+    """After an update, an old session (lock A, built) and a new one (lock B) share the data directory: each runs
+    on the environment of its own lock, built once; calls alternating between them build nothing more."""
+    plugin = ready_plugin
     cache = plugin.data.parents[1] / "cache" / "gsd-research" / "research"  # the client's layout: one data dir
     old, new = plugin.copy(cache / "0.1.0"), plugin.copy(cache / "0.1.1")
     new.use_version("2.0")
-    builds = []
+    builds = [plugin.state()["started_at"]]  # lock A's build
     for p, version in ((new, "2.0"), (old, "1.0"), (new, "2.0"), (old, "1.0"), (new, "2.0")):
         assert envelope(p.launch("--version"))["tinydep"] == version
         builds.append(plugin.state().get("started_at"))
@@ -201,11 +190,11 @@ def test_two_versions_side_by_side_build_once_each_and_never_again(plugin, tmp_p
     assert plugin.envs() == sorted([old.current().name, new.current().name])
 
 
-def test_each_version_runs_its_own_code_and_so_do_its_workers(plugin, tmp_path):
+def test_each_version_runs_its_own_code_and_so_do_its_workers(ready_plugin, tmp_path):
     """Two plugin roots with the same lock share one environment; each launcher (and a `python -m` child it
     starts, as a detached deep worker) imports its own root's gsd_research."""
-    cache = plugin.data.parents[1] / "cache" / "gsd-research" / "research"
-    plugin, other = plugin.copy(cache / "0.1.0"), plugin.copy(cache / "0.1.1")
+    cache = ready_plugin.data.parents[1] / "cache" / "gsd-research" / "research"
+    plugin, other = ready_plugin.copy(cache / "0.1.0"), ready_plugin.copy(cache / "0.1.1")
     for p in (plugin, other, plugin):
         out = envelope(p.launch("--version"))
         assert out["package_file"] == str(p.root / "lib" / "gsd_research" / "cli.py")
@@ -280,6 +269,25 @@ def test_subagent_start_says_when_the_tools_are_not_there(plugin):
 
     assert "NOT available" in text and "Research with your usual tools" in text
     assert "gsd-research docs LIB" not in text
+
+
+# -- the installer -----------------------------------------------------------------------------------
+BUILD_WITH_BASE = ("import sys; sys.path.insert(0, sys.argv[1]); import bootstrap.build as b; "
+                   "b.base_python = lambda: (sys.argv[2], ''); sys.exit(b.build(sys.argv[1], sys.argv[3]))")
+
+
+def test_a_base_python_without_pip_builds_with_the_environments_own_pip(plugin, tmp_path):
+    """The venv then gets pip from ensurepip (with a pip >= 22.3 the base's own installs: see the first call)."""
+    base = tmp_path / "no-pip"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(base)], check=True)
+
+    build = subprocess.run([sys.executable, "-I", "-S", "-B", "-c", BUILD_WITH_BASE, str(plugin.root),
+                            str(base / "bin" / "python"), str(plugin.data)], capture_output=True, text=True,
+                           env=plugin.env(), timeout=120)
+
+    assert build.returncode == 0, (plugin.data / "build.log").read_text()
+    assert envelope(plugin.launch("--version"))["tinydep"] == "1.0"
+    assert list(plugin.current().glob("lib/python3*/site-packages/pip"))
 
 
 # -- the uv route --------------------------------------------------------------------------------------
