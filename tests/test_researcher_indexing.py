@@ -223,8 +223,11 @@ def test_an_indexed_document_that_stops_converting_loses_its_fragments(tmp_path,
     assert kb("status", "s", "--json").json["repositories"][0]["total_documents"] == 3
 
 
-def test_kill_9_while_embedding_then_reindex_resumes_and_stays_consistent(tmp_path, home, store):
+def test_kill_9_while_embedding_then_reindex_resumes_and_stays_consistent(tmp_path, home):
+    """Killed before the store phase: nothing reached a vector store, so its kind is not the subject."""
     from tests.test_researcher_units import _consistent
+
+    seed_model()
 
     docs = _notes(400, words=40)
     kb("repo", "add", "k", str(make_repo(tmp_path / "repo", docs)), "--json")

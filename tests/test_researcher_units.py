@@ -14,7 +14,16 @@ from unittest.mock import Mock
 import pytest
 
 from tests.conftest import SHARED, require
-from tests.researcher_fixtures import copy_int8_builds, in_flight, kb, make_repo, recorded, seed_model
+from tests.researcher_fixtures import (
+    DOCS,
+    copy_int8_builds,
+    in_flight,
+    indexed_copy,
+    kb,
+    make_repo,
+    recorded,
+    seed_model,
+)
 
 BIN = Path(sys.executable).parent
 
@@ -398,7 +407,8 @@ def _top(query: str) -> str:
     return kb("search", query, "--json").json["documents"][0]["document_path"]
 
 
-def test_crash_between_the_two_stores_is_recovered_from_the_journal(tmp_path, home, store, monkeypatch):
+def test_crash_between_the_two_stores_is_recovered_from_the_journal(tmp_path, home, monkeypatch):
+    seed_model()
     root = make_repo(tmp_path / "repo", {"a.md": "# A\n\nalpha text\n", "b.md": "# B\n\nbeta text\n"})
     kb("repo", "add", "j", str(root), "--json")
     kb("index", "j", "--json")
@@ -427,13 +437,11 @@ def test_crash_between_the_two_stores_is_recovered_from_the_journal(tmp_path, ho
 
 # -- MCP ------------------------------------------------------------------------------------------
 
-def test_mcp_tools_over_the_library(tmp_path, home, store):
+def test_mcp_tools_over_the_library(tmp_path, home):
     from gsd_research.researcher.mcp_server import KnowledgeBaseTools
     from gsd_research.researcher.service_factory import ServiceFactory
 
-    root = make_repo(tmp_path / "repo")
-    kb("repo", "add", "d", str(root), "--json")
-    kb("index", "d", "--json")
+    root = indexed_copy(tmp_path, home, "d", DOCS)
     tools = KnowledgeBaseTools(ServiceFactory())
 
     assert tools.list_repositories()["repositories"][0]["name"] == "d"
