@@ -57,6 +57,35 @@ def _share_sessions() -> None:
 
     shared.shared = True
     ort.InferenceSession = shared
+    _share_tokenizers()
+
+
+_EMBEDDERS: dict[tuple, dict] = {}
+
+
+def _share_tokenizers() -> None:
+    """The embedder's two tokenizers loaded once per tokenizer file and test process (0.07 s each, per command):
+    they are configured in `__init__` only and then only read, so instances can share them."""
+    from gsd_research.researcher.gateways import embedding_gateway
+
+    cls = embedding_gateway.DefaultEmbedder
+    loaded = cls.__init__
+
+    def init(self, batch_size: int = 8) -> None:
+        folder = embedding_gateway.ensure_chroma_model()
+        st = (folder / "tokenizer.json").stat()
+        key = (str((folder / "tokenizer.json").resolve()), st.st_size, st.st_mtime_ns)
+        if key not in _EMBEDDERS:
+            loaded(self, batch_size)
+            _EMBEDDERS[key] = {"folder": folder, "made": dict(self.__dict__)}
+        made, first = _EMBEDDERS[key]["made"], _EMBEDDERS[key]["folder"]
+        for name, value in made.items():  # paths under the first test's model folder: this HOME's
+            if isinstance(value, Path) and value.is_relative_to(first):
+                value = folder / value.relative_to(first)
+            setattr(self, name, value)
+        self.batch_size = batch_size
+
+    cls.__init__ = init
 
 
 def _spinning(options) -> str | None:
