@@ -265,12 +265,16 @@ def indexed_copy(tmp_path: Path, home: Path, name: str, docs: dict[str, str], fo
     test process (into a private temporary directory) and copied into the test's GSD_RESEARCH_HOME, with the
     repository's files copied to tmp_path/folder and the registry pointed at them. The same state as
     `researcher repo add` + `researcher index` made there, without paying the embedding per test."""
+    return indexed_copies(tmp_path, home, {name: (docs, folder)})[name]
+
+
+def indexed_copies(tmp_path: Path, home: Path, repos: dict[str, tuple[dict[str, str], str]]) -> dict[str, Path]:
+    """`indexed_copy` of several repositories at once ({name: (docs, folder)}), registered together."""
     import tempfile
 
-    key = (name, tuple(sorted(docs.items())))
+    key = tuple((name, folder, tuple(sorted(docs.items()))) for name, (docs, folder) in sorted(repos.items()))
     if key not in _INDEXED:
         base = Path(tempfile.mkdtemp(prefix="gsd-indexed-"))
-        _INDEXED[key] = base
         saved = os.environ["GSD_RESEARCH_HOME"]
         template_home = base / "home"
         template_home.mkdir()
@@ -278,16 +282,15 @@ def indexed_copy(tmp_path: Path, home: Path, name: str, docs: dict[str, str], fo
         os.environ["GSD_RESEARCH_HOME"] = str(template_home)
         try:
             seed_model()
-            root = make_repo(base / "repo", docs)
-            assert kb("repo", "add", name, str(root), "--json").code == 0
-            assert kb("index", name, "--json").code == 0
+            for name, (docs, folder) in repos.items():
+                assert kb("repo", "add", name, str(make_repo(base / folder, docs)), "--json").code == 0
+            assert kb("index", *(list(repos) if len(repos) == 1 else []), "--json").code == 0
             next_process()  # the stores closed before they are copied
         finally:
             os.environ["GSD_RESEARCH_HOME"] = saved
+        _INDEXED[key] = base
     base = _INDEXED[key]
     seed_model()
-    root = tmp_path / folder
-    shutil.copytree(base / "repo", root)
     for part in ("researcher.yaml", "repositories", ".gsd-research-state"):
         source = base / "home" / part
         if source.is_dir():
@@ -296,9 +299,14 @@ def indexed_copy(tmp_path: Path, home: Path, name: str, docs: dict[str, str], fo
             shutil.copy2(source, home / part)
     registry = home / "researcher.yaml"
     text = registry.read_text()
-    assert f"path: {base / 'repo'}\n" in text, text
-    registry.write_text(text.replace(f"path: {base / 'repo'}\n", f"path: {root}\n"))
-    return root
+    roots = {}
+    for name, (_, folder) in repos.items():
+        roots[name] = tmp_path / folder
+        shutil.copytree(base / folder, roots[name])
+        assert f"path: {base / folder}\n" in text, text
+        text = text.replace(f"path: {base / folder}\n", f"path: {roots[name]}\n")
+    registry.write_text(text)
+    return roots
 
 
 # A separate process, as a user or another tool would: the collection deleted, or some documents' vectors.
