@@ -231,9 +231,8 @@ def test_help_and_repo_list_do_not_import_heavy_libraries(tmp_path):
     assert time.perf_counter() - started < 2.0
 
 
-def test_human_search_output(tmp_path, model):
-    kb("repo", "add", "d", str(make_repo(tmp_path / "repo")), "--json")
-    kb("index", "d")
+def test_human_search_output(tmp_path, home):
+    indexed_copy(tmp_path, home, "d", DOCS)
 
     res = kb("search", "ERR_WIDGET_4711", "--repo", "d", "--fragments", "1")
 
