@@ -86,9 +86,22 @@ EMBED_TEXTS = ["short", "", "Ünïcödé ✓ 漢字", "a medium sentence about s
                " ".join(["long"] * 400)]
 
 
-def test_float_embedder_vectors_are_identical_to_chromas_default(home, monkeypatch):
+_CHROMA: list = []
+
+
+def _chromas_vectors():
+    """Chroma's own vectors of EMBED_TEXTS (the reference), computed once per test process: the model file is
+    the same offline copy for every test."""
     import numpy as np
     from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
+
+    if not _CHROMA:
+        _CHROMA.append(np.array(ONNXMiniLM_L6_V2()(EMBED_TEXTS)))
+    return _CHROMA[0]
+
+
+def test_float_embedder_vectors_are_identical_to_chromas_default(home, monkeypatch):
+    import numpy as np
 
     from gsd_research.researcher.gateways.embedding_gateway import DefaultEmbedder
 
@@ -96,7 +109,7 @@ def test_float_embedder_vectors_are_identical_to_chromas_default(home, monkeypat
     monkeypatch.setenv("GSD_RESEARCH_EMBEDDING_PRECISION", "fp32")
     embedder = DefaultEmbedder()
     ours = np.array(embedder.embed(EMBED_TEXTS))
-    theirs = np.array(ONNXMiniLM_L6_V2()(EMBED_TEXTS))
+    theirs = _chromas_vectors()
 
     assert embedder.precision == "fp32"
     assert ours.shape == theirs.shape == (5, 384)
@@ -106,14 +119,13 @@ def test_float_embedder_vectors_are_identical_to_chromas_default(home, monkeypat
 
 def test_queries_are_embedded_with_the_float_model_and_load_no_int8_model(home):
     import numpy as np
-    from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
 
     from gsd_research.researcher.gateways.embedding_gateway import EmbeddingGateway
 
     seed_model(int8=False)
     gateway = EmbeddingGateway()
     ours = np.array(gateway.embed_queries(EMBED_TEXTS))
-    theirs = np.array(ONNXMiniLM_L6_V2()(EMBED_TEXTS))
+    theirs = _chromas_vectors()
 
     assert np.abs(ours - theirs).max() < 1e-5
     assert gateway.backend.session is None and not (home / "models").exists()  # a search builds nothing
@@ -121,14 +133,13 @@ def test_queries_are_embedded_with_the_float_model_and_load_no_int8_model(home):
 
 def test_int8_embedder_is_the_default_and_stays_close_to_chromas_vectors(home):
     import numpy as np
-    from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
 
     from gsd_research.researcher.gateways.embedding_gateway import DefaultEmbedder
 
     seed_model()
     embedder = DefaultEmbedder()
     ours = np.array(embedder.embed(EMBED_TEXTS))
-    theirs = np.array(ONNXMiniLM_L6_V2()(EMBED_TEXTS))
+    theirs = _chromas_vectors()
 
     assert embedder.precision == "int8"
     assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
