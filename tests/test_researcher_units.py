@@ -490,10 +490,15 @@ def test_mcp_server_speaks_stdio(tmp_path, home):
                          "list_repositories", "get_index_status"}
         called = call({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
                        "params": {"name": "list_repositories", "arguments": {}}})
-        assert '"repositories"' in called["result"]["content"][0]["text"]
+        bad = call({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                    "params": {"name": "search_fragments", "arguments": {"query": "x", "repository": "ghost"}}})
     finally:
         proc.kill()
         proc.wait()
+
+    assert '"repositories"' in called["result"]["content"][0]["text"] and not called["result"].get("isError")
+    assert bad["result"]["isError"] is True  # a tool's error is marked as one
+    assert "REPOSITORY_NOT_FOUND" in bad["result"]["content"][0]["text"]
 
 
 def test_a_changed_int8_model_that_still_loads_is_discarded_and_rebuilt(home, monkeypatch):
