@@ -16,8 +16,9 @@ MIXED = SHARED / "bench" / "corpora" / "mixed-formats"
 
 def seed_model(home: Path | None = None, int8: bool = True) -> Path:
     """Chroma's default model where Chroma looks under this test's HOME (symlinks to the offline copy), and
-    (`int8`) the int8 build the embedder makes on first use, built once per test process and linked into this
-    test's GSD_RESEARCH_HOME, so that every test does not pay the build."""
+    (`int8`) the int8 build the embedder makes on first use, built once per machine and linked into this
+    test's GSD_RESEARCH_HOME, so that every test does not pay the build. Also shares ONNX sessions and tokenizers
+    within the test process (`_share_sessions`)."""
     dest = Path(home or os.environ["HOME"]) / ".cache" / "chroma" / "onnx_models" / "all-MiniLM-L6-v2" / "onnx"
     dest.mkdir(parents=True, exist_ok=True)
     require(MODEL_DIR / "model.onnx", "Chroma's default embedding model (all-MiniLM-L6-v2 ONNX)")
