@@ -16,8 +16,9 @@ MIXED = SHARED / "bench" / "corpora" / "mixed-formats"
 
 def seed_model(home: Path | None = None, int8: bool = True) -> Path:
     """Chroma's default model where Chroma looks under this test's HOME (symlinks to the offline copy), and
-    (`int8`) the int8 build the embedder makes on first use, built once per test process and linked into this
-    test's GSD_RESEARCH_HOME, so that every test does not pay the build."""
+    (`int8`) the int8 build the embedder makes on first use, built once per machine and linked into this
+    test's GSD_RESEARCH_HOME, so that every test does not pay the build. Also shares ONNX sessions and tokenizers
+    within the test process (`_share_sessions`)."""
     dest = Path(home or os.environ["HOME"]) / ".cache" / "chroma" / "onnx_models" / "all-MiniLM-L6-v2" / "onnx"
     dest.mkdir(parents=True, exist_ok=True)
     require(MODEL_DIR / "model.onnx", "Chroma's default embedding model (all-MiniLM-L6-v2 ONNX)")
@@ -27,21 +28,100 @@ def seed_model(home: Path | None = None, int8: bool = True) -> Path:
             target.symlink_to(f)
     if int8:
         _link_int8(dest / "model.onnx")
+    _share_sessions()
     return dest
+
+
+_SESSIONS: dict[tuple, object] = {}
+
+
+def _share_sessions() -> None:
+    """One ONNX session per model file (its path, size and mtime) and options per test process, instead of one
+    per command (0.25-0.45 s each; most tests run several commands): a session keeps no state between runs, so
+    sharing one changes no vector. A model file rewritten (a damaged int8 build) is a new key: loaded for real."""
+    import onnxruntime as ort
+
+    if getattr(ort.InferenceSession, "shared", False):
+        return
+    opened = ort.InferenceSession
+
+    def shared(path, sess_options=None, providers=None, **kwargs):
+        if kwargs or not isinstance(path, (str, Path)):
+            return opened(path, sess_options=sess_options, providers=providers, **kwargs)
+        st = Path(path).stat()
+        options = None if sess_options is None else (
+            sess_options.graph_optimization_level, sess_options.log_severity_level, _spinning(sess_options))
+        key = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns, options, tuple(providers or ()))
+        if key not in _SESSIONS:
+            _SESSIONS[key] = opened(path, sess_options=sess_options, providers=providers)
+        return _SESSIONS[key]
+
+    shared.shared = True
+    ort.InferenceSession = shared
+    _share_tokenizers()
+
+
+_EMBEDDERS: dict[tuple, dict] = {}
+
+
+def _share_tokenizers() -> None:
+    """The embedder's two tokenizers loaded once per tokenizer file and test process (0.07 s each, per command):
+    they are configured in `__init__` only and then only read, so instances can share them."""
+    from gsd_research.researcher.gateways import embedding_gateway
+
+    cls = embedding_gateway.DefaultEmbedder
+    loaded = cls.__init__
+
+    def init(self, batch_size: int = 8) -> None:
+        folder = embedding_gateway.ensure_chroma_model()
+        st = (folder / "tokenizer.json").stat()
+        key = (str((folder / "tokenizer.json").resolve()), st.st_size, st.st_mtime_ns)
+        if key not in _EMBEDDERS:
+            loaded(self, batch_size)
+            _EMBEDDERS[key] = {"folder": folder, "made": dict(self.__dict__)}
+        made, first = _EMBEDDERS[key]["made"], _EMBEDDERS[key]["folder"]
+        for name, value in made.items():  # paths under the first test's model folder: this HOME's
+            if isinstance(value, Path) and value.is_relative_to(first):
+                value = folder / value.relative_to(first)
+            setattr(self, name, value)
+        self.batch_size = batch_size
+
+    cls.__init__ = init
+
+
+def _spinning(options) -> str | None:
+    try:
+        return options.get_session_config_entry("session.intra_op.allow_spinning")
+    except RuntimeError:  # not set
+        return None
 
 
 _INT8_BUILDS: dict[str, Path] = {}
 
 
 def _int8_build(source: Path, name: str, build=None) -> Path:
-    """The int8 model of `source`, built once per test process into a private temporary directory."""
+    """The int8 model of `source`, built once per machine (not per test process: the build costs seconds of CPU
+    each xdist worker would pay) into a shared folder keyed by the build code, under a file lock, so that
+    workers and later runs link the same files."""
+    import fcntl
+    import hashlib
     import tempfile
 
     from gsd_research.researcher.gateways import int8_model
 
     if name not in _INT8_BUILDS:
-        built = Path(tempfile.mkdtemp(prefix="gsd-int8-")) / name
-        (build or int8_model.build)(source, built)
+        code = hashlib.sha256(Path(int8_model.__file__).read_bytes()).hexdigest()[:12]
+        shared = Path(tempfile.gettempdir()) / f"gsd-test-int8-{os.getuid()}-{code}"
+        shared.mkdir(mode=0o700, exist_ok=True)
+        built = shared / name
+        with open(shared / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (built.is_file() and int8_model.verified(built)):
+                work = Path(tempfile.mkdtemp(prefix="gsd-int8-", dir=shared)) / name
+                (build or int8_model.build)(source, work)
+                os.replace(int8_model.sidecar(work), int8_model.sidecar(built))
+                os.replace(work, built)
+                work.parent.rmdir()
         _INT8_BUILDS[name] = built
     return _INT8_BUILDS[name]
 
@@ -87,6 +167,7 @@ def kb(*args: str, stdin: str | None = None) -> KbResult:
     """`researcher ARGS` in-process, through the same edge as the console script."""
     from gsd_research.researcher.cli import run
 
+    _freeze_imports()
     out, err = io.StringIO(), io.StringIO()
     old_in, old_err = sys.stdin, sys.stderr
     sys.stdin, sys.stderr = io.StringIO(stdin or ""), err
@@ -148,6 +229,30 @@ def next_process() -> None:
     SharedSystemClient.clear_system_cache()
     chroma_gateway._OPENED.clear()
     gc.collect()
+    _freeze_imports()
+
+
+_FROZEN: list[bool] = []
+
+
+def _freeze_imports() -> None:
+    """Move the heavy libraries' objects (chromadb, onnxruntime, numpy: ~80,000 of them), once loaded, out of the
+    garbage collector's sight once per test process, so that each `next_process` collection (and every automatic full
+    one) walks only what tests made: ~0.1 s less a collection. Done only while no Chroma client is open, so that
+    no store's connection is frozen and kept open after its client is dropped."""
+    import gc
+
+    if _FROZEN or not {"chromadb", "numpy", "onnxruntime"} <= set(sys.modules):  # a light command loads none
+        return
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    from gsd_research.researcher.gateways import chroma_gateway
+
+    if SharedSystemClient._identifier_to_system or chroma_gateway._OPENED:
+        return
+    gc.collect()
+    gc.freeze()
+    _FROZEN.append(True)
 
 
 _INDEXED: dict[tuple, Path] = {}
@@ -158,12 +263,16 @@ def indexed_copy(tmp_path: Path, home: Path, name: str, docs: dict[str, str], fo
     test process (into a private temporary directory) and copied into the test's GSD_RESEARCH_HOME, with the
     repository's files copied to tmp_path/folder and the registry pointed at them. The same state as
     `researcher repo add` + `researcher index` made there, without paying the embedding per test."""
+    return indexed_copies(tmp_path, home, {name: (docs, folder)})[name]
+
+
+def indexed_copies(tmp_path: Path, home: Path, repos: dict[str, tuple[dict[str, str], str]]) -> dict[str, Path]:
+    """`indexed_copy` of several repositories at once ({name: (docs, folder)}), registered together."""
     import tempfile
 
-    key = (name, tuple(sorted(docs.items())))
+    key = tuple((name, folder, tuple(sorted(docs.items()))) for name, (docs, folder) in sorted(repos.items()))
     if key not in _INDEXED:
         base = Path(tempfile.mkdtemp(prefix="gsd-indexed-"))
-        _INDEXED[key] = base
         saved = os.environ["GSD_RESEARCH_HOME"]
         template_home = base / "home"
         template_home.mkdir()
@@ -171,16 +280,15 @@ def indexed_copy(tmp_path: Path, home: Path, name: str, docs: dict[str, str], fo
         os.environ["GSD_RESEARCH_HOME"] = str(template_home)
         try:
             seed_model()
-            root = make_repo(base / "repo", docs)
-            assert kb("repo", "add", name, str(root), "--json").code == 0
-            assert kb("index", name, "--json").code == 0
+            for name, (docs, folder) in repos.items():
+                assert kb("repo", "add", name, str(make_repo(base / folder, docs)), "--json").code == 0
+            assert kb("index", *(list(repos) if len(repos) == 1 else []), "--json").code == 0
             next_process()  # the stores closed before they are copied
         finally:
             os.environ["GSD_RESEARCH_HOME"] = saved
+        _INDEXED[key] = base
     base = _INDEXED[key]
     seed_model()
-    root = tmp_path / folder
-    shutil.copytree(base / "repo", root)
     for part in ("researcher.yaml", "repositories", ".gsd-research-state"):
         source = base / "home" / part
         if source.is_dir():
@@ -189,9 +297,14 @@ def indexed_copy(tmp_path: Path, home: Path, name: str, docs: dict[str, str], fo
             shutil.copy2(source, home / part)
     registry = home / "researcher.yaml"
     text = registry.read_text()
-    assert f"path: {base / 'repo'}\n" in text, text
-    registry.write_text(text.replace(f"path: {base / 'repo'}\n", f"path: {root}\n"))
-    return root
+    roots = {}
+    for name, (_, folder) in repos.items():
+        roots[name] = tmp_path / folder
+        shutil.copytree(base / folder, roots[name])
+        assert f"path: {base / folder}\n" in text, text
+        text = text.replace(f"path: {base / folder}\n", f"path: {roots[name]}\n")
+    registry.write_text(text)
+    return roots
 
 
 # A separate process, as a user or another tool would: the collection deleted, or some documents' vectors.

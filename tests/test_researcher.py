@@ -1,5 +1,6 @@
 """researcher: the knowledge base end to end, errors, incremental indexing. Tests taking `store` run twice: on the
-embedded store and on a real Chroma server (`chroma run`, the `chroma_server` fixture in tests/conftest.py)."""
+embedded store and on a real Chroma server (`chroma run`, the `chroma_server` fixture in tests/conftest.py);
+the others, whose subject is not the store's kind, on the embedded one."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require
-from tests.researcher_fixtures import MIXED, kb, make_repo, recorded, seed_model
+from tests.researcher_fixtures import DOCS, MIXED, indexed_copy, kb, make_repo, recorded, seed_model
 
 BIN = Path(sys.executable).parent
 
@@ -99,7 +100,7 @@ def test_index_search_incremental_remove_on_both_stores(tmp_path, store):
     assert kb("repo", "list", "--json").json["total"] == 0
 
 
-def test_corrupt_and_unreadable_files_are_reported_and_the_rest_indexed(tmp_path, store):
+def test_corrupt_and_unreadable_files_are_reported_and_the_rest_indexed(tmp_path, model):
     root = make_repo(tmp_path / "repo", {"good.md": "# Good\n\nThe quokka smiles at visitors.\n"})
     (root / "broken.pdf").write_bytes(b"%PDF-1.4\nthis is not really a pdf\x00\x01")
     (root / "binary.txt").write_bytes(b"\x00\x01\x02garbage")
@@ -117,7 +118,7 @@ def test_corrupt_and_unreadable_files_are_reported_and_the_rest_indexed(tmp_path
     assert human.code == 0 and "broken.pdf" in human.stdout  # retried (no checksum recorded) and reported again
 
 
-def test_rich_formats_convert_offline(tmp_path, store):
+def test_rich_formats_convert_offline(tmp_path, model):
     require(MIXED, "the folder of docling's sample documents")
     root = tmp_path / "repo"
     root.mkdir()
@@ -132,9 +133,8 @@ def test_rich_formats_convert_offline(tmp_path, store):
     assert _top_doc("cute duckling swimming in the lake") == "word_sample.docx"
 
 
-def test_queries_file_gives_one_line_per_query_in_order(tmp_path, store):
-    kb("repo", "add", "d", str(make_repo(tmp_path / "repo")), "--json")
-    kb("index", "d", "--json")
+def test_queries_file_gives_one_line_per_query_in_order(tmp_path, home):
+    indexed_copy(tmp_path, home, "d", DOCS)
     qfile = tmp_path / "q.jsonl"
     qfile.write_text('{"id": "a", "query": "ERR_WIDGET_4711"}\nnot json\n{"id": 7, "query": "bake bread"}\n')
 
@@ -231,9 +231,8 @@ def test_help_and_repo_list_do_not_import_heavy_libraries(tmp_path):
     assert time.perf_counter() - started < 2.0
 
 
-def test_human_search_output(tmp_path, model):
-    kb("repo", "add", "d", str(make_repo(tmp_path / "repo")), "--json")
-    kb("index", "d")
+def test_human_search_output(tmp_path, home):
+    indexed_copy(tmp_path, home, "d", DOCS)
 
     res = kb("search", "ERR_WIDGET_4711", "--repo", "d", "--fragments", "1")
 

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from tests.researcher_fixtures import kb, make_repo, seed_model
+from tests.researcher_fixtures import DOCS, indexed_copy, kb, make_repo, seed_model
 
 HOSTILE = "[bold red]X :smile: \x1b[2J\x1b]0;pwned\x07 \x9b31m \u202egnp.exe"
 
@@ -80,10 +80,11 @@ def server(request, monkeypatch):
 @pytest.mark.parametrize("server", [_silent, _trickle], ids=["never answers", "trickles bytes"], indirect=True)
 @pytest.mark.parametrize("command", [("status",), ("search", "widget"), ("index", "d")], ids=lambda c: c[0])
 def test_a_server_that_does_not_answer_in_time_is_reported_within_the_bound(tmp_path, home, server, command):
-    seed_model()
-    kb("repo", "add", "d", str(make_repo(tmp_path / "repo")), "--json")
     if command[0] == "search":  # search asks the store only for an indexed repository
-        assert kb("index", "d", "--json").code == 0
+        indexed_copy(tmp_path, home, "d", DOCS)
+    else:
+        seed_model()
+        kb("repo", "add", "d", str(make_repo(tmp_path / "repo")), "--json")
     started = time.monotonic()
 
     res = kb(*command, "--chroma-url", server, "--json")

@@ -20,7 +20,7 @@ def _wait_for_resident(timeout: float = 180.0) -> int:
         holder = resident._holder()  # the measured search time is written once it listens
         if holder and holder[1] is not None and resident.socket_path().exists():
             return holder[0]
-        time.sleep(0.2)
+        time.sleep(0.02)
     pytest.fail("the resident search process did not start")
 
 
@@ -32,7 +32,7 @@ def _gone(pid: int, timeout: float = 60.0) -> bool:
     while time.monotonic() < deadline:
         if resident.pid() != pid:
             return True
-        time.sleep(0.2)
+        time.sleep(0.02)
     return False
 
 
@@ -137,7 +137,7 @@ def test_resident_process_answers_like_the_command_and_steps_aside_when_the_inde
 def test_resident_process_survives_bad_requests_and_exits_when_idle(indexed, monkeypatch):
     from gsd_research.researcher import resident
 
-    monkeypatch.setenv("GSD_RESEARCH_RESIDENT_IDLE", "4")
+    monkeypatch.setenv("GSD_RESEARCH_RESIDENT_IDLE", "2")
     assert kb("search", "bread", "--json").code == 0
     pid = _wait_for_resident()
     try:
@@ -150,7 +150,7 @@ def test_resident_process_survives_bad_requests_and_exits_when_idle(indexed, mon
                 reply = json.loads(sock.recv(1 << 16))
             assert "fallback" in reply and "ok" not in reply
         assert resident.pid() == pid
-        assert _gone(pid, timeout=60)  # four seconds without a request
+        assert _gone(pid, timeout=60)  # two seconds without a request
         assert not resident.socket_path().exists()
     finally:
         _stop(resident.pid())
@@ -219,7 +219,7 @@ def _search_request() -> dict:
     return {"query": "frobnication", "repo": None, "n_fragments": 5, "n_documents": 5, "mode": "hybrid"}
 
 
-def test_a_stopped_resident_process_costs_seconds_and_is_replaced(indexed, home):
+def test_a_stopped_resident_process_costs_seconds_and_is_replaced(indexed, home, monkeypatch):
     import signal
 
     from gsd_research.researcher import resident
@@ -229,11 +229,15 @@ def test_a_stopped_resident_process_costs_seconds_and_is_replaced(indexed, home)
     fresh = None
     try:
         os.kill(pid, signal.SIGSTOP)  # hung: the kernel still accepts its connections
-        start = time.monotonic()
-        answer = kb("search", "frobnication level", "--json")
-        took = time.monotonic() - start
+        with monkeypatch.context() as short:  # the bounded wait, shortened: its bound is the subject, not its size
+            short.setattr(resident, "REPLY_MIN", 0.5)
+            short.setattr(resident, "REPLY_MAX", 1.0)
+            start = time.monotonic()
+            answer = kb("search", "frobnication level", "--json")
+            took = time.monotonic() - start
+            reply_max = resident.REPLY_MAX
         assert answer.code == 0 and answer.json["documents"]
-        assert took < resident.REPLY_MAX + 30, took  # the bounded wait, then a search of its own
+        assert took < reply_max + 30, took  # the bounded wait, then a search of its own
         assert _gone(pid, timeout=10)  # it held this home's lock and was ours: stopped
         events = [json.loads(line) for line in (home / "logs" / "researcher.log").read_text().splitlines()]
         assert any(e.get("event") == "resident.unanswered" and e.get("pid") == pid and e.get("stopped")
@@ -345,7 +349,7 @@ def test_something_else_at_the_socket_path_is_moved_aside(indexed, home):
     try:
         deadline = time.monotonic() + 60
         while not _is_socket(path) and time.monotonic() < deadline:
-            time.sleep(0.2)
+            time.sleep(0.02)
         assert _is_socket(path)
         aside = [p for p in path.parent.iterdir() if p.name.startswith("search.sock.aside-")]
         assert len(aside) == 1 and (aside[0] / "keep.txt").read_text() == "mine"

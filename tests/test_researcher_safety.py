@@ -123,35 +123,6 @@ def test_mcp_add_and_remove_refuse_paths_outside_the_repository(tmp_path, home, 
     assert tools.add_to_index("r", "a.md")["success"] is True
 
 
-def _mcp_call(proc, msg: dict) -> dict | None:
-    proc.stdin.write(json.dumps(msg) + "\n")
-    proc.stdin.flush()
-    if "id" not in msg:
-        return None
-    return json.loads(proc.stdout.readline())
-
-
-def test_mcp_tool_errors_are_marked_is_error(tmp_path, home):
-    proc = subprocess.Popen([str(BIN / "researcher"), "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, env=dict(os.environ))
-    try:
-        _mcp_call(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                         "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                                    "clientInfo": {"name": "test", "version": "0"}}})
-        _mcp_call(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
-        bad = _mcp_call(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                               "params": {"name": "search_fragments", "arguments": {"query": "x", "repository": "ghost"}}})
-        good = _mcp_call(proc, {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                                "params": {"name": "list_repositories", "arguments": {}}})
-    finally:
-        proc.kill()
-        proc.wait()
-
-    assert bad["result"]["isError"] is True
-    assert "REPOSITORY_NOT_FOUND" in bad["result"]["content"][0]["text"]
-    assert not good["result"].get("isError")
-
-
 def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 

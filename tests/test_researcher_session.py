@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.researcher_fixtures import kb, make_repo, seed_model
+from tests.researcher_fixtures import indexed_copy, kb, seed_model
 
 QUERY = "widget release parser cache"
 TOPICS = ["widget", "release", "parser", "cache", "toolkit", "config", "token", "alpha"]
@@ -20,14 +20,13 @@ def _document(i: int) -> str:
                                            for p in range(6))
 
 
+GUIDES = {f"guide-{i}.md": _document(i) for i in range(8)}
+
+
 @pytest.fixture
 def indexed(home, tmp_path, monkeypatch):
     monkeypatch.setenv("GSD_RESEARCH_RESIDENT_IDLE", "0")  # each call fits its answer in this process
-    seed_model()
-    root = make_repo(tmp_path / "guides", {f"guide-{i}.md": _document(i) for i in range(8)})
-    assert kb("repo", "add", "guides", str(root), "--json").code == 0
-    assert kb("index", "guides", "--json").code == 0
-    return root
+    return indexed_copy(tmp_path, home, "guides", GUIDES, folder="guides")
 
 
 def passages(answer: dict) -> list[tuple[str, int, str]]:

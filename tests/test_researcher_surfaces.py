@@ -24,19 +24,15 @@ from tests.researcher_fixtures import (
     PLANTED,
     QUERY,
     empty_vectors,
+    indexed_copies,
     kb,
-    make_repo,
     next_process,
     seed_model,
 )
 
 
 def _two_repositories(tmp_path, home):
-    seed_model()
-    kb("repo", "add", "r", str(make_repo(tmp_path / "repo", DOCS)), "--json")
-    kb("repo", "add", "o", str(make_repo(tmp_path / "other", OTHER)), "--json")
-    assert kb("index", "--json").code == 0
-    next_process()
+    indexed_copies(tmp_path, home, {"r": (DOCS, "repo"), "o": (OTHER, "other")})
     return home / "repositories"
 
 

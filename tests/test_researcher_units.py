@@ -14,7 +14,16 @@ from unittest.mock import Mock
 import pytest
 
 from tests.conftest import SHARED, require
-from tests.researcher_fixtures import copy_int8_builds, in_flight, kb, make_repo, recorded, seed_model
+from tests.researcher_fixtures import (
+    DOCS,
+    copy_int8_builds,
+    in_flight,
+    indexed_copy,
+    kb,
+    make_repo,
+    recorded,
+    seed_model,
+)
 
 BIN = Path(sys.executable).parent
 
@@ -77,9 +86,22 @@ EMBED_TEXTS = ["short", "", "Ünïcödé ✓ 漢字", "a medium sentence about s
                " ".join(["long"] * 400)]
 
 
-def test_float_embedder_vectors_are_identical_to_chromas_default(home, monkeypatch):
+_CHROMA: list = []
+
+
+def _chromas_vectors():
+    """Chroma's own vectors of EMBED_TEXTS (the reference), computed once per test process: the model file is
+    the same offline copy for every test."""
     import numpy as np
     from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
+
+    if not _CHROMA:
+        _CHROMA.append(np.array(ONNXMiniLM_L6_V2()(EMBED_TEXTS)))
+    return _CHROMA[0]
+
+
+def test_float_embedder_vectors_are_identical_to_chromas_default(home, monkeypatch):
+    import numpy as np
 
     from gsd_research.researcher.gateways.embedding_gateway import DefaultEmbedder
 
@@ -87,7 +109,7 @@ def test_float_embedder_vectors_are_identical_to_chromas_default(home, monkeypat
     monkeypatch.setenv("GSD_RESEARCH_EMBEDDING_PRECISION", "fp32")
     embedder = DefaultEmbedder()
     ours = np.array(embedder.embed(EMBED_TEXTS))
-    theirs = np.array(ONNXMiniLM_L6_V2()(EMBED_TEXTS))
+    theirs = _chromas_vectors()
 
     assert embedder.precision == "fp32"
     assert ours.shape == theirs.shape == (5, 384)
@@ -97,14 +119,13 @@ def test_float_embedder_vectors_are_identical_to_chromas_default(home, monkeypat
 
 def test_queries_are_embedded_with_the_float_model_and_load_no_int8_model(home):
     import numpy as np
-    from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
 
     from gsd_research.researcher.gateways.embedding_gateway import EmbeddingGateway
 
     seed_model(int8=False)
     gateway = EmbeddingGateway()
     ours = np.array(gateway.embed_queries(EMBED_TEXTS))
-    theirs = np.array(ONNXMiniLM_L6_V2()(EMBED_TEXTS))
+    theirs = _chromas_vectors()
 
     assert np.abs(ours - theirs).max() < 1e-5
     assert gateway.backend.session is None and not (home / "models").exists()  # a search builds nothing
@@ -112,14 +133,13 @@ def test_queries_are_embedded_with_the_float_model_and_load_no_int8_model(home):
 
 def test_int8_embedder_is_the_default_and_stays_close_to_chromas_vectors(home):
     import numpy as np
-    from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
 
     from gsd_research.researcher.gateways.embedding_gateway import DefaultEmbedder
 
     seed_model()
     embedder = DefaultEmbedder()
     ours = np.array(embedder.embed(EMBED_TEXTS))
-    theirs = np.array(ONNXMiniLM_L6_V2()(EMBED_TEXTS))
+    theirs = _chromas_vectors()
 
     assert embedder.precision == "int8"
     assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
@@ -398,7 +418,8 @@ def _top(query: str) -> str:
     return kb("search", query, "--json").json["documents"][0]["document_path"]
 
 
-def test_crash_between_the_two_stores_is_recovered_from_the_journal(tmp_path, home, store, monkeypatch):
+def test_crash_between_the_two_stores_is_recovered_from_the_journal(tmp_path, home, monkeypatch):
+    seed_model()
     root = make_repo(tmp_path / "repo", {"a.md": "# A\n\nalpha text\n", "b.md": "# B\n\nbeta text\n"})
     kb("repo", "add", "j", str(root), "--json")
     kb("index", "j", "--json")
@@ -427,13 +448,11 @@ def test_crash_between_the_two_stores_is_recovered_from_the_journal(tmp_path, ho
 
 # -- MCP ------------------------------------------------------------------------------------------
 
-def test_mcp_tools_over_the_library(tmp_path, home, store):
+def test_mcp_tools_over_the_library(tmp_path, home):
     from gsd_research.researcher.mcp_server import KnowledgeBaseTools
     from gsd_research.researcher.service_factory import ServiceFactory
 
-    root = make_repo(tmp_path / "repo")
-    kb("repo", "add", "d", str(root), "--json")
-    kb("index", "d", "--json")
+    root = indexed_copy(tmp_path, home, "d", DOCS)
     tools = KnowledgeBaseTools(ServiceFactory())
 
     assert tools.list_repositories()["repositories"][0]["name"] == "d"
@@ -471,10 +490,15 @@ def test_mcp_server_speaks_stdio(tmp_path, home):
                          "list_repositories", "get_index_status"}
         called = call({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
                        "params": {"name": "list_repositories", "arguments": {}}})
-        assert '"repositories"' in called["result"]["content"][0]["text"]
+        bad = call({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                    "params": {"name": "search_fragments", "arguments": {"query": "x", "repository": "ghost"}}})
     finally:
         proc.kill()
         proc.wait()
+
+    assert '"repositories"' in called["result"]["content"][0]["text"] and not called["result"].get("isError")
+    assert bad["result"]["isError"] is True  # a tool's error is marked as one
+    assert "REPOSITORY_NOT_FOUND" in bad["result"]["content"][0]["text"]
 
 
 def test_a_changed_int8_model_that_still_loads_is_discarded_and_rebuilt(home, monkeypatch):

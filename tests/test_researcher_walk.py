@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.researcher_fixtures import kb, make_repo, scanned_pdf, seed_model
+from tests.researcher_fixtures import kb, make_repo, seed_model
 
 
 @pytest.fixture
@@ -120,27 +120,6 @@ def test_an_unchanged_blank_scan_is_no_text_and_not_read_again(tmp_path, model, 
     assert calls == []
     status = kb("status", "s", "--json").json["repositories"][0]
     assert (status["total_documents"], status["documents_no_text"], status["no_text"]) == (1, 1, ["blank.pdf"])
-
-
-def test_a_no_text_pdf_recorded_before_tesseract_is_read_once_it_is_there(tmp_path, model, monkeypatch):
-    if not shutil.which("tesseract"):
-        pytest.skip("the tesseract command is not installed (Debian: apt-get install tesseract-ocr)")
-    root = make_repo(tmp_path / "repo", {"a.md": "# A\n\nThe axolotl regrows limbs.\n"})
-    scanned_pdf(root / "scan.pdf")
-    from PIL import Image
-
-    Image.new("L", (850, 1100), 255).save(root / "blank.pdf", "PDF", resolution=100.0)
-    kb("repo", "add", "s", str(root), "--json")
-    path = os.environ["PATH"]
-    monkeypatch.setenv("PATH", str(tmp_path))
-    assert kb("index", "s", "--json").json["results"][0]["documents_no_text"] == 2
-    monkeypatch.setenv("PATH", path)
-
-    out = kb("index", "s", "--json").json["results"][0]
-
-    assert (out["documents_indexed"], out["documents_ocr"], out["documents_failed"]) == (1, 1, 0), out
-    assert [d["document_path"] for d in out["no_text"]] == ["blank.pdf"]
-    assert kb("index", "s", "--json").json["results"][0]["documents_failed"] == 0
 
 
 def test_a_damaged_keyword_index_is_named_and_rebuilt_by_index(tmp_path, model, home):
