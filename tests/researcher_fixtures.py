@@ -17,8 +17,8 @@ MIXED = SHARED / "bench" / "corpora" / "mixed-formats"
 def seed_model(home: Path | None = None, int8: bool = True) -> Path:
     """Chroma's default model where Chroma looks under this test's HOME (symlinks to the offline copy), and
     (`int8`) the int8 build the embedder makes on first use, built once per machine and linked into this
-    test's GSD_RESEARCH_HOME, so that every test does not pay the build. Also shares ONNX sessions and tokenizers
-    within the test process (`_share_sessions`)."""
+    test's GSD_RESEARCH_HOME, so that every test does not pay the build. Also shares ONNX sessions within the
+    test process (`_share_sessions`)."""
     dest = Path(home or os.environ["HOME"]) / ".cache" / "chroma" / "onnx_models" / "all-MiniLM-L6-v2" / "onnx"
     dest.mkdir(parents=True, exist_ok=True)
     require(MODEL_DIR / "model.onnx", "Chroma's default embedding model (all-MiniLM-L6-v2 ONNX)")
@@ -58,35 +58,6 @@ def _share_sessions() -> None:
 
     shared.shared = True
     ort.InferenceSession = shared
-    _share_tokenizers()
-
-
-_EMBEDDERS: dict[tuple, dict] = {}
-
-
-def _share_tokenizers() -> None:
-    """The embedder's two tokenizers loaded once per tokenizer file and test process (0.07 s each, per command):
-    they are configured in `__init__` only and then only read, so instances can share them."""
-    from gsd_research.researcher.gateways import embedding_gateway
-
-    cls = embedding_gateway.DefaultEmbedder
-    loaded = cls.__init__
-
-    def init(self, batch_size: int = 8) -> None:
-        folder = embedding_gateway.ensure_chroma_model()
-        st = (folder / "tokenizer.json").stat()
-        key = (str((folder / "tokenizer.json").resolve()), st.st_size, st.st_mtime_ns)
-        if key not in _EMBEDDERS:
-            loaded(self, batch_size)
-            _EMBEDDERS[key] = {"folder": folder, "made": dict(self.__dict__)}
-        made, first = _EMBEDDERS[key]["made"], _EMBEDDERS[key]["folder"]
-        for name, value in made.items():  # paths under the first test's model folder: this HOME's
-            if isinstance(value, Path) and value.is_relative_to(first):
-                value = folder / value.relative_to(first)
-            setattr(self, name, value)
-        self.batch_size = batch_size
-
-    cls.__init__ = init
 
 
 def _spinning(options) -> str | None:

@@ -43,6 +43,26 @@ def ensure_chroma_model(folder: Path | None = None) -> Path:
     return folder
 
 
+def _tokenizers(path: Path) -> tuple:
+    """(truncating, counting) tokenizers of `path`, loaded once per process and file version: each load costs
+    0.07 s and an embedder is made per command (the MCP server and tests make many); both are only read after."""
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _TOKENIZERS:
+        from tokenizers import Tokenizer
+
+        truncating, counting = Tokenizer.from_file(str(path)), Tokenizer.from_file(str(path))
+        truncating.enable_truncation(max_length=MAX_TOKENS)
+        truncating.no_padding()
+        counting.no_truncation()
+        counting.no_padding()
+        _TOKENIZERS[key] = (truncating, counting)
+    return _TOKENIZERS[key]
+
+
+_TOKENIZERS: dict[tuple, tuple] = {}
+
+
 class DefaultEmbedder:
     """all-MiniLM-L6-v2 as Chroma computes it (truncate 256, mean-pool, L2-normalize), but batched by length
     with dynamic padding instead of padding every text to 256 tokens, and by default with the model's weight
@@ -55,16 +75,9 @@ class DefaultEmbedder:
     (float model), and faster on this 2-core machine."""
 
     def __init__(self, batch_size: int = 8) -> None:
-        from tokenizers import Tokenizer
-
         folder = ensure_chroma_model()
         self.batch_size = batch_size
-        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        self.tokenizer.enable_truncation(max_length=MAX_TOKENS)
-        self.tokenizer.no_padding()
-        self.counter = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        self.counter.no_truncation()
-        self.counter.no_padding()
+        self.tokenizer, self.counter = _tokenizers(folder / "tokenizer.json")
         self.model_path = folder / "model.onnx"
         self.precision: str | None = None  # of the documents' session, once open: "int8" or "fp32"
         self.session = None  # documents
