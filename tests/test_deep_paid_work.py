@@ -23,6 +23,7 @@ from tests.deep_fixtures import (
     ledger_lines,
     read,
     reap_worker,
+    remote_id_recorded,
     status_of,
     wait_for,
 )
@@ -89,7 +90,7 @@ def test_identical_calls_made_at_once_share_one_job_and_one_payment(pplx, home, 
     import os
 
     configure(home, deep={"autostart": True, "idle_exit": 2, "concurrency": 2})
-    pplx.state["pplx_async_delay"] = 1.0
+    pplx.state["pplx_async_delay"] = 0.5  # a late caller attaches to the job, or gets its cached answer
     args = [str(BIN / "gsd-research"), "deep", *(["--async"] if mode == "async" else []), "asked four times at once"]
     procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
              for _ in range(4)]
@@ -210,15 +211,15 @@ def test_a_short_client_timeout_never_shortens_the_jobs_attempt(cli, pplx, home)
 
 
 def test_asking_again_after_a_job_failed_resumes_the_request_it_paid_for(cli, pplx, home):
-    configure(home, deep={"max_attempts": 1, "timeout": 1})
-    pplx.state["pplx_async_delay"] = 2.0
+    configure(home, deep={"max_attempts": 1, "timeout": 0.5})
+    pplx.state["pplx_async_delay"] = 1.0
 
     first = cli("deep", "outlived its job")
     err = first.json["error"]
     job_id = err["details"]["conversation_id"]
     assert first.code == 5 and err["code"] == "JOB_FAILED" and err["details"]["cause"] == "TIMEOUT"
     assert any("nothing is paid twice" in tip for tip in err["suggestions"])
-    time.sleep(1.2)  # the remote request finishes meanwhile
+    time.sleep(0.6)  # the remote request finishes meanwhile
     again = cli("deep", "outlived its job")
 
     assert again.code == 0 and again.json["conversation_id"] == job_id, again.stdout
@@ -261,10 +262,9 @@ def test_asking_again_after_the_provider_ended_the_run_is_a_new_request(cli, ppl
 
 def test_a_cancelled_jobs_paid_request_is_fetched_when_asked_again(cli, pplx, home, reap):
     configure(home, deep={"autostart": True, "idle_exit": 2})
-    pplx.state["pplx_async_delay"] = 2.0
+    pplx.state["pplx_async_delay"] = 1.0
     job_id = cli("deep", "--async", "cancelled then wanted").json["conversation_id"]
-    wait_for(lambda: paid(pplx.state))
-    time.sleep(0.3)
+    wait_for(lambda: paid(pplx.state) and remote_id_recorded(home))  # cancelled mid-poll
 
     assert cli("jobs", "cancel", job_id).json["cancelled"] is True
     lines = ledger_lines(home)
