@@ -164,9 +164,10 @@ def test_a_retry_after_longer_than_any_backoff_fails_the_job_saying_when_to_retr
     job_id = cli("deep", "--async", "come back tomorrow").json["conversation_id"]
 
     started = time.monotonic()
-    gsd("jobs", "worker", "--once", timeout=30)
+    cli("jobs", "worker", "--once")
     elapsed = time.monotonic() - started
-    code, waited = gsd("jobs", "wait", job_id, "--timeout", "1")
+    result = cli("jobs", "wait", job_id, "--timeout", "1")
+    code, waited = result.code, result.json
 
     status = status_of(home, job_id)
     assert elapsed < 10 and status["status"] == "failed" and status["attempts"] == 1
@@ -184,7 +185,7 @@ def test_a_retry_time_further_ahead_than_any_backoff_is_due_now(cli, pplx, home)
     path = home / "conversation-logs" / job_id / "status.json"
     path.write_text(json.dumps(dict(read(path), retryAt="2099-01-01T00:00:00.000Z", attempts=1)))
 
-    gsd("jobs", "worker", "--once", timeout=30)
+    cli("jobs", "worker", "--once")
 
     assert status_of(home, job_id)["status"] == "completed"
 
@@ -193,7 +194,7 @@ def test_a_retry_time_further_ahead_than_any_backoff_is_due_now(cli, pplx, home)
 
 def test_a_short_client_timeout_never_shortens_the_jobs_attempt(cli, pplx, home):
     configure(home, deep={"max_attempts": 1})
-    pplx.state["pplx_async_delay"] = 2.5
+    pplx.state["pplx_async_delay"] = 2.0
 
     started = time.monotonic()
     result = cli("deep", "slow research", "--timeout", "1")
@@ -201,7 +202,7 @@ def test_a_short_client_timeout_never_shortens_the_jobs_attempt(cli, pplx, home)
 
     err = result.json["error"]
     job_id = err["details"]["conversation_id"]
-    assert result.code == 6 and err["code"] == "TIMEOUT" and elapsed < 2.4
+    assert result.code == 6 and err["code"] == "TIMEOUT" and elapsed < 1.9
     assert read(home / "conversation-logs" / job_id / "job.json")["timeout"] == 600  # deep.timeout, not 1 s
     status = status_of(home, job_id)
     assert status["status"] == "pending" and status["attempts"] == 0  # handed over, not a failed attempt
