@@ -25,11 +25,12 @@ from tests.injection import corpus
 CANARY = "quokka"
 OPENS = (FENCE_OPEN_FLAGGED + "\n", FENCE_OPEN + "\n")
 CHECKED = {"outputs": 0, "passages": 0}
-# Sample: every fence-close spelling, then the first two variants of every other technique.
+# Sample: every fence-close spelling (each one a way out of a fence), then the first variant of every other
+# technique (each one a kind of warning; a second variant of it takes the same way through the fence).
 _HOSTILE = corpus.hostile()
 SAMPLE = [h for h in _HOSTILE if h["technique"] == "fence_close"] + [
     h for t in sorted({h["technique"] for h in _HOSTILE} - {"fence_close"})
-    for h in [x for x in _HOSTILE if x["technique"] == t][:2]]
+    for h in [x for x in _HOSTILE if x["technique"] == t][:1]]
 
 
 def passage(variant: str) -> str:
