@@ -94,6 +94,12 @@ def wait_for(predicate, timeout: float = 15.0, step: float = 0.02):
     raise AssertionError("condition not met in time")
 
 
+def remote_id_recorded(home: Path) -> bool:
+    """Whether a job has recorded the id of its paid request: a kill from now on lands mid-poll."""
+    return any((read(d / "status.json") if (d / "status.json").exists() else {}).get("remoteId")
+               for d in job_dirs(home))
+
+
 def start_blocking(query: str, *args: str) -> subprocess.Popen:
     return subprocess.Popen([str(BIN / "gsd-research"), "deep", query, *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=dict(os.environ))

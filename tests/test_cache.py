@@ -74,8 +74,8 @@ def test_parallel_processes_sharing_one_home_all_succeed_and_count_every_lookup(
     def one(_):
         return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=90)
 
-    with ThreadPoolExecutor(max_workers=6) as pool:
-        runs = list(pool.map(one, range(6)))
+    with ThreadPoolExecutor(max_workers=4) as pool:  # four processes opening one cache at once
+        runs = list(pool.map(one, range(4)))
 
     for proc in runs:
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -84,7 +84,7 @@ def test_parallel_processes_sharing_one_home_all_succeed_and_count_every_lookup(
         assert doc["success"] is True and doc["results"]
     stats = read_cache_stats()
     said = [proc.stderr for proc in runs if proc.stderr.strip()]
-    assert stats["hits"] + stats["misses"] == 12, (stats, said)  # every lookup counted, none lost to a race
+    assert stats["hits"] + stats["misses"] == 8, (stats, said)  # every lookup counted, none lost to a race
     assert len(fake.hits()) == stats["misses"]
 
 

@@ -48,9 +48,24 @@ def join(pieces: list[str]) -> list[str]:
     return [fold(p) for p in out]
 
 
+_RECALL_HOME: list = []  # the home prepare_recall filled first in this process, copied for the next tests
+
+
 def prepare_recall(cli, env):
+    """Two pages kept in the memory: fetched once per process (the huge one is costly to read), then copied."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    home = Path(os.environ["GSD_RESEARCH_HOME"])
+    if _RECALL_HOME:
+        shutil.copytree(_RECALL_HOME[0], home, dirs_exist_ok=True)
+        return
     for name in ("article", "huge"):
         assert cli("fetch", env.url + f"/pages/{name}").code == 0
+    template = Path(os.environ["HOME"]).parent / "recall-home-template"
+    shutil.copytree(home, template)
+    _RECALL_HOME.append(template)
 
 
 CASES = {

@@ -25,6 +25,7 @@ from tests.deep_fixtures import (
     gsd,
     ledger_lines,
     reap_worker,
+    remote_id_recorded,
     start_blocking,
     status_of,
     wait_for,
@@ -50,11 +51,10 @@ def reap(home):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "kill-9"])
 def test_a_killed_blocking_call_leaves_a_job_that_finishes_and_pays_once(pplx, home, reap, sig):
     configure(home, deep={"autostart": True, "idle_exit": 2})
-    pplx.state["pplx_delay"] = 4.0  # a slow answer, whichever API the call uses
-    pplx.state["pplx_async_delay"] = 4.0
+    pplx.state["pplx_delay"] = 2.0  # a slow answer, whichever API the call uses
+    pplx.state["pplx_async_delay"] = 2.0
     proc = start_blocking("killed mid-call")
-    wait_for(lambda: paid(pplx.state))  # the request reached the provider
-    time.sleep(1.0)
+    wait_for(lambda: paid(pplx.state) and remote_id_recorded(home))  # paid, and the call polls for it
     proc.send_signal(sig)
     out, _ = proc.communicate(timeout=10)
 
@@ -75,11 +75,10 @@ def test_a_killed_blocking_call_leaves_a_job_that_finishes_and_pays_once(pplx, h
 
 def test_a_blocking_call_killed_with_kill_9_resumes_when_asked_again(pplx, home):
     """No worker runs (autostart off): the same `deep` call takes the job over by its remote id."""
-    pplx.state["pplx_async_delay"] = 3.0
-    pplx.state["pplx_delay"] = 3.0
+    pplx.state["pplx_async_delay"] = 1.5
+    pplx.state["pplx_delay"] = 1.5
     proc = start_blocking("resume me by asking again")
-    wait_for(lambda: paid(pplx.state))
-    time.sleep(1.0)
+    wait_for(lambda: paid(pplx.state) and remote_id_recorded(home))
     proc.kill()
     proc.communicate(timeout=10)
 
@@ -195,7 +194,7 @@ def test_the_skills_wait_loop_ends_on_a_job_that_fails(pplx, home, reap, monkeyp
     assert outcomes == {0: (None, False), 6: ("JOB_RUNNING", True), 5: ("JOB_FAILED", False),
                         1: ("JOB_CANCELLED", False)}
     configure(home, deep={"autostart": True, "max_attempts": 2, "retry_backoff": 0.2, "idle_exit": 1})
-    monkeypatch.setenv("PERPLEXITY_POLLING_TIMEOUT_MS", "1500")
+    monkeypatch.setenv("PERPLEXITY_POLLING_TIMEOUT_MS", "600")
     pplx.state["pplx_hang"] = {"submit": float("inf")}
     code, queued = gsd("deep", "--async", "a provider that never answers")
     job_id = queued["conversation_id"]
@@ -211,7 +210,7 @@ def test_the_skills_wait_loop_ends_on_a_job_that_fails(pplx, home, reap, monkeyp
         if not outcomes[code][1]:
             break
     assert outcome == (5, "JOB_FAILED") and rounds < 20
-    assert time.monotonic() - started < 2 * 1.5 + 0.2 + 6  # two attempts, one backoff, process start-ups
+    assert time.monotonic() - started < 2 * 0.6 + 0.2 + 6  # two attempts, one backoff, process start-ups
     assert doc["error"]["details"]["cause"] == "TIMEOUT"
 
 
@@ -237,7 +236,7 @@ def test_the_wait_contract_is_written_the_same_everywhere(cli, where):
 
 def test_a_never_answering_submit_fails_the_job_within_its_deadlines(cli, pplx, home, monkeypatch):
     configure(home, deep={"max_attempts": 2, "retry_backoff": 0.2}, http={"read_timeout": 10, "max_retries": 1})
-    monkeypatch.setenv("PERPLEXITY_POLLING_TIMEOUT_MS", "1500")
+    monkeypatch.setenv("PERPLEXITY_POLLING_TIMEOUT_MS", "600")
     pplx.state["pplx_hang"] = {"submit": float("inf")}
     job_id = cli("deep", "--async", "never answered").json["conversation_id"]
 
@@ -247,7 +246,7 @@ def test_a_never_answering_submit_fails_the_job_within_its_deadlines(cli, pplx, 
 
     status = status_of(home, job_id)
     assert status["status"] == "failed" and status["attempts"] == 2 and status["error"]["code"] == "TIMEOUT"
-    assert elapsed < 2 * 1.5 + 0.2 + 1.5, elapsed  # two 1.5 s attempts and one backoff, not 10 s reads
+    assert elapsed < 2 * 0.6 + 0.2 + 1.5, elapsed  # two 0.6 s attempts and one backoff, not 10 s reads
 
 
 def test_an_attempt_that_times_out_resumes_the_same_remote_request(cli, pplx, home):

@@ -77,22 +77,25 @@ def test_extract_keeps_structure_and_drops_boilerplate(cli, pages):
     assert r.json["metadata"]["page"] == 1 and r.json["metadata"]["pages"] == 1
 
 
+LONG = "/pages/huge?paragraphs=60"  # about 16,000 tokens: many pages at any budget here, a fifth of the reading
+
+
 def test_extract_pages_through_long_content(cli, pages):
-    first = cli("--max-tokens", "400", "fetch", pages.url + "/pages/huge", "--extract")
+    first = cli("--max-tokens", "400", "fetch", pages.url + LONG, "--extract")
     meta = first.json["metadata"]
     assert meta["pages"] > 3 and meta["tokens_used"] <= 400
     assert meta["next_page"] == "--extract --page 2 --max-tokens 400"
-    second = cli("--max-tokens", "400", "fetch", pages.url + "/pages/huge", "--extract", "--page", "2")
+    second = cli("--max-tokens", "400", "fetch", pages.url + LONG, "--extract", "--page", "2")
     assert second.json["metadata"]["page"] == 2 and second.json["content"] != first.json["content"]
-    last = cli("--max-tokens", "400", "fetch", pages.url + "/pages/huge", "--extract", "--page", str(meta["pages"]))
+    last = cli("--max-tokens", "400", "fetch", pages.url + LONG, "--extract", "--page", str(meta["pages"]))
     assert "next_page" not in last.json["metadata"]
-    beyond = cli("--max-tokens", "400", "fetch", pages.url + "/pages/huge", "--extract", "--page", "9999")
+    beyond = cli("--max-tokens", "400", "fetch", pages.url + LONG, "--extract", "--page", "9999")
     assert beyond.code == 2 and beyond.json["error"]["code"] == "USAGE_ERROR"
 
 
 @pytest.mark.parametrize("budget", ["300", "800", "2000"])  # 800: the summary stops at 95 % of it
 def test_answer_of_a_huge_page_stays_within_the_budget(cli, pages, budget):
-    r = cli("--max-tokens", budget, "fetch", pages.url + "/pages/huge")
+    r = cli("--max-tokens", budget, "fetch", pages.url + LONG)
     assert r.code == 0
     assert cl100k_tokens(r.stdout.strip()) <= int(budget)
 
@@ -266,7 +269,7 @@ def test_extract_pages_are_contiguous(cli, pages):
 
     seen = []
     for page in (1, 2, 3):
-        r = cli("--max-tokens", "1500", "fetch", pages.url + "/pages/huge", "--extract", "--page", str(page))
+        r = cli("--max-tokens", "1500", "fetch", pages.url + LONG, "--extract", "--page", str(page))
         seen += [int(n) for n in re.findall(r"Paragraph (\d+):", r.json["content"])]
         assert r.json["metadata"]["truncated"] is False
     assert seen == list(range(len(seen))) and len(seen) >= 6

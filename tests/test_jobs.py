@@ -164,7 +164,7 @@ def test_a_failed_attempt_is_recorded_then_retried_to_success(cli, pplx, home):
 
 
 def test_polling_timeout_fails_the_attempt(cli, pplx, home):
-    configure(home, deep={"max_attempts": 2, "timeout": 1})
+    configure(home, deep={"max_attempts": 2, "timeout": 0.4})
     pplx.state["pplx_async_delay"] = 30
     job_id = enqueue(cli, "never finishes")
 
@@ -311,10 +311,10 @@ def test_enqueue_starts_a_detached_worker_that_outlives_the_caller(run_bin, pplx
     assert run_bin("gsd-research", "jobs", "list").json["worker"]["needed"] is False
 
 
-def test_cancel_while_running_discards_the_answer(run_bin, pplx, home, reap):
+def test_cancel_while_running_discards_the_answer(cli, run_bin, pplx, home, reap):
     configure(home, deep={"autostart": True, "idle_exit": 0.5})
     pplx.state["pplx_async_delay"] = 30  # still running whatever the machine's load
-    job_id = run_bin("gsd-research", "deep", "--async", "cancel mid-run").json["conversation_id"]
+    job_id = cli("deep", "--async", "cancel mid-run").json["conversation_id"]  # starts the real worker
     deadline = time.monotonic() + 20
     while status_of(home, job_id)["status"] != "running" and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -329,13 +329,13 @@ def test_cancel_while_running_discards_the_answer(run_bin, pplx, home, reap):
     assert [m["role"] for m in messages] == ["user"]
 
 
-def test_status_restarts_a_dead_worker(run_bin, pplx, home, reap):
+def test_status_restarts_a_dead_worker(cli, run_bin, pplx, home, reap):
     configure(home, deep={"autostart": False, "idle_exit": 0.5})
-    job_id = run_bin("gsd-research", "deep", "--async", "orphaned").json["conversation_id"]
+    job_id = enqueue(cli, "orphaned")
     configure(home, deep={"autostart": True, "idle_exit": 0.5})
 
     status = run_bin("gsd-research", "jobs", "status", job_id).json
-    done = run_bin("gsd-research", "jobs", "wait", job_id, "--timeout", "20").json
+    done = cli("jobs", "wait", job_id, "--timeout", "20").json
 
     assert status["worker"]["started"] is True
     assert done["status"] == "completed"

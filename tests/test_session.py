@@ -126,7 +126,7 @@ def test_the_ledger_and_the_cursors_are_private(cli, fake, home):
 
 
 def test_parallel_calls_of_one_session_keep_its_ledger_whole(run_bin, fake, home):
-    queries = ["useEffect cleanup", "state hooks", "context api", "refs", "memo", "suspense"]
+    queries = ["useEffect cleanup", "state hooks", "context api", "refs"]  # four processes writing at once
 
     with ThreadPoolExecutor(len(queries)) as pool:
         codes = list(pool.map(lambda q: run_bin("gsd-research", "docs", "react", q, "--session", "p").code, queries))

@@ -25,11 +25,12 @@ from tests.injection import corpus
 CANARY = "quokka"
 OPENS = (FENCE_OPEN_FLAGGED + "\n", FENCE_OPEN + "\n")
 CHECKED = {"outputs": 0, "passages": 0}
-# Sample: every fence-close spelling, then the first two variants of every other technique.
+# Sample: every fence-close spelling (each one a way out of a fence), then the first variant of every other
+# technique (each one a kind of warning; a second variant of it takes the same way through the fence).
 _HOSTILE = corpus.hostile()
 SAMPLE = [h for h in _HOSTILE if h["technique"] == "fence_close"] + [
     h for t in sorted({h["technique"] for h in _HOSTILE} - {"fence_close"})
-    for h in [x for x in _HOSTILE if x["technique"] == t][:2]]
+    for h in [x for x in _HOSTILE if x["technique"] == t][:1]]
 
 
 def passage(variant: str) -> str:
@@ -86,14 +87,7 @@ def ids(items):
 
 # -- fetch ------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("variant", SAMPLE, ids=ids(SAMPLE))
-def test_fetch_extractive_summary_and_extract(cli, web, variant):
-    web.state["pages"]["p"] = page(variant["text"])
-    url = web.url + "/pages/state/p"
-
-    assert_all_fenced(cli("fetch", url).json)
-    assert_all_fenced(cli("fetch", url, "--extract").json)
-
+# Every variant through fetch (extractive summary and extract) and search: test_fetch_search_and_their_recall.
 
 @pytest.mark.parametrize("variant", SAMPLE[:4], ids=ids(SAMPLE[:4]))
 def test_fetch_with_a_model_that_echoes_the_page(cli, web, monkeypatch, variant):
@@ -160,15 +154,6 @@ def results(variant: str) -> list[dict]:
              "content": passage(variant), "score": 0.8}]
 
 
-@pytest.mark.parametrize("variant", SAMPLE, ids=ids(SAMPLE))
-def test_search_results_and_summary(cli, fake, monkeypatch, variant):
-    monkeypatch.setenv("TAVILY_API_KEY", "tvly-outputs-test")
-    fake.state["tavily.results"] = results(variant["text"])
-    fake.state["tavily.answer"] = passage(variant["text"])
-
-    assert_all_fenced(cli("search", "colony census").json, expect=5)
-
-
 def test_keyless_search_results(cli, fake, monkeypatch):
     from gsd_research.search import keyless
     from tests.fakes.tavily import FakeKeyless
@@ -219,16 +204,24 @@ def test_jobs_result_and_wait(cli, fake, home, monkeypatch):
 # -- recall and verify (the research memory) ----------------------------------------------------------
 
 @pytest.mark.parametrize("variant", SAMPLE, ids=ids(SAMPLE))
-def test_recall_of_pages_search_results_and_reports(cli, web, monkeypatch, variant):
-    """What fetch, search and deep kept comes back fenced: passages, titles, the queries asked then."""
+def test_fetch_search_and_their_recall(cli, web, monkeypatch, variant):
+    """Fetch's summary and extract, search's results and summary, and what they kept when recall gives it back
+    (passages, titles, the queries asked then): all fenced. One test, so each variant is fetched once."""
     web.state["pages"]["p"] = page(variant["text"])
-    assert cli("fetch", web.url + "/pages/state/p").code == 0
+    url = web.url + "/pages/state/p"
     monkeypatch.setenv("TAVILY_API_KEY", "tvly-outputs-test")
     web.state["tavily.results"] = results(variant["text"])
     web.state["tavily.answer"] = passage(variant["text"])
-    assert cli("search", f"{CANARY} colony census").code == 0
 
-    assert_all_fenced(cli("recall", "colony census rangers", "--max-tokens", "4000").json, expect=4)
+    fetched, extracted = cli("fetch", url).json, cli("fetch", url, "--extract").json
+    searched = cli("search", "colony census").json
+    assert cli("search", f"{CANARY} colony census").code == 0  # a query that carries the canary, kept
+    recalled = cli("recall", "colony census rangers", "--max-tokens", "4000").json
+
+    assert_all_fenced(fetched)
+    assert_all_fenced(extracted)
+    assert_all_fenced(searched, expect=5)
+    assert_all_fenced(recalled, expect=4)
 
 
 @pytest.mark.parametrize("variant", SAMPLE, ids=ids(SAMPLE))

@@ -53,8 +53,10 @@ PDF = (b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n"
 
 
 def huge(req: Request) -> Reply:
+    """300 paragraphs (about 390 KB), or `?paragraphs=N`: a page many times any answer's budget is smaller."""
+    count = int(req.query.get("paragraphs", 300))
     paras = "".join(f"<p>Paragraph {i}: " + f"the huge page says widget fact {i} again to exceed the cap. " * 20
-                    + "</p>\n" for i in range(300))
+                    + "</p>\n" for i in range(count))
     return Reply(200, ("<html><body><article><h1>Huge</h1>" + paras + "</article></body></html>"),
                  content_type="text/html; charset=utf-8")
 
