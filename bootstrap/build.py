@@ -101,13 +101,14 @@ def base_python() -> tuple[str | None, str]:
 
 
 def has_pip_python_option(base: str) -> bool:
-    """Whether `base` has a pip that installs into another environment (`pip --python`, pip >= 22.3)."""
+    """Whether `base` has a pip that installs into another environment (`pip --python`, pip >= 22.3) and
+    whose command line runs (a pip that imports but cannot run would fail the build, not fall back)."""
     try:
-        out = subprocess.run([base, "-c", "import pip; print(pip.__version__)"], stdin=subprocess.DEVNULL,
-                             capture_output=True, text=True, timeout=60).stdout
+        proc = subprocess.run([base, "-m", "pip", "--version"], stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
         return False
-    found = re.match(r"(\d+)\.(\d+)", out.strip())
+    found = re.match(r"pip (\d+)\.(\d+)", proc.stdout.strip()) if proc.returncode == 0 else None
     return bool(found) and (int(found[1]), int(found[2])) >= PIP_PYTHON_OPTION
 
 
@@ -161,10 +162,17 @@ class Build:
         self.log.write(f"$ {' '.join(cmd)}\n")
         self.log.flush()
         t0 = time.time()
+        try:  # a session of its own: a step that times out is stopped with every process it started
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        except OSError as exc:
+            self.log.write(f"{exc}\n")
+            proc = None
         try:
-            ok = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
-                                timeout=STEP_TIMEOUT).returncode == 0
-        except (OSError, subprocess.SubprocessError) as exc:
+            ok = proc is not None and proc.wait(timeout=STEP_TIMEOUT) == 0
+        except subprocess.TimeoutExpired as exc:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
             self.log.write(f"{exc}\n")
             ok = False
         self.state.setdefault("timings", {})[step] = round(time.time() - t0, 1)

@@ -8,6 +8,7 @@ import os
 import shlex
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from bootstrap import locate, progress, verdict
@@ -196,3 +197,23 @@ def test_a_plain_plugin_path_keeps_the_bare_commands(tmp_path):
     text = run_hook("session-start", {"session_id": "s", "hook_event_name": "SessionStart"},
                     str(tmp_path / "plain dir-1.0_x" / "gsd-research"), tmp_path)
     assert text.startswith("gsd-research is available through Bash (gsd-research docs") and "off PATH" not in text
+
+
+def test_an_installer_step_that_times_out_is_stopped_with_the_processes_it_started(tmp_path, monkeypatch):
+    """`pip --python` runs pip again under the new environment's interpreter: a stalled step must not leave that
+    second process writing into an environment the build has already given up."""
+    from bootstrap import build
+
+    monkeypatch.setattr(build, "STEP_TIMEOUT", 0.5)
+    pid_file = tmp_path / "grandchild.pid"
+    spawn = ("import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+             f"open({str(pid_file)!r}, 'w').write(str(p.pid)); p.wait()")
+    (tmp_path / "data").mkdir()
+    with open(tmp_path / "build.log", "w") as log:
+        job = build.Build(str(tmp_path), str(tmp_path / "data"), log)
+
+        ok = job.run("install", "/usr/bin/python3", "-c", spawn)
+
+    stat = Path(f"/proc/{pid_file.read_text()}/stat")
+    assert ok is False
+    assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"  # gone, or dead unreaped
