@@ -115,9 +115,10 @@ if [ "$ACTION" = install ]; then
   fi
   PY="$VENV/bin/python"
 else
-  # The demo's knowledge-base repository, only when the demo made one (its docs folder is there): no
+  # The demo's knowledge-base repository, only when the knowledge base names it (researcher.yaml): no
   # knowledge-base start-up for an uninstall that has nothing of it to remove.
-  if [ ${#GSD_PROJECTS[@]} -eq 0 ] && [ -d "$DATA/plugin-docs" ] && "$ROOT/bin/researcher" --help >/dev/null 2>&1; then
+  if [ ${#GSD_PROJECTS[@]} -eq 0 ] && grep -qs "gsd-research-docs" "${GSD_RESEARCH_HOME:-$HOME/.gsd-research}/researcher.yaml" \
+     && "$ROOT/bin/researcher" --help >/dev/null 2>&1; then
     "$ROOT/bin/researcher" repo remove gsd-research-docs >/dev/null 2>&1 || true
   fi
   PY=""
