@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 
@@ -45,20 +47,27 @@ def _input(kind: str, tmp_path) -> str:
     return str(path)
 
 
+# The child is started by a small fresh process, not by this test process: a fork records the forking
+# process's resident size as the child's peak (a test worker holding Chroma is over the ceiling by itself).
+MEASURE = ("import os, subprocess, sys; p = subprocess.Popen(sys.argv[2:]); _, s, u = os.wait4(p.pid, 0); "
+           "open(sys.argv[1], 'w').write(str(u.ru_maxrss)); sys.exit(os.waitstatus_to_exitcode(s))")
+
+
 def run_measured(script: str, *args: str, cwd=None, stdin=subprocess.DEVNULL) -> tuple[Result, int]:
-    """Run a console script; its result and its peak RSS in KB (wait4: this child alone)."""
+    """Run a console script; its result and its peak RSS in KB (wait4 in its parent: this child alone)."""
     with open(os.devnull if stdin is subprocess.DEVNULL else stdin, "rb") as given, \
-            tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([str(BIN / script), *args], stdin=given, stdout=out, stderr=err, cwd=cwd)
-        watchdog = threading.Timer(120, proc.kill)  # a blocked child fails the test instead of hanging it
+            tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.NamedTemporaryFile("r") as peak:
+        proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", MEASURE, peak.name, str(BIN / script), *args],
+                                stdin=given, stdout=out, stderr=err, cwd=cwd, start_new_session=True)
+        watchdog = threading.Timer(120, os.killpg, (proc.pid, signal.SIGKILL))  # a blocked child fails the test
         watchdog.start()
         try:
-            _, status, usage = os.wait4(proc.pid, 0)
+            proc.wait()
         finally:
             watchdog.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0), err.seek(0)
-        return Result(proc.returncode, out.read().decode(), err.read().decode()), usage.ru_maxrss
+        return Result(proc.returncode, out.read().decode(), err.read().decode()), int(peak.read() or 0)
 
 
 @pytest.mark.parametrize("kind", sorted(INPUTS))
