@@ -323,3 +323,35 @@ def scanned_pdf(path: Path) -> Path:
         draw.text((120, 200 + i * 110), line, fill=0, font=font)
     page.save(path, "PDF", resolution=200.0)
     return path
+
+
+def consistent(name: str) -> tuple[int, set[str]]:
+    """(fragments, documents) of repository `name`, asserting that both stores and the state record agree with
+    each other and the files: no duplicate, no orphan."""
+    import hashlib
+
+    from gsd_research.researcher.service_factory import ServiceFactory
+
+    factory = ServiceFactory()
+    repo = factory.repository_service.get_repository(name)
+    chroma = factory.chroma_factory(repo)()
+    ids = chroma.collection.get(include=[])["ids"]
+    lexical = factory.lexical_gateway(repo)
+    checksums = recorded(factory.repo_dir(repo))
+    assert len(ids) == len(set(ids)) == lexical.count() == sum(v["fragment_count"] for v in checksums.values())
+    assert set(chroma.get_all_document_paths()) == set(lexical.get_all_document_paths()) == set(checksums)
+    root = Path(repo.path)
+    for rel, meta in checksums.items():
+        assert hashlib.sha256((root / rel).read_bytes()).hexdigest() == meta["checksum"]
+    return len(ids), set(checksums)
+
+
+def memory_entries(n: int):
+    """The research memory holding `n` pages about the flux capacitor (each with its code FLUX_9000+i)."""
+    from gsd_research.memory.store import Entry, MemoryStore
+
+    store = MemoryStore()
+    store.put_many([Entry(kind="page", body=f"# Page {i}\n\nThe flux capacitor code FLUX_{9000 + i} matters; the "
+                          "gasket and the rotor valve are checked daily.", url=f"https://example.com/p{i}",
+                          title=f"Page {i}") for i in range(n)])
+    return store

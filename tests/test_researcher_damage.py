@@ -281,9 +281,9 @@ def _memory_removed(n: int) -> Callable:
 
 
 def _memory_emptied_while_writes_lead(store, lexical: Path) -> None:
-    from tests.test_researcher_surfaces import _memory_entries
+    from tests.researcher_fixtures import memory_entries
 
-    _memory_entries(1).close()  # a write after the embedding: pending from now on
+    memory_entries(1).close()  # a write after the embedding: pending from now on
     with sqlite3.connect(lexical) as conn:
         conn.execute("DELETE FROM fragments")
 
@@ -304,11 +304,11 @@ MEMORY: list[tuple[str, Callable, str | None]] = [  # research memory writes its
 @pytest.mark.parametrize("harm, named", [row[1:] for row in MEMORY], ids=[row[0] for row in MEMORY])
 def test_research_memory_writes_ahead_are_no_damage_and_its_damage_is_named(home, monkeypatch, harm, named):
     from gsd_research.researcher import api
-    from tests.test_researcher_surfaces import _memory_entries
+    from tests.researcher_fixtures import memory_entries
 
     monkeypatch.setattr(api, "schedule_embedding", lambda name: {"running": False})
     seed_model()
-    store = _memory_entries(6)
+    store = memory_entries(6)
     assert _index("research-memory")["repaired"] is None
     harm(store, Path(api.repo_dir("research-memory")) / "lexical.sqlite")
     store.close()

@@ -223,9 +223,9 @@ def test_an_indexed_document_that_stops_converting_loses_its_fragments(tmp_path,
     assert kb("status", "s", "--json").json["repositories"][0]["total_documents"] == 3
 
 
-def test_kill_9_while_embedding_then_reindex_resumes_and_stays_consistent(tmp_path, home):
+def test_kill_9_while_embedding_then_reindex_resumes_and_staysconsistent(tmp_path, home):
     """Killed before the store phase: nothing reached a vector store, so its kind is not the subject."""
-    from tests.test_researcher_units import _consistent
+    from tests.researcher_fixtures import consistent
 
     seed_model()
 
@@ -253,7 +253,7 @@ def test_kill_9_while_embedding_then_reindex_resumes_and_stays_consistent(tmp_pa
 
     assert (out["documents_indexed"], out["documents_failed"], out["errors"]) == (len(docs), 0, [])
     assert out["documents_resumed"] == spooled  # the torn one is embedded again, and stored
-    count, paths = _consistent("k")
+    count, paths = consistent("k")
     assert (count, paths) == (len(docs), set(docs))
     assert not (state / "spool.jsonl").exists()
     assert kb("search", "marker121", "--json").json["documents"][0]["document_path"] == "n121.md"

@@ -26,6 +26,7 @@ from tests.researcher_fixtures import (
     empty_vectors,
     indexed_copies,
     kb,
+    memory_entries,
     next_process,
     seed_model,
 )
@@ -139,16 +140,6 @@ def test_with_every_repository_damaged_the_error_names_them_all_and_one_index_ru
         "metadata"], found.stdout
 
 
-def _memory_entries(n: int):
-    from gsd_research.memory.store import Entry, MemoryStore
-
-    store = MemoryStore()
-    store.put_many([Entry(kind="page", body=f"# Page {i}\n\nThe flux capacitor code FLUX_{9000 + i} matters; the "
-                          "gasket and the rotor valve are checked daily.", url=f"https://example.com/p{i}",
-                          title=f"Page {i}") for i in range(n)])
-    return store
-
-
 @pytest.mark.parametrize("embedded", [True, False], ids=["vectors answer", "nothing embedded"])
 def test_recall_names_a_damaged_memory_index_with_the_index_run_as_its_fix(cli, home, monkeypatch, embedded):
     """With vectors to answer, recall answers by meaning with a note; without, MEMORY_CORRUPT; either way the fix is
@@ -157,7 +148,7 @@ def test_recall_names_a_damaged_memory_index_with_the_index_run_as_its_fix(cli, 
 
     monkeypatch.setattr(api, "schedule_embedding", lambda name: {"running": False})
     seed_model()
-    _memory_entries(5).close()
+    memory_entries(5).close()
     if embedded:
         api.embed_now("research-memory")
     lexical = Path(api.repo_dir("research-memory")) / "lexical.sqlite"

@@ -16,6 +16,7 @@ import pytest
 from tests.conftest import SHARED, require
 from tests.researcher_fixtures import (
     DOCS,
+    consistent,
     copy_int8_builds,
     in_flight,
     indexed_copy,
@@ -365,25 +366,6 @@ def test_http_embeddings_of_the_wrong_shape_are_refused(tmp_path, home, fake):
 
 # -- crash safety ----------------------------------------------------------------------------------
 
-def _consistent(name: str) -> tuple[int, set[str]]:
-    from gsd_research.researcher.service_factory import ServiceFactory
-
-    factory = ServiceFactory()
-    repo = factory.repository_service.get_repository(name)
-    chroma = factory.chroma_factory(repo)()
-    ids = chroma.collection.get(include=[])["ids"]
-    lexical = factory.lexical_gateway(repo)
-    checksums = recorded(factory.repo_dir(repo))
-    assert len(ids) == len(set(ids)) == lexical.count() == sum(v["fragment_count"] for v in checksums.values())
-    assert set(chroma.get_all_document_paths()) == set(lexical.get_all_document_paths()) == set(checksums)
-    root = Path(repo.path)
-    for rel, meta in checksums.items():
-        import hashlib
-
-        assert hashlib.sha256((root / rel).read_bytes()).hexdigest() == meta["checksum"]
-    return len(ids), set(checksums)
-
-
 def test_kill_9_during_indexing_then_reindex_leaves_no_duplicates_or_orphans(tmp_path, home, store):
     docs = {f"d{i:03}.md": f"# Note {i}\n\nNote number {i} mentions topic{i % 7} and item{i}.\n" for i in range(160)}
     root = make_repo(tmp_path / "repo", docs)
@@ -409,7 +391,7 @@ def test_kill_9_during_indexing_then_reindex_leaves_no_duplicates_or_orphans(tmp
 
     assert again["documents_skipped"] == len(kept)
     assert again["documents_indexed"] == len(docs) - len(kept)
-    count, paths = _consistent("c")
+    count, paths = consistent("c")
     assert paths == set(docs)
     assert _top("item42") == "d042.md"
 
@@ -442,7 +424,7 @@ def test_crash_between_the_two_stores_is_recovered_from_the_journal(tmp_path, ho
 
     assert again["documents_indexed"] == 1
     assert not in_flight(home / "repositories" / "j")
-    _consistent("j")
+    consistent("j")
     assert _top("gamma") == "a.md"
 
 
