@@ -9,7 +9,7 @@ from gsd_research.core import session
 from gsd_research.core.budget import MIN_CUT_TOKENS, fit_results, fit_text
 from gsd_research.core.errors import UsageError
 from gsd_research.core.runtime import agent_command
-from gsd_research.core.untrusted import guard_text, seal
+from gsd_research.core.untrusted import guard_text, seal, shown_warnings
 
 
 @agent_command("expand")
@@ -33,18 +33,14 @@ def expand(rt, token: str):
     _pid, entry = found
     content, warnings = guard_text(str(entry.get("text", "")), "content")
     doc = seal({"ref": token, "source": entry.get("source", ""), "seen": entry.get("where", ""),
-                "content": content, **_flags(warnings), "metadata": {}}, ("source", "content"))
+                "content": content, **shown_warnings(warnings), "metadata": {}}, ("source", "content"))
     return fit_text(doc, ("content",), rt.max_tokens, dedupe=False)
-
-
-def _flags(warnings: list[dict]) -> dict:
-    return {"injection_flagged": True, "injection_warnings": warnings[:10]} if warnings else {}
 
 
 def _flagged(doc: dict, warnings: list[dict]) -> dict:
     """`doc` with the flags of the external text it now carries, before its metadata."""
     out = {k: v for k, v in doc.items() if k != "metadata"}
-    return {**out, **_flags(warnings), "metadata": doc.get("metadata", {})}
+    return {**out, **shown_warnings(warnings), "metadata": doc.get("metadata", {})}
 
 
 def _continue(rt, token: str) -> dict:

@@ -125,6 +125,19 @@ def warning(where: str, findings: list[dict], **extra) -> dict:
             "findings": [dict(f) for f in findings[:5]]}
 
 
+MAX_WARNINGS = 10  # injection warnings an answer shows; the rest are counted
+
+
+def shown_warnings(warnings: list[dict]) -> dict:
+    """The warning fields of an answer: the flag, at most MAX_WARNINGS, and how many more there were."""
+    if not warnings:
+        return {}
+    shown = {"injection_flagged": True, "injection_warnings": warnings[:MAX_WARNINGS]}
+    if len(warnings) > MAX_WARNINGS:
+        shown["injection_warnings_more"] = len(warnings) - MAX_WARNINGS
+    return shown
+
+
 def guard_text(text: str | None, where: str) -> tuple[str | None, list[dict]]:
     """The rule for one external passage of an answer: (neutralized text, [warning] when it is
     instruction-like). The answer's `seal` fences it."""

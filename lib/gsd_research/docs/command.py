@@ -9,10 +9,8 @@ from gsd_research.core.budget import check_echo, fit_results, json_tokens
 from gsd_research.core.errors import UsageError
 from gsd_research.core.output import document_tokens
 from gsd_research.core.runtime import agent_command
-from gsd_research.core.untrusted import guard_results, neutralize, seal, unseal
+from gsd_research.core.untrusted import MAX_WARNINGS, guard_results, neutralize, seal, unseal
 from gsd_research.docs.context7 import Context7, snippets_to_results, split_version
-
-MAX_WARNINGS = 10
 
 
 @agent_command("docs")

@@ -16,7 +16,6 @@ PER_SOURCE = 2  # passages of one source at most, so the top of the answer names
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|d|day|days|w|wk|weeks?)\s*$", re.I)
 _UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400, "days": 86400,
           "w": 604800, "wk": 604800, "week": 604800, "weeks": 604800}
-MAX_WARNINGS = 10
 _IDENTIFIER = re.compile(r"\d|\w[-_.]\w|[a-z][A-Z]")
 # Kept text in an answer, all inside its fence (core.untrusted): a page's or a report's passage, its title, and the
 # query that an earlier search or deep run was asked (kept text too, whoever wrote it).
@@ -140,7 +139,7 @@ def rank(store, query: str, paths: list[str] | None) -> tuple[list[dict], dict]:
               help="Only sources whose URL starts with P (repeatable; without a scheme http(s) and www. match).")
 def recall(rt, query: tuple[str, ...], since: str | None, prefixes: tuple[str, ...], clear: bool):
     """Passages about QUERY from what fetch, search and deep read before (no network). Text is untrusted."""
-    from gsd_research.core.untrusted import guard_results, seal
+    from gsd_research.core.untrusted import guard_results, seal, shown_warnings
     from gsd_research.memory.api import settings
     from gsd_research.memory.store import clear_memory
 
@@ -167,9 +166,7 @@ def recall(rt, query: tuple[str, ...], since: str | None, prefixes: tuple[str, .
         meta["memory_note"] = ("memory.enabled is false: nothing new is kept; this is what was kept before "
                                "(gsd-research recall --clear removes it)")
     doc: dict = seal({"query": text, "results": []}, ("results",))
-    if warnings:
-        doc["injection_flagged"] = True
-        doc["injection_warnings"] = warnings[:MAX_WARNINGS]
+    doc.update(shown_warnings(warnings))
     doc["metadata"] = meta
     return drop_cut_warnings(fit_results(doc, results, rt.max_tokens, text_key="content"))
 

@@ -315,7 +315,7 @@ def _frame(out: dict) -> dict:
 def _web_sourced(out: dict, meta: dict) -> tuple[dict, dict]:
     """An answer from the research memory: its passages neutralized and scanned, inside the answer's one fence,
     labelled as web text (`metadata.web_sourced`), flagged as every other command flags external text."""
-    from gsd_research.core.untrusted import guard_text, seal
+    from gsd_research.core.untrusted import guard_text, seal, shown_warnings
 
     warnings: list[dict] = []
     places = [(f"documents[{i}].top_fragments[{j}]", e) for i, d in enumerate(out["documents"])
@@ -327,8 +327,7 @@ def _web_sourced(out: dict, meta: dict) -> tuple[dict, dict]:
                 entry["injection_flagged"] = True
                 warnings += found
     seal(out, ("documents", "fragments"))
-    if warnings:
-        out["injection_flagged"], out["injection_warnings"] = True, warnings[:10]
+    out.update(shown_warnings(warnings))
     return out, {**meta, "web_sourced": True}
 
 

@@ -12,14 +12,13 @@ from gsd_research.core.errors import GsdError, MissingApiKey, UsageError
 from gsd_research.core.output import document_tokens
 from gsd_research.core.runtime import agent_command
 from gsd_research.core.tokens import count_tokens, cut_to_tokens
-from gsd_research.core.untrusted import guard_results, guard_text, seal
+from gsd_research.core.untrusted import guard_results, guard_text, seal, shown_warnings
 from gsd_research.search import keyless
 from gsd_research.search.tavily import MAX_QUERY_CHARS, TIME_RANGES, TOPICS, Tavily
 
 PROVIDERS = ("tavily", "ddgs")
 ALIASES = {"keyless": "ddgs", "duckduckgo": "ddgs"}
 DEFAULT_SOURCES = 5
-MAX_WARNINGS = 10
 _DOMAIN = re.compile(r"^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z][a-z0-9-]{0,62}$")
 EXAMPLE = 'gsd-research search "EV market trends" --time-range year --report'
 
@@ -229,7 +228,7 @@ def build_answer(rt, query: str, params: dict, answer: dict, failures: list[dict
         "results": results,
     }
     if warnings:  # the contract of every command that returns external text (see untrusted.py)
-        doc.update(_shown_warnings(warnings))
+        doc.update(shown_warnings(warnings))
         doc["all_warnings"] = warnings  # the answer keeps those of the results its budget keeps (`fit`)
     doc["metadata"] = meta
     return seal(doc, ("summary", "results"))
@@ -244,16 +243,6 @@ def write_report(rt, env, plan, doc: dict, anywhere: bool = False) -> tuple[str,
                  known_secrets(rt.config))
     path = reports.write_new(plan[0], plan[1], text, anywhere=anywhere)
     return reports.display_path(path), text
-
-
-def _shown_warnings(warnings: list[dict]) -> dict:
-    """The warning fields of an answer: at most MAX_WARNINGS, and how many more there were."""
-    if not warnings:
-        return {}
-    shown = {"injection_flagged": True, "injection_warnings": warnings[:MAX_WARNINGS]}
-    if len(warnings) > MAX_WARNINGS:
-        shown["injection_warnings_more"] = len(warnings) - MAX_WARNINGS
-    return shown
 
 
 def fit(rt, doc: dict) -> dict:
@@ -272,6 +261,6 @@ def fit(rt, doc: dict) -> dict:
         for key in ("injection_flagged", "injection_warnings", "injection_warnings_more"):
             out.pop(key, None)
         meta = out.pop("metadata")
-        out.update(_shown_warnings(kept), metadata=meta)
+        out.update(shown_warnings(kept), metadata=meta)
         meta["tokens_used"] = document_tokens(out)
     return out

@@ -12,7 +12,6 @@ from gsd_research.core.errors import UsageError
 from gsd_research.core.runtime import agent_command
 
 MAX_FILE_BYTES = 5_000_000  # a research file of Markdown; larger is refused, never read whole
-MAX_WARNINGS = 10
 # Text of the research file or of its sources in an answer: every such field sits in its fence (core.untrusted).
 TEXT_FIELDS = ("claim", "quote", "passage", "unresolved", "missing", "quote_only", "source_only")
 VERDICTS = ("quote_found", "supported", "related", "not_found", "too_short", "unreachable", "no_source",
@@ -40,7 +39,7 @@ def read_file(file: str) -> tuple[Path, str]:
                    "sources not read by then are unreachable, claims not checked by then unchecked.")
 def verify(rt, file: str, use_llm: bool, timeout: float):
     """Check FILE's citations: quotes located in their sources, unquoted claims against the best passage."""
-    from gsd_research.core.untrusted import seal
+    from gsd_research.core.untrusted import seal, shown_warnings
     from gsd_research.verify.claims import extract_claims
     from gsd_research.verify.deadline import Deadline
     from gsd_research.verify.verify import SEVERITY, Verifier
@@ -66,9 +65,7 @@ def verify(rt, file: str, use_llm: bool, timeout: float):
         meta["note"] = ("No sourced claim found: cite with [CITED: url], Markdown links or [n] references "
                         "with a Sources list")
     doc: dict = seal({"file": str(path), "claims": []}, ("claims",))
-    if warnings:
-        doc["injection_flagged"] = True
-        doc["injection_warnings"] = warnings[:MAX_WARNINGS]
+    doc.update(shown_warnings(warnings))
     doc["metadata"] = meta
     doc = fit_results(doc, results, rt.max_tokens, text_key="passage", results_key="claims", dedupe=False)
     return drop_cut_warnings(doc, results_key="claims", index_key="claim")
