@@ -41,6 +41,8 @@ STEP_TIMEOUT = 1800  # seconds for one installer step (a stalled network must no
 SMOKE = "import sys; sys.path.insert(0, sys.argv[1]); import gsd_research.cli, gsd_research.researcher.cli"
 PROBE = "import os, sys; print(os.path.realpath(sys.executable)); print('%d.%d.%d' % sys.version_info[:3])"
 PIP_PYTHON_OPTION = (22, 3)  # the first pip with `--python`
+# Packages go into the environment being built, whatever a user's pip is set to (PIP_USER, pip.conf).
+STEP_ENV = {**os.environ, "PIP_USER": "0"}
 DISK_FULL = ("No space left on device", "[Errno 28]", "ENOSPC")
 
 
@@ -164,7 +166,7 @@ class Build:
         t0 = time.time()
         try:  # a session of its own: a step that times out is stopped with every process it started
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+                                    start_new_session=True, env=STEP_ENV)
         except OSError as exc:
             self.log.write(f"{exc}\n")
             proc = None

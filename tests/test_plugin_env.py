@@ -290,6 +290,14 @@ def test_a_base_python_without_pip_builds_with_the_environments_own_pip(plugin, 
     assert list(plugin.current().glob("lib/python3*/site-packages/pip"))
 
 
+def test_a_pip_set_for_user_installs_still_builds_into_the_environment(plugin):
+    """PIP_USER (or `user = true` in pip.conf) would send the packages to ~/.local, or fail in a venv."""
+    out = envelope(plugin.launch("--version", PIP_USER="1"))
+
+    assert out["tinydep"] == "1.0"
+    assert not (plugin.base / "claude-home" / ".local").exists()
+
+
 # -- the uv route --------------------------------------------------------------------------------------
 def test_a_failing_uv_falls_back_to_venv_and_pip(plugin, tmp_path):
     fake_bin = tmp_path / "fake-bin"
