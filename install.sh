@@ -109,8 +109,8 @@ if [ "$ACTION" = install ]; then
       command -v python3 >/dev/null 2>&1 || die "python3 (3.10+) is needed"
       say "installing the pinned dependencies (requirements.lock) with venv + pip into $VENV"
       [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-      "$VENV/bin/python" -m pip install -q --disable-pip-version-check --require-hashes -r "$LOCK"
-      "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps "${SPEC[@]}"
+      PIP_USER=0 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --require-hashes -r "$LOCK"
+      PIP_USER=0 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps "${SPEC[@]}"
     fi
   fi
   PY="$VENV/bin/python"
