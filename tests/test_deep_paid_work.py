@@ -163,14 +163,12 @@ def test_a_retry_after_longer_than_any_backoff_fails_the_job_saying_when_to_retr
     pplx.add_fault(POLL, "status", status=429, times=1000, method="GET", retry_after="100000")
     job_id = cli("deep", "--async", "come back tomorrow").json["conversation_id"]
 
-    started = time.monotonic()
-    cli("jobs", "worker", "--once")
-    elapsed = time.monotonic() - started
+    cli("jobs", "worker", "--once")  # sleeping out the Retry-After would outlast the call's timeout
     result = cli("jobs", "wait", job_id, "--timeout", "1")
     code, waited = result.code, result.json
 
     status = status_of(home, job_id)
-    assert elapsed < 10 and status["status"] == "failed" and status["attempts"] == 1
+    assert status["status"] == "failed" and status["attempts"] == 1
     retry_after = status["error"]["retryAfter"]
     assert abs(time.mktime(time.strptime(retry_after[:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
                - (time.time() + 100000)) < 60
