@@ -76,6 +76,7 @@ def _int8_build(source: Path, name: str, build=None) -> Path:
     workers and later runs link the same files."""
     import fcntl
     import hashlib
+    import stat
     import tempfile
 
     from gsd_research.researcher.gateways import int8_model
@@ -84,6 +85,9 @@ def _int8_build(source: Path, name: str, build=None) -> Path:
         code = hashlib.sha256(Path(int8_model.__file__).read_bytes()).hexdigest()[:12]
         shared = Path(tempfile.gettempdir()) / f"gsd-test-int8-{os.getuid()}-{code}"
         shared.mkdir(mode=0o700, exist_ok=True)
+        info = shared.lstat()
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+            shared = Path(tempfile.mkdtemp(prefix="gsd-test-int8-"))  # not ours alone: build privately
         built = shared / name
         with open(shared / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
