@@ -6,6 +6,7 @@ error (`code`, `message`, `suggestions`). Search tools answer within `max_tokens
 
 from __future__ import annotations
 
+import functools
 import json
 
 from gsd_research.core.errors import EnvironmentMissing, GsdError, UsageError
@@ -42,19 +43,15 @@ def check_path(path, name: str) -> None:
                          suggestions=["Give the path of a file inside the repository's folder"])
 
 
-class KnowledgeBaseTools:
-    """The six MCP tools as plain methods over the service factory (testable without a transport). Each returns
-    a dict; failures are {"success": false, "error": {...}}."""
-
-    def __init__(self, factory) -> None:
-        self.factory = factory
-
-    def _guard(self, fn, *args):
+def _guarded(method):
+    """A tool call never raises (nor crashes the server): a failure is {"success": false, "error": {...}}."""
+    @functools.wraps(method)
+    def tool(*args, **kwargs):
         try:
-            return fn(*args)
+            return method(*args, **kwargs)
         except GsdError as exc:
             return {"success": False, "error": exc.to_dict()}
-        except Exception as exc:  # noqa: BLE001 - a tool call never crashes the server
+        except Exception as exc:  # noqa: BLE001
             from gsd_research.core.edge import unexpected
             from gsd_research.core.errors import ExtractionFailed
             from gsd_research.core.external import excerpt
@@ -65,6 +62,16 @@ class KnowledgeBaseTools:
             else:
                 error = unexpected(exc)
             return {"success": False, "error": error.to_dict()}
+
+    return tool
+
+
+class KnowledgeBaseTools:
+    """The six MCP tools as plain methods over the service factory (testable without a transport); their names,
+    signatures and docstrings are the tools' (no return annotation: the answer is one text, not a schema)."""
+
+    def __init__(self, factory) -> None:
+        self.factory = factory
 
     def _search(self, query: str, repository: str | None, n_fragments: int, n_documents: int, max_tokens: int,
                 keep: str, mode: str = "hybrid") -> dict:
@@ -94,54 +101,60 @@ class KnowledgeBaseTools:
         out["metadata"] = out.pop("metadata")
         return out
 
-    def add_to_index(self, repository: str, file_path: str) -> dict:
-        def run():
-            check_path(file_path, "file_path")
-            repo = self.factory.repository_service.get_repository(repository)
-            chunked = self.factory.index_service(repo).index_file(file_path, wait=LOCK_WAIT_SECONDS)
-            out = {"success": True, "repository": repository, "document_path": chunked.document_path,
-                   "fragments": len(chunked.fragments), "text_source": chunked.text_source}
-            if chunked.text_source == "none":
-                from gsd_research.researcher.services.index_report import no_text_fix
+    @_guarded
+    def add_to_index(self, repository: str, file_path: str):
+        """Index (or re-index) one file of a configured repository (a path inside its folder)."""
+        check_path(file_path, "file_path")
+        repo = self.factory.repository_service.get_repository(repository)
+        chunked = self.factory.index_service(repo).index_file(file_path, wait=LOCK_WAIT_SECONDS)
+        out = {"success": True, "repository": repository, "document_path": chunked.document_path,
+               "fragments": len(chunked.fragments), "text_source": chunked.text_source}
+        if chunked.text_source == "none":
+            from gsd_research.researcher.services.index_report import no_text_fix
 
-                out["no_text"] = True
-                out["fix"] = no_text_fix(chunked.document_path, repository)
-            return out
+            out["no_text"] = True
+            out["fix"] = no_text_fix(chunked.document_path, repository)
+        return out
 
-        return self._guard(run)
+    @_guarded
+    def remove_from_index(self, repository: str, document_path: str):
+        """Remove a document from a repository's index."""
+        check_path(document_path, "document_path")
+        repo = self.factory.repository_service.get_repository(repository)
+        return {"success": True, "repository": repository,
+                "removed": self.factory.index_service(repo).remove_document(document_path, wait=LOCK_WAIT_SECONDS)}
 
-    def remove_from_index(self, repository: str, document_path: str) -> dict:
-        def run():
-            check_path(document_path, "document_path")
-            repo = self.factory.repository_service.get_repository(repository)
-            return {"success": True, "repository": repository,
-                    "removed": self.factory.index_service(repo).remove_document(document_path, wait=LOCK_WAIT_SECONDS)}
-
-        return self._guard(run)
-
+    @_guarded
     def search_fragments(self, query: str, repository: str | None = None, n_results: int = 10,
-                         max_tokens: int = DEFAULT_MAX_TOKENS, mode: str = "hybrid") -> dict:
-        return self._guard(lambda: self._search(query, repository, _count(n_results), 1, max_tokens, "fragments",
-                                                mode))
+                         max_tokens: int = DEFAULT_MAX_TOKENS, mode: str = "hybrid"):
+        """Search for text fragments (passages) across indexed repositories, best first, within max_tokens.
+        mode: hybrid (default), vector, or lexical (keywords only: works while a vector store is damaged)."""
+        return self._search(query, repository, _count(n_results), 1, max_tokens, "fragments", mode)
 
+    @_guarded
     def search_documents(self, query: str, repository: str | None = None, n_results: int = 5,
-                         max_tokens: int = DEFAULT_MAX_TOKENS, mode: str = "hybrid") -> dict:
-        return self._guard(lambda: self._search(query, repository, 1, _count(n_results), max_tokens, "documents",
-                                                mode))
+                         max_tokens: int = DEFAULT_MAX_TOKENS, mode: str = "hybrid"):
+        """Search for documents across indexed repositories, each with its best passages, within max_tokens.
+        mode: hybrid (default), vector, or lexical (keywords only: works while a vector store is damaged)."""
+        return self._search(query, repository, 1, _count(n_results), max_tokens, "documents", mode)
 
-    def list_repositories(self) -> dict:
-        return self._guard(lambda: {"success": True, "repositories": [
-            {**r.model_dump(), "indexed": self.factory.is_indexed(r)}
-            for r in self.factory.repository_service.list_repositories()]})
+    @_guarded
+    def list_repositories(self):
+        """List all configured repositories with their settings."""
+        return {"success": True, "repositories": [{**r.model_dump(), "indexed": self.factory.is_indexed(r)}
+                                                  for r in self.factory.repository_service.list_repositories()]}
 
-    def get_index_status(self, repository: str | None = None) -> dict:
-        def run():
-            service = self.factory.repository_service
-            repos = [service.get_repository(repository)] if repository else service.list_repositories()
-            return {"success": True, "repositories": [self.factory.index_service(r).get_stats().model_dump(mode="json")
-                                                      for r in repos]}
+    @_guarded
+    def get_index_status(self, repository: str | None = None):
+        """Indexing statistics for one or all repositories (documents without text are listed with the fix)."""
+        service = self.factory.repository_service
+        repos = [service.get_repository(repository)] if repository else service.list_repositories()
+        return {"success": True, "repositories": [self.factory.index_service(r).get_stats().model_dump(mode="json")
+                                                  for r in repos]}
 
-        return self._guard(run)
+
+TOOLS = ("add_to_index", "remove_from_index", "search_fragments", "search_documents", "list_repositories",
+         "get_index_status")
 
 
 def tool_result(answer: dict):
@@ -160,40 +173,13 @@ def build_server(factory):
 
     tools = KnowledgeBaseTools(factory)
     server = MCPServer("researcher", instructions=INSTRUCTIONS)
+    for name in TOOLS:
+        method = getattr(tools, name)
 
-    @server.tool()
-    def add_to_index(repository: str, file_path: str):
-        """Index (or re-index) one file of a configured repository (a path inside its folder)."""
-        return tool_result(tools.add_to_index(repository, file_path))
-
-    @server.tool()
-    def remove_from_index(repository: str, document_path: str):
-        """Remove a document from a repository's index."""
-        return tool_result(tools.remove_from_index(repository, document_path))
-
-    @server.tool()
-    def search_fragments(query: str, repository: str | None = None, n_results: int = 10,
-                         max_tokens: int = DEFAULT_MAX_TOKENS, mode: str = "hybrid"):
-        """Search for text fragments (passages) across indexed repositories, best first, within max_tokens.
-        mode: hybrid (default), vector, or lexical (keywords only: works while a vector store is damaged)."""
-        return tool_result(tools.search_fragments(query, repository, n_results, max_tokens, mode))
-
-    @server.tool()
-    def search_documents(query: str, repository: str | None = None, n_results: int = 5,
-                         max_tokens: int = DEFAULT_MAX_TOKENS, mode: str = "hybrid"):
-        """Search for documents across indexed repositories, each with its best passages, within max_tokens.
-        mode: hybrid (default), vector, or lexical (keywords only: works while a vector store is damaged)."""
-        return tool_result(tools.search_documents(query, repository, n_results, max_tokens, mode))
-
-    @server.tool()
-    def list_repositories():
-        """List all configured repositories with their settings."""
-        return tool_result(tools.list_repositories())
-
-    @server.tool()
-    def get_index_status(repository: str | None = None):
-        """Indexing statistics for one or all repositories (documents without text are listed with the fix)."""
-        return tool_result(tools.get_index_status(repository))
+        @server.tool()
+        @functools.wraps(method)  # the method's name, parameters and docstring make the tool's schema
+        def tool(*args, _method=method, **kwargs):
+            return tool_result(_method(*args, **kwargs))
 
     return server
 
