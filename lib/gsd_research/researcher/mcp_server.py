@@ -1,13 +1,16 @@
-"""`researcher serve`: the MCP server (stdio by default, streamable HTTP with --port); `mcp` imported lazily.
+"""`researcher serve`: the MCP server (stdio by default; with --port, streamable HTTP behind a bearer token).
 
 Every tool answers one compact JSON document; a failure is a tool result marked `isError` whose text is the
-error (`code`, `message`, `suggestions`). Search tools answer within `max_tokens` (cl100k, default 2000).
+error (`code`, `message`, `suggestions`). Search tools answer within `max_tokens` (cl100k, default 2000). `mcp`
+is imported lazily.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import os
+from pathlib import Path
 
 from gsd_research.core.errors import EnvironmentMissing, GsdError, UsageError
 from gsd_research.researcher.answer import DEFAULT_MAX_TOKENS
@@ -19,6 +22,7 @@ LOCK_WAIT_SECONDS = 30.0  # an MCP call waits this long for an index run of the 
 MAX_RESULTS = 100
 MAX_PATH_CHARS = 4096
 MODES = ("hybrid", "vector", "lexical")
+TOKEN_FILE = "researcher-mcp.token"
 
 
 def mcp_tokens(doc: dict) -> int:
@@ -202,10 +206,55 @@ def serve_http(server, host: str, port: int) -> None:
 
     import uvicorn
 
-    from gsd_research.researcher.mcp_auth import BearerAuth, token_file
-
     token, path = token_file()
-    app = BearerAuth(server.streamable_http_app(host=host), token)
+    app = bearer_auth(server.streamable_http_app(host=host), token)
     print(f"researcher: MCP over HTTP at http://{host}:{port}/mcp; every request needs the header "
           f"'Authorization: Bearer {token}' (the token is kept in {path}, mode 0600)", file=sys.stderr, flush=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def token_file() -> tuple[str, Path]:
+    """(token, its file under GSD_RESEARCH_HOME): the file's token when it is a private regular file of ours,
+    else a new one written there (0600, never through a symlink)."""
+    import secrets
+    import stat
+
+    from gsd_research.core.config import home
+    from gsd_research.core.private import open_private
+
+    path = home() / TOKEN_FILE
+    try:
+        info = os.lstat(path)
+        if stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid() and not stat.S_IMODE(info.st_mode) & 0o077:
+            token = path.read_text(encoding="ascii").strip()
+            if len(token) >= 32:
+                return token, path
+        os.unlink(path)
+    except (OSError, UnicodeDecodeError):
+        pass
+    token = secrets.token_urlsafe(32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    with os.fdopen(fd, "w", encoding="ascii") as fh:
+        fh.write(token + "\n")
+    return token, path
+
+
+def bearer_auth(app, token: str):
+    """ASGI middleware: an HTTP request without `Authorization: Bearer <token>` gets 401 and never reaches MCP."""
+    import hmac
+
+    expected = f"Bearer {token}".encode("ascii")
+
+    async def guarded(scope, receive, send):
+        if scope.get("type") in ("http", "websocket"):
+            headers = {name.lower(): value for name, value in scope.get("headers") or []}
+            if not hmac.compare_digest(headers.get(b"authorization", b""), expected):
+                await send({"type": "http.response.start", "status": 401, "headers": [
+                    (b"content-type", b"application/json"), (b"www-authenticate", b'Bearer realm="researcher"')]})
+                await send({"type": "http.response.body", "body": b'{"error": "unauthorized: send the bearer token '
+                                                                  b'of researcher-mcp.token"}'})
+                return
+        await app(scope, receive, send)
+
+    return guarded
