@@ -36,18 +36,15 @@ def keyword_index(name: str) -> Path:
 def repository_folder(name: str) -> Path | None:
     """The folder of repository `name` from researcher.yaml (read without the pydantic models), or None; the
     research memory's is fixed under GSD_RESEARCH_HOME, whatever the file says."""
-    from gsd_research.core.config import MEMORY_REPOSITORY, home, memory_documents
+    from gsd_research.core.config import MEMORY_REPOSITORY, home, load_user_config, memory_documents
 
     if name == MEMORY_REPOSITORY:
         return memory_documents()
-    path = home() / "researcher.yaml"
     try:
-        import yaml
-
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except Exception:  # noqa: BLE001 - unreadable or broken: ensure_repository reports it properly
+        data = load_user_config(home() / "researcher.yaml")
+    except GsdError:  # unreadable or broken: ensure_repository reports it properly
         return None
-    for repo in data.get("repositories") or [] if isinstance(data, dict) else []:
+    for repo in data.get("repositories") or []:
         if isinstance(repo, dict) and repo.get("name") == name and repo.get("path"):
             return Path(str(repo["path"]))
     return None
@@ -141,10 +138,14 @@ def put_documents(name: str, documents: list[tuple[str, str, str | None]]) -> in
     folder = repository_folder(name)
     if folder is None:
         raise RepositoryNotFound(f"Repository '{name}' is not registered")
+    from gsd_research.core.config import atomic_write_text
+
     rows: list[tuple[str, str, str, int, str]] = []
     with _writing(name) as lexical:
         for rel_path, text, title in documents:
-            write_private(_inside(folder, rel_path), text)
+            target = _inside(folder, rel_path)
+            private_dirs(target.parent)
+            atomic_write_text(target, text, durable=False)  # no fsync: an agent waits, and it can be written again
             rows += [(fragment_id(rel_path, i), frag, rel_path, i, "")  # no breadcrumb until the index run
                      for i, frag in enumerate(provisional_fragments(text, title))]
         lexical.replace_documents([rel for rel, _, _ in documents], rows)
@@ -194,22 +195,6 @@ def private_dirs(folder: Path) -> None:
         folder = folder.parent
     for path in reversed(missing):
         path.mkdir(mode=0o700, exist_ok=True)
-
-
-def write_private(path: Path, text: str) -> None:
-    """Replace a file atomically (0600), without fsync: what is written here can be written again, and the
-    commands that write it are waited for by an agent."""
-    import tempfile
-
-    private_dirs(path.parent)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 # -- the embedding worker --------------------------------------------------------------------------
