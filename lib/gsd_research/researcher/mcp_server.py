@@ -161,19 +161,17 @@ TOOLS = ("add_to_index", "remove_from_index", "search_fragments", "search_docume
          "get_index_status")
 
 
-def tool_result(answer: dict):
-    """The MCP result of a tool answer: its compact JSON as text, `isError` when it is a failure."""
-    from mcp.types import CallToolResult, TextContent
-
+def serve(factory, port: int | None = None, host: str = "127.0.0.1") -> None:
+    """Serve the tools over stdio, or with `port` over streamable HTTP behind a bearer token: a port is open to
+    every local user and process (and, through DNS rebinding, to web pages), and the tools read and index files,
+    so a loopback bind alone protects nothing."""
+    try:
+        from mcp.server.mcpserver import MCPServer
+        from mcp.types import CallToolResult, TextContent
+    except ImportError:
+        raise EnvironmentMissing("The 'mcp' package is not installed", suggestions=["pip install 'mcp>=1.2'"]) from None
     from gsd_research.core.output import dumps
     from gsd_research.core.secrets import scrub
-
-    return CallToolResult(content=[TextContent(type="text", text=scrub(dumps(answer)))],
-                          is_error=answer.get("success") is False)
-
-
-def build_server(factory):
-    from mcp.server.mcpserver import MCPServer
 
     tools = KnowledgeBaseTools(factory)
     server = MCPServer("researcher", instructions=INSTRUCTIONS)
@@ -183,25 +181,13 @@ def build_server(factory):
         @server.tool()
         @functools.wraps(method)  # the method's name, parameters and docstring make the tool's schema
         def tool(*args, _method=method, **kwargs):
-            return tool_result(_method(*args, **kwargs))
+            answer = _method(*args, **kwargs)  # compact JSON as text, `isError` when it is a failure
+            return CallToolResult(content=[TextContent(type="text", text=scrub(dumps(answer)))],
+                                  is_error=answer.get("success") is False)
 
-    return server
-
-
-def serve(factory, port: int | None = None, host: str = "127.0.0.1") -> None:
-    try:
-        server = build_server(factory)
-    except ImportError:
-        raise EnvironmentMissing("The 'mcp' package is not installed", suggestions=["pip install 'mcp>=1.2'"]) from None
-    if port:
-        serve_http(server, host, port)
-    else:
+    if not port:
         server.run("stdio")
-
-
-def serve_http(server, host: str, port: int) -> None:
-    """Streamable HTTP behind a bearer token. A port is open to every local user and process (and, through DNS
-    rebinding, to web pages), and the tools read and index files: a loopback bind alone protects nothing."""
+        return
     import sys
 
     import uvicorn

@@ -129,10 +129,7 @@ def reply_timeout(request: dict, measured: float | None) -> float:
     times a margin, more for more results, within [REPLY_MIN, REPLY_MAX]."""
     if measured is None:
         return REPLY_DEFAULT
-    try:
-        size = 1 + (int(request.get("n_fragments") or 0) + int(request.get("n_documents") or 0)) / 50
-    except (TypeError, ValueError):
-        size = 1
+    size = 1 + ((request.get("n_fragments") or 0) + (request.get("n_documents") or 0)) / 50
     return min(REPLY_MAX, max(REPLY_MIN, measured * REPLY_MARGIN * size))
 
 
@@ -195,23 +192,21 @@ def holds_lock(process: int) -> bool:
 _RETIRED: list[int] = []  # the process this call stopped: the fresh one waits for its lock
 
 
-def retire(process: int) -> bool:
+def retire(process: int) -> None:
     """Stop a resident process that did not answer in time (SIGKILL: a stopped process ignores the rest),
     only if it is still this home's lock holder and ours; logged."""
     import signal
 
     from gsd_research.researcher import log
 
-    if process == os.getpid() or pid() != process or not holds_lock(process):
-        log.event("resident.unanswered", pid=process, stopped=False)
-        return False
-    try:
-        os.kill(process, signal.SIGKILL)
-    except OSError:
-        return False
-    _RETIRED.append(process)
-    log.event("resident.unanswered", pid=process, stopped=True)
-    return True
+    stopped = process != os.getpid() and pid() == process and holds_lock(process)
+    if stopped:
+        try:
+            os.kill(process, signal.SIGKILL)
+        except OSError:
+            return
+        _RETIRED.append(process)
+    log.event("resident.unanswered", pid=process, stopped=stopped)
 
 
 def spawn() -> None:

@@ -139,22 +139,20 @@ class Server:
             return None
         return request if isinstance(request, dict) else None
 
-    def handle(self, conn: socket.socket) -> bool:
-        """One connection: the owner's request in, one answer out; True when the process should exit."""
+    def handle(self, conn: socket.socket) -> None:
+        """One connection: the owner's request in, one answer out."""
         creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
         if struct.unpack("3i", creds)[1] != os.getuid():
-            return False
+            return
         request = self.read(conn)
-        if request is None:
-            reply, stop = {"fallback": "bad request"}, False
-        else:
+        reply = {"fallback": "bad request"}
+        if request is not None:
             with self.searching:
                 reply, stop = self.answer(request)
                 if stop:
                     self.step_aside()
         conn.settimeout(READ_TIMEOUT)
         conn.sendall(json.dumps(reply, ensure_ascii=False).encode())
-        return stop
 
     def step_aside(self) -> None:
         """Before the answer that ends this process: no new connections, the lock let go, so that the search
@@ -169,8 +167,7 @@ class Server:
     def connection(self, conn: socket.socket) -> None:
         try:
             with conn:
-                if self.handle(conn):
-                    self.stop.set()
+                self.handle(conn)
         except Exception:  # noqa: BLE001 - a client that went away, a bad request: the next one is served
             pass
         finally:
