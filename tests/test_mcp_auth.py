@@ -81,7 +81,7 @@ def test_requests_without_the_token_are_refused_and_with_it_served(server, home)
 
 
 def test_the_token_survives_restarts_and_a_planted_token_file_is_replaced(home, tmp_path):
-    from gsd_research.researcher.mcp_auth import token_file
+    from gsd_research.researcher.mcp_server import token_file
 
     first, path = token_file()
     assert token_file()[0] == first  # the same token while its file is private

@@ -143,10 +143,10 @@ def test_search_results_and_deep_reports_are_recalled(cli, fake, home, monkeypat
 
 
 def test_recall_after_embedding_is_hybrid_and_researcher_search_sees_the_same_store(cli, read_some, offline):
-    from gsd_research.researcher import api
+    from gsd_research.researcher import embed_worker
 
     seed_model()
-    api.embed_now("research-memory")
+    embed_worker.embed_now("research-memory")
 
     doc = cli("recall", "astronomy probe that studied a ringed planet").json
     researcher = kb("search", "astronomy probe that studied a ringed planet", "--repo", "research-memory", "--json")

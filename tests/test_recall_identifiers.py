@@ -48,10 +48,10 @@ def _fill(target: str) -> str:
 def test_the_page_holding_an_identifier_comes_first(cli, identifier, sentence, embedded):
     target = _fill(sentence)
     if embedded:
-        from gsd_research.researcher import api
+        from gsd_research.researcher import embed_worker
 
         seed_model()
-        api.embed_now("research-memory")
+        embed_worker.embed_now("research-memory")
 
     doc = cli("recall", identifier).json
 

@@ -28,7 +28,7 @@ def repo(home) -> Path:
     folder = home / "notes"
     api.ensure_repository(REPO, folder)
     for path, (title, text) in DOCS.items():
-        api.put_document(REPO, path, text, title=title)
+        api.put_documents(REPO, [(path, text, title)])
     return folder
 
 
@@ -45,8 +45,8 @@ def test_a_document_is_searchable_at_once_without_embedding(repo):
 
 
 def test_a_fresh_process_writes_without_importing_pydantic(repo):
-    code = (f"import sys; from gsd_research.researcher import api; api.put_document('{REPO}', 'y.md', 'more text', "
-            "title='Y'); print('pydantic' in sys.modules, 'chromadb' in sys.modules)")
+    code = (f"import sys; from gsd_research.researcher import api; api.put_documents('{REPO}', [('y.md', 'more text', "
+            "'Y')]); print('pydantic' in sys.modules, 'chromadb' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ), timeout=60)
 
     assert out.stdout.strip() == "False False", out.stderr
@@ -71,7 +71,7 @@ def test_passages_fit_the_token_budget(repo):
 def test_embedding_makes_search_hybrid_and_keeps_the_filter(repo):
     seed_model()
 
-    done = api.embed_now(REPO)
+    done = embed_worker.embed_now(REPO)
     hybrid = api.search(REPO, "astronomy planets", paths=["c/saturn.md", "b/bread.md"])
 
     assert done["documents_indexed"] == 3 and not api.embedding_pending(REPO)
@@ -83,7 +83,7 @@ def test_embedding_makes_search_hybrid_and_keeps_the_filter(repo):
 
 def test_researcher_search_sees_the_same_repository(repo):
     seed_model()
-    api.embed_now(REPO)
+    embed_worker.embed_now(REPO)
 
     out = kb("search", "rings of saturn", "--repo", REPO, "--json")
 
@@ -94,8 +94,8 @@ def test_researcher_search_sees_the_same_repository(repo):
 def test_documents_written_ahead_survive_another_documents_removal(repo):
     """`researcher remove` reconciles the stores; lexical rows of a present, not yet embedded file stay."""
     seed_model()
-    api.embed_now(REPO)
-    api.put_document(REPO, "d/comet.md", "# Comet\n\nHalley's comet returns every 76 years.", title="Comet")
+    embed_worker.embed_now(REPO)
+    api.put_documents(REPO, [("d/comet.md", "# Comet\n\nHalley's comet returns every 76 years.", "Comet")])
 
     assert kb("remove", REPO, "b/bread.md", "--json").code == 0
 
@@ -104,11 +104,11 @@ def test_documents_written_ahead_survive_another_documents_removal(repo):
 
 def test_evicted_documents_leave_the_lexical_index_at_once_and_the_vectors_at_the_next_run(repo):
     seed_model()
-    api.embed_now(REPO)
+    embed_worker.embed_now(REPO)
 
     assert api.remove_documents(REPO, ["a/widgets.md"]) == 1
     assert "a/widgets.md" not in paths_of(api.search(REPO, "widget toolkit python", mode="lexical"))
-    api.embed_now(REPO)
+    embed_worker.embed_now(REPO)
 
     assert "a/widgets.md" not in paths_of(api.search(REPO, "widget toolkit python"))
     assert not (repo / "a" / "widgets.md").exists()
@@ -119,7 +119,7 @@ def test_paths_that_leave_the_folder_are_refused(repo, path):
     from gsd_research.core.errors import GsdError
 
     with pytest.raises(GsdError):
-        api.put_document(REPO, path, "text")
+        api.put_documents(REPO, [(path, "text", None)])
 
     assert not (repo.parent / "escape.md").exists()
 
@@ -128,7 +128,7 @@ def test_an_unregistered_repository_is_an_error_not_a_write(home):
     from gsd_research.core.errors import GsdError
 
     with pytest.raises(GsdError, match="not registered"):
-        api.put_document("nowhere", "a.md", "text")
+        api.put_documents("nowhere", [("a.md", "text", None)])
 
 
 def test_files_and_indexes_are_private(repo, home):

@@ -377,7 +377,7 @@ def test_the_resident_process_watches_every_module_it_loaded_and_the_heavy_packa
     watched.write_text("x = 1\n")
     server = Server.__new__(Server)
     server.key = resident_server.resident.context_key()
-    server.code = {str(watched): resident_server._file_stamp(watched)}
+    server.code = {str(watched): resident_server.resident.stamp(watched)}
     assert not server.code_changed()
     watched.write_text("x = 22\n")
     assert server.code_changed()

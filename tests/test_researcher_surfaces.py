@@ -144,13 +144,13 @@ def test_with_every_repository_damaged_the_error_names_them_all_and_one_index_ru
 def test_recall_names_a_damaged_memory_index_with_the_index_run_as_its_fix(cli, home, monkeypatch, embedded):
     """With vectors to answer, recall answers by meaning with a note; without, MEMORY_CORRUPT; either way the fix is
     the index run (never `recall --clear`, which deletes the kept pages), and after it recall answers."""
-    from gsd_research.researcher import api
+    from gsd_research.researcher import api, embed_worker
 
     monkeypatch.setattr(api, "schedule_embedding", lambda name: {"running": False})
     seed_model()
     memory_entries(5).close()
     if embedded:
-        api.embed_now("research-memory")
+        embed_worker.embed_now("research-memory")
     lexical = Path(api.repo_dir("research-memory")) / "lexical.sqlite"
     next_process()
     for suffix in ("-wal", "-shm"):

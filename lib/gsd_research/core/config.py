@@ -229,15 +229,17 @@ def set_value(dotted: str, raw: str, path: Path | None = None) -> Any:
     return value
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write a file so that readers see the old or the new content, never half of it."""
+def atomic_write_text(path: Path, text: str, durable: bool = True) -> None:
+    """Write a file (0600) so that readers see the old or the new content, never half of it; not `durable`: no
+    fsync, for what can be written again."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:

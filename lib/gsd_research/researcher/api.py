@@ -12,23 +12,18 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from contextlib import contextmanager
 from pathlib import Path
 
 from gsd_research.core.errors import GsdError, RepositoryNotFound, UsageError
 
-FILE_TYPES = ["md"]
 PROVISIONAL_CHARS = 1000  # about 250 tokens: the size of the index run's fragments
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-
-
-def repositories_dir() -> Path:
-    from gsd_research.core.config import home
-
-    return home() / "repositories"
 
 
 def repo_dir(name: str) -> Path:
-    return repositories_dir() / name
+    from gsd_research.core.config import home
+
+    return home() / "repositories" / name
 
 
 def keyword_index(name: str) -> Path:
@@ -41,20 +36,15 @@ def keyword_index(name: str) -> Path:
 def repository_folder(name: str) -> Path | None:
     """The folder of repository `name` from researcher.yaml (read without the pydantic models), or None; the
     research memory's is fixed under GSD_RESEARCH_HOME, whatever the file says."""
-    from gsd_research.core.config import MEMORY_REPOSITORY, home, memory_documents
+    from gsd_research.core.config import MEMORY_REPOSITORY, home, load_user_config, memory_documents
 
     if name == MEMORY_REPOSITORY:
         return memory_documents()
-    path = home() / "researcher.yaml"
     try:
-        import yaml
-
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, ValueError, UnicodeDecodeError):
+        data = load_user_config(home() / "researcher.yaml")
+    except GsdError:  # unreadable or broken: ensure_repository reports it properly
         return None
-    except Exception:  # noqa: BLE001 - a broken file: ensure_repository reports it properly
-        return None
-    for repo in data.get("repositories") or [] if isinstance(data, dict) else []:
+    for repo in data.get("repositories") or []:
         if isinstance(repo, dict) and repo.get("name") == name and repo.get("path"):
             return Path(str(repo["path"]))
     return None
@@ -71,7 +61,7 @@ def ensure_repository(name: str, folder: Path) -> Path:
     from gsd_research.researcher.services.repository_service import RepositoryService
 
     try:
-        RepositoryService(ConfigGateway()).add_repository(name, str(folder), list(FILE_TYPES))
+        RepositoryService(ConfigGateway()).add_repository(name, str(folder), ["md"])
     except GsdError:
         if repository_folder(name) is None:  # not a concurrent registration of the same name
             raise
@@ -121,41 +111,44 @@ def fragment_id(document_path: str, index: int) -> str:
     return hashlib.sha1(document_path.encode("utf-8")).hexdigest()[:16] + f":{index}"
 
 
-def _lexical(name: str):
+@contextmanager
+def _writing(name: str):
+    """The lexical index of `name`, the state record marked written before and after: a search meanwhile (or
+    after a kill) knows the keyword rows lead the embedding, and a pass begun in between does not cover them."""
     from gsd_research.researcher.gateways.lexical_gateway import LexicalGateway
+    from gsd_research.researcher.state import StateGateway
 
+    private_dirs(repo_dir(name))
+    StateGateway(repo_dir(name)).mark_written()
     path = keyword_index(name)
     if not path.exists():  # private from the start (SQLite gives its -wal and -shm files the same mode)
-        private_dirs(path.parent)
         os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
-    return LexicalGateway(path)
-
-
-def put_document(name: str, rel_path: str, text: str, *, title: str | None = None) -> int:
-    """Write (or replace) document `rel_path` of repository `name` and index it lexically at once; returns
-    its provisional fragment count. Call `schedule_embedding` afterwards for the vector store."""
-    return put_documents(name, [(rel_path, text, title)])
+    lexical = LexicalGateway(path)
+    try:
+        lexical.conn.execute("PRAGMA synchronous=NORMAL")  # WAL: commits without fsync, checkpoints durable
+        yield lexical
+    finally:
+        lexical.close()
+    StateGateway(repo_dir(name)).mark_written()
 
 
 def put_documents(name: str, documents: list[tuple[str, str, str | None]]) -> int:
-    """`put_document` for many (path, text, title) at once: one lexical transaction."""
+    """Write (or replace) documents (path, text, title) of repository `name` and index them lexically at once,
+    in one transaction; returns their provisional fragment count. Call `schedule_embedding` afterwards."""
     folder = repository_folder(name)
     if folder is None:
         raise RepositoryNotFound(f"Repository '{name}' is not registered")
+    from gsd_research.core.config import atomic_write_text
+
     rows: list[tuple[str, str, str, int, str]] = []
-    mark_dirty(name)  # first: a search meanwhile (or after a kill) knows the keyword rows lead the embedding
-    for rel_path, text, title in documents:
-        target = _inside(folder, rel_path)
-        write_private(target, text)
-        rows += [(fragment_id(rel_path, i), frag, rel_path, i, "")  # no breadcrumb until the index run
-                 for i, frag in enumerate(provisional_fragments(text, title))]
-    lexical = _lexical(name)
-    try:
-        lexical.conn.execute("PRAGMA synchronous=NORMAL")  # WAL: commits without fsync, checkpoints durable
+    with _writing(name) as lexical:
+        for rel_path, text, title in documents:
+            target = _inside(folder, rel_path)
+            private_dirs(target.parent)
+            atomic_write_text(target, text, durable=False)  # no fsync: an agent waits, and it can be written again
+            rows += [(fragment_id(rel_path, i), frag, rel_path, i, "")  # no breadcrumb until the index run
+                     for i, frag in enumerate(provisional_fragments(text, title))]
         lexical.replace_documents([rel for rel, _, _ in documents], rows)
-    finally:
-        lexical.close()
-    mark_dirty(name)  # again: a pass that began in between must not cover these rows
     return len(rows)
 
 
@@ -174,20 +167,15 @@ def remove_documents(name: str, rel_paths: list[str]) -> int:
     folder = repository_folder(name)
     if folder is None or not rel_paths:
         return 0
-    mark_dirty(name)  # first: a search meanwhile (or after a kill) knows the keyword rows lead the embedding
     removed = 0
-    for rel in rel_paths:
-        try:
-            _inside(folder, rel).unlink()
-            removed += 1
-        except (FileNotFoundError, GsdError):
-            continue
-    lexical = _lexical(name)
-    try:
+    with _writing(name) as lexical:
+        for rel in rel_paths:
+            try:
+                _inside(folder, rel).unlink()
+                removed += 1
+            except (FileNotFoundError, GsdError):
+                continue
         lexical.replace_documents(list(rel_paths), [])
-    finally:
-        lexical.close()
-    mark_dirty(name)  # again: a pass that began in between must not cover this removal
     return removed
 
 
@@ -197,17 +185,6 @@ def _inside(folder: Path, rel_path: str) -> Path:
     if not target.is_relative_to(folder.resolve()) or rel_path.startswith("/") or ".." in Path(rel_path).parts:
         raise UsageError(f"Document path escapes the repository: {rel_path}")
     return target
-
-
-# -- the embedding worker --------------------------------------------------------------------------
-
-def mark_dirty(name: str) -> None:
-    """Something changed since the last index run (a fresh token in the state record; the record also makes
-    a repository searchable before its first index run)."""
-    from gsd_research.researcher.state import StateGateway
-
-    private_dirs(repo_dir(name))
-    StateGateway(repo_dir(name)).mark_written()
 
 
 def private_dirs(folder: Path) -> None:
@@ -220,21 +197,7 @@ def private_dirs(folder: Path) -> None:
         path.mkdir(mode=0o700, exist_ok=True)
 
 
-def write_private(path: Path, text: str) -> None:
-    """Replace a file atomically (0600), without fsync: what is written here can be written again, and the
-    commands that write it are waited for by an agent."""
-    import tempfile
-
-    private_dirs(path.parent)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
+# -- the embedding worker --------------------------------------------------------------------------
 
 def schedule_embedding(name: str) -> dict:
     """Start the detached embedding worker of `name` unless one runs; {"running", "started", "pid"}."""
@@ -260,13 +223,6 @@ def embedding_state(name: str) -> dict:
     from gsd_research.researcher import embed_worker
 
     return embed_worker.state(name)
-
-
-def embed_now(name: str) -> dict:
-    """Run the embedding in this process (tests, benchmarks, `researcher index` does the same)."""
-    from gsd_research.researcher import embed_worker
-
-    return embed_worker.embed_now(name)
 
 
 # -- search ------------------------------------------------------------------------------------------

@@ -1,12 +1,16 @@
-"""`researcher serve`: the MCP server (stdio by default, streamable HTTP with --port); `mcp` imported lazily.
+"""`researcher serve`: the MCP server (stdio by default; with --port, streamable HTTP behind a bearer token).
 
 Every tool answers one compact JSON document; a failure is a tool result marked `isError` whose text is the
-error (`code`, `message`, `suggestions`). Search tools answer within `max_tokens` (cl100k, default 2000).
+error (`code`, `message`, `suggestions`). Search tools answer within `max_tokens` (cl100k, default 2000). `mcp`
+is imported lazily.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import os
+from pathlib import Path
 
 from gsd_research.core.errors import EnvironmentMissing, GsdError, UsageError
 from gsd_research.researcher.answer import DEFAULT_MAX_TOKENS
@@ -18,6 +22,7 @@ LOCK_WAIT_SECONDS = 30.0  # an MCP call waits this long for an index run of the 
 MAX_RESULTS = 100
 MAX_PATH_CHARS = 4096
 MODES = ("hybrid", "vector", "lexical")
+TOKEN_FILE = "researcher-mcp.token"
 
 
 def mcp_tokens(doc: dict) -> int:
@@ -42,19 +47,15 @@ def check_path(path, name: str) -> None:
                          suggestions=["Give the path of a file inside the repository's folder"])
 
 
-class KnowledgeBaseTools:
-    """The six MCP tools as plain methods over the service factory (testable without a transport). Each returns
-    a dict; failures are {"success": false, "error": {...}}."""
-
-    def __init__(self, factory) -> None:
-        self.factory = factory
-
-    def _guard(self, fn, *args):
+def _guarded(method):
+    """A tool call never raises (nor crashes the server): a failure is {"success": false, "error": {...}}."""
+    @functools.wraps(method)
+    def tool(*args, **kwargs):
         try:
-            return fn(*args)
+            return method(*args, **kwargs)
         except GsdError as exc:
             return {"success": False, "error": exc.to_dict()}
-        except Exception as exc:  # noqa: BLE001 - a tool call never crashes the server
+        except Exception as exc:  # noqa: BLE001
             from gsd_research.core.edge import unexpected
             from gsd_research.core.errors import ExtractionFailed
             from gsd_research.core.external import excerpt
@@ -65,6 +66,16 @@ class KnowledgeBaseTools:
             else:
                 error = unexpected(exc)
             return {"success": False, "error": error.to_dict()}
+
+    return tool
+
+
+class KnowledgeBaseTools:
+    """The six MCP tools as plain methods over the service factory (testable without a transport); their names,
+    signatures and docstrings are the tools' (no return annotation: the answer is one text, not a schema)."""
+
+    def __init__(self, factory) -> None:
+        self.factory = factory
 
     def _search(self, query: str, repository: str | None, n_fragments: int, n_documents: int, max_tokens: int,
                 keep: str, mode: str = "hybrid") -> dict:
@@ -94,132 +105,142 @@ class KnowledgeBaseTools:
         out["metadata"] = out.pop("metadata")
         return out
 
-    def add_to_index(self, repository: str, file_path: str) -> dict:
-        def run():
-            check_path(file_path, "file_path")
-            repo = self.factory.repository_service.get_repository(repository)
-            chunked = self.factory.index_service(repo).index_file(file_path, wait=LOCK_WAIT_SECONDS)
-            out = {"success": True, "repository": repository, "document_path": chunked.document_path,
-                   "fragments": len(chunked.fragments), "text_source": chunked.text_source}
-            if chunked.text_source == "none":
-                from gsd_research.researcher.services.index_report import no_text_fix
-
-                out["no_text"] = True
-                out["fix"] = no_text_fix(chunked.document_path, repository)
-            return out
-
-        return self._guard(run)
-
-    def remove_from_index(self, repository: str, document_path: str) -> dict:
-        def run():
-            check_path(document_path, "document_path")
-            repo = self.factory.repository_service.get_repository(repository)
-            return {"success": True, "repository": repository,
-                    "removed": self.factory.index_service(repo).remove_document(document_path, wait=LOCK_WAIT_SECONDS)}
-
-        return self._guard(run)
-
-    def search_fragments(self, query: str, repository: str | None = None, n_results: int = 10,
-                         max_tokens: int = DEFAULT_MAX_TOKENS, mode: str = "hybrid") -> dict:
-        return self._guard(lambda: self._search(query, repository, _count(n_results), 1, max_tokens, "fragments",
-                                                mode))
-
-    def search_documents(self, query: str, repository: str | None = None, n_results: int = 5,
-                         max_tokens: int = DEFAULT_MAX_TOKENS, mode: str = "hybrid") -> dict:
-        return self._guard(lambda: self._search(query, repository, 1, _count(n_results), max_tokens, "documents",
-                                                mode))
-
-    def list_repositories(self) -> dict:
-        return self._guard(lambda: {"success": True, "repositories": [
-            {**r.model_dump(), "indexed": self.factory.is_indexed(r)}
-            for r in self.factory.repository_service.list_repositories()]})
-
-    def get_index_status(self, repository: str | None = None) -> dict:
-        def run():
-            service = self.factory.repository_service
-            repos = [service.get_repository(repository)] if repository else service.list_repositories()
-            return {"success": True, "repositories": [self.factory.index_service(r).get_stats().model_dump(mode="json")
-                                                      for r in repos]}
-
-        return self._guard(run)
-
-
-def tool_result(answer: dict):
-    """The MCP result of a tool answer: its compact JSON as text, `isError` when it is a failure."""
-    from mcp.types import CallToolResult, TextContent
-
-    from gsd_research.core.output import dumps
-    from gsd_research.core.secrets import scrub
-
-    return CallToolResult(content=[TextContent(type="text", text=scrub(dumps(answer)))],
-                          is_error=answer.get("success") is False)
-
-
-def build_server(factory):
-    from mcp.server.mcpserver import MCPServer
-
-    tools = KnowledgeBaseTools(factory)
-    server = MCPServer("researcher", instructions=INSTRUCTIONS)
-
-    @server.tool()
-    def add_to_index(repository: str, file_path: str):
+    @_guarded
+    def add_to_index(self, repository: str, file_path: str):
         """Index (or re-index) one file of a configured repository (a path inside its folder)."""
-        return tool_result(tools.add_to_index(repository, file_path))
+        check_path(file_path, "file_path")
+        repo = self.factory.repository_service.get_repository(repository)
+        chunked = self.factory.index_service(repo).index_file(file_path, wait=LOCK_WAIT_SECONDS)
+        out = {"success": True, "repository": repository, "document_path": chunked.document_path,
+               "fragments": len(chunked.fragments), "text_source": chunked.text_source}
+        if chunked.text_source == "none":
+            from gsd_research.researcher.services.index_report import no_text_fix
 
-    @server.tool()
-    def remove_from_index(repository: str, document_path: str):
+            out["no_text"] = True
+            out["fix"] = no_text_fix(chunked.document_path, repository)
+        return out
+
+    @_guarded
+    def remove_from_index(self, repository: str, document_path: str):
         """Remove a document from a repository's index."""
-        return tool_result(tools.remove_from_index(repository, document_path))
+        check_path(document_path, "document_path")
+        repo = self.factory.repository_service.get_repository(repository)
+        return {"success": True, "repository": repository,
+                "removed": self.factory.index_service(repo).remove_document(document_path, wait=LOCK_WAIT_SECONDS)}
 
-    @server.tool()
-    def search_fragments(query: str, repository: str | None = None, n_results: int = 10,
+    @_guarded
+    def search_fragments(self, query: str, repository: str | None = None, n_results: int = 10,
                          max_tokens: int = DEFAULT_MAX_TOKENS, mode: str = "hybrid"):
         """Search for text fragments (passages) across indexed repositories, best first, within max_tokens.
         mode: hybrid (default), vector, or lexical (keywords only: works while a vector store is damaged)."""
-        return tool_result(tools.search_fragments(query, repository, n_results, max_tokens, mode))
+        return self._search(query, repository, _count(n_results), 1, max_tokens, "fragments", mode)
 
-    @server.tool()
-    def search_documents(query: str, repository: str | None = None, n_results: int = 5,
+    @_guarded
+    def search_documents(self, query: str, repository: str | None = None, n_results: int = 5,
                          max_tokens: int = DEFAULT_MAX_TOKENS, mode: str = "hybrid"):
         """Search for documents across indexed repositories, each with its best passages, within max_tokens.
         mode: hybrid (default), vector, or lexical (keywords only: works while a vector store is damaged)."""
-        return tool_result(tools.search_documents(query, repository, n_results, max_tokens, mode))
+        return self._search(query, repository, 1, _count(n_results), max_tokens, "documents", mode)
 
-    @server.tool()
-    def list_repositories():
+    @_guarded
+    def list_repositories(self):
         """List all configured repositories with their settings."""
-        return tool_result(tools.list_repositories())
+        return {"success": True, "repositories": [{**r.model_dump(), "indexed": self.factory.is_indexed(r)}
+                                                  for r in self.factory.repository_service.list_repositories()]}
 
-    @server.tool()
-    def get_index_status(repository: str | None = None):
+    @_guarded
+    def get_index_status(self, repository: str | None = None):
         """Indexing statistics for one or all repositories (documents without text are listed with the fix)."""
-        return tool_result(tools.get_index_status(repository))
+        service = self.factory.repository_service
+        repos = [service.get_repository(repository)] if repository else service.list_repositories()
+        return {"success": True, "repositories": [self.factory.index_service(r).get_stats().model_dump(mode="json")
+                                                  for r in repos]}
 
-    return server
+
+TOOLS = ("add_to_index", "remove_from_index", "search_fragments", "search_documents", "list_repositories",
+         "get_index_status")
 
 
 def serve(factory, port: int | None = None, host: str = "127.0.0.1") -> None:
+    """Serve the tools over stdio, or with `port` over streamable HTTP behind a bearer token: a port is open to
+    every local user and process (and, through DNS rebinding, to web pages), and the tools read and index files,
+    so a loopback bind alone protects nothing."""
     try:
-        server = build_server(factory)
+        from mcp.server.mcpserver import MCPServer
+        from mcp.types import CallToolResult, TextContent
     except ImportError:
         raise EnvironmentMissing("The 'mcp' package is not installed", suggestions=["pip install 'mcp>=1.2'"]) from None
-    if port:
-        serve_http(server, host, port)
-    else:
+    from gsd_research.core.output import dumps
+    from gsd_research.core.secrets import scrub
+
+    tools = KnowledgeBaseTools(factory)
+    server = MCPServer("researcher", instructions=INSTRUCTIONS)
+    for name in TOOLS:
+        method = getattr(tools, name)
+
+        @server.tool()
+        @functools.wraps(method)  # the method's name, parameters and docstring make the tool's schema
+        def tool(*args, _method=method, **kwargs):
+            answer = _method(*args, **kwargs)  # compact JSON as text, `isError` when it is a failure
+            return CallToolResult(content=[TextContent(type="text", text=scrub(dumps(answer)))],
+                                  is_error=answer.get("success") is False)
+
+    if not port:
         server.run("stdio")
-
-
-def serve_http(server, host: str, port: int) -> None:
-    """Streamable HTTP behind a bearer token. A port is open to every local user and process (and, through DNS
-    rebinding, to web pages), and the tools read and index files: a loopback bind alone protects nothing."""
+        return
     import sys
 
     import uvicorn
 
-    from gsd_research.researcher.mcp_auth import BearerAuth, token_file
-
     token, path = token_file()
-    app = BearerAuth(server.streamable_http_app(host=host), token)
+    app = bearer_auth(server.streamable_http_app(host=host), token)
     print(f"researcher: MCP over HTTP at http://{host}:{port}/mcp; every request needs the header "
           f"'Authorization: Bearer {token}' (the token is kept in {path}, mode 0600)", file=sys.stderr, flush=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def token_file() -> tuple[str, Path]:
+    """(token, its file under GSD_RESEARCH_HOME): the file's token when it is a private regular file of ours,
+    else a new one written there (0600, never through a symlink)."""
+    import secrets
+    import stat
+
+    from gsd_research.core.config import home
+    from gsd_research.core.private import open_private
+
+    path = home() / TOKEN_FILE
+    try:
+        info = os.lstat(path)
+        if stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid() and not stat.S_IMODE(info.st_mode) & 0o077:
+            token = path.read_text(encoding="ascii").strip()
+            if len(token) >= 32:
+                return token, path
+        os.unlink(path)
+    except (OSError, UnicodeDecodeError):
+        pass
+    token = secrets.token_urlsafe(32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    with os.fdopen(fd, "w", encoding="ascii") as fh:
+        fh.write(token + "\n")
+    return token, path
+
+
+def bearer_auth(app, token: str):
+    """ASGI middleware: an HTTP request without `Authorization: Bearer <token>` gets 401 and never reaches MCP."""
+    import hmac
+
+    expected = f"Bearer {token}".encode("ascii")
+
+    async def guarded(scope, receive, send):
+        if scope.get("type") in ("http", "websocket"):
+            headers = {name.lower(): value for name, value in scope.get("headers") or []}
+            if not hmac.compare_digest(headers.get(b"authorization", b""), expected):
+                await send({"type": "http.response.start", "status": 401, "headers": [
+                    (b"content-type", b"application/json"), (b"www-authenticate", b'Bearer realm="researcher"')]})
+                await send({"type": "http.response.body", "body": b'{"error": "unauthorized: send the bearer token '
+                                                                  b'of researcher-mcp.token"}'})
+                return
+        await app(scope, receive, send)
+
+    return guarded

@@ -21,15 +21,12 @@ from pathlib import Path
 IDLE_ENV = "GSD_RESEARCH_RESIDENT_IDLE"
 DEFAULT_IDLE = 300.0
 MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes
-PROTOCOL = 3  # 2: requests carry max_tokens; 3: and the session, whose ledger changes come back
+PROTOCOL = 4  # 2: requests carry max_tokens; 3: and the session, whose ledger changes come back; 4: no "v"
 CONNECT_TIMEOUT = 1.0  # seconds; a listening process accepts at once (the kernel does, even a stopped one)
 REPLY_MIN, REPLY_MAX, REPLY_DEFAULT = 2.0, 8.0, 5.0  # bounds of the wait for an answer (seconds)
 REPLY_MARGIN = 20  # times the resident process's own measured search time
-# What changes the answer besides the request: these variables, the interpreter and the code below.
+# What changes the answer besides the request and the code: these variables.
 CONTEXT_ENV = ("HOME", "GSD_RESEARCH_HOME", "GSD_RESEARCH_EMBEDDING_PRECISION")
-CODE = ("resident.py", "resident_server.py", "search_cmd.py", "service_factory.py", "config.py", "models.py",
-        "chunking.py", "services/search_service.py", "gateways/embedding_gateway.py", "gateways/int8_model.py",
-        "gateways/chroma_gateway.py", "gateways/lexical_gateway.py", "state.py", "health.py")
 
 
 def idle_seconds() -> float:
@@ -52,23 +49,24 @@ def socket_path() -> Path | None:
     return path if len(os.fsencode(str(path))) <= MAX_SOCKET_PATH else None
 
 
-def _stat(path: Path) -> tuple[int, int] | None:
+def stamp(path) -> tuple[int, int, int] | None:
+    """What changes when the file at `path` is written or replaced."""
     try:
-        st = path.stat()
+        st = os.stat(path)
     except OSError:
         return None
-    return st.st_mtime_ns, st.st_size
+    return st.st_ino, st.st_mtime_ns, st.st_size
 
 
 def context_key() -> str:
-    """Identifies what the answer depends on outside the request: interpreter, environment and code. The
-    homes are compared by their real paths (a trailing slash or a symlink is the same home)."""
+    """Identifies what the answer depends on outside the request: interpreter, protocol, environment and where
+    the code is (the resident process watches the files of the code it loaded). The homes are compared by their
+    real paths (a trailing slash or a symlink is the same home)."""
     from gsd_research.core.config import home
 
-    here = Path(__file__).resolve().parent
     real = {"HOME": os.path.realpath(Path.home()), "GSD_RESEARCH_HOME": os.path.realpath(home())}
-    parts = [sys.executable, str(PROTOCOL)] + [f"{k}={real.get(k, os.environ.get(k, ''))}" for k in CONTEXT_ENV]
-    parts += [f"{name}:{_stat(here / name)}" for name in CODE]
+    parts = [sys.executable, str(PROTOCOL), str(Path(__file__).resolve().parent)]
+    parts += [f"{k}={real.get(k, os.environ.get(k, ''))}" for k in CONTEXT_ENV]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
@@ -81,19 +79,18 @@ def index_stamp(repo_dir: Path) -> tuple:
     by hand, the process would go on reading the file it opened."""
     from gsd_research.researcher.state import RECORD, VECTOR_DB, VECTORS
 
-    names = (RECORD,)
     try:
         st = (repo_dir / VECTORS / VECTOR_DB).stat()
         store = (st.st_dev, st.st_ino, st.st_size > 0)
     except OSError:
         store = None
-    return (*(_stat(repo_dir / name) for name in names), store)
+    return stamp(repo_dir / RECORD), store
 
 
 def config_stamp() -> tuple:
     from gsd_research.core.config import home
 
-    return _stat(home() / "researcher.yaml"), _stat(home() / "config.yaml")
+    return stamp(home() / "researcher.yaml"), stamp(home() / "config.yaml")
 
 
 def _holder() -> tuple[int, float | None] | None:
@@ -132,10 +129,7 @@ def reply_timeout(request: dict, measured: float | None) -> float:
     times a margin, more for more results, within [REPLY_MIN, REPLY_MAX]."""
     if measured is None:
         return REPLY_DEFAULT
-    try:
-        size = 1 + (int(request.get("n_fragments") or 0) + int(request.get("n_documents") or 0)) / 50
-    except (TypeError, ValueError):
-        size = 1
+    size = 1 + ((request.get("n_fragments") or 0) + (request.get("n_documents") or 0)) / 50
     return min(REPLY_MAX, max(REPLY_MIN, measured * REPLY_MARGIN * size))
 
 
@@ -159,7 +153,7 @@ def ask(request: dict, timeout: float | None = None) -> dict | None:
             sock.settimeout(min(CONNECT_TIMEOUT, wait))
             sock.connect(str(path))
             sock.settimeout(wait)
-            sock.sendall(json.dumps({**request, "v": PROTOCOL, "key": context_key()}).encode() + b"\n")
+            sock.sendall(json.dumps({**request, "key": context_key()}).encode() + b"\n")
             sock.shutdown(socket.SHUT_WR)
             data = b""
             while chunk := sock.recv(1 << 16):
@@ -198,23 +192,21 @@ def holds_lock(process: int) -> bool:
 _RETIRED: list[int] = []  # the process this call stopped: the fresh one waits for its lock
 
 
-def retire(process: int) -> bool:
+def retire(process: int) -> None:
     """Stop a resident process that did not answer in time (SIGKILL: a stopped process ignores the rest),
     only if it is still this home's lock holder and ours; logged."""
     import signal
 
     from gsd_research.researcher import log
 
-    if process == os.getpid() or pid() != process or not holds_lock(process):
-        log.event("resident.unanswered", pid=process, stopped=False)
-        return False
-    try:
-        os.kill(process, signal.SIGKILL)
-    except OSError:
-        return False
-    _RETIRED.append(process)
-    log.event("resident.unanswered", pid=process, stopped=True)
-    return True
+    stopped = process != os.getpid() and pid() == process and holds_lock(process)
+    if stopped:
+        try:
+            os.kill(process, signal.SIGKILL)
+        except OSError:
+            return
+        _RETIRED.append(process)
+    log.event("resident.unanswered", pid=process, stopped=stopped)
 
 
 def spawn() -> None:

@@ -24,18 +24,6 @@ POLL = 0.5  # seconds between idle checks of the accept loop
 PACKAGES = ("chromadb", "onnxruntime", "tokenizers", "numpy")
 
 
-def _fallback(reason: str) -> dict:
-    return {"fallback": reason}
-
-
-def _file_stamp(path) -> tuple | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_ino, st.st_mtime_ns, st.st_size
-
-
 def code_stamps() -> dict[str, tuple | None]:
     """The files this process's answers depend on: every loaded gsd_research module and the dist-info
     folders of the heavy packages it imported."""
@@ -49,16 +37,7 @@ def code_stamps() -> dict[str, tuple | None]:
             files.append(getattr(metadata.distribution(package), "_path", None))
         except metadata.PackageNotFoundError:
             continue
-    return {str(path): _file_stamp(path) for path in files if path}
-
-
-def parse(data: bytes) -> dict | None:
-    """The request, or None: not JSON, not an object, nested too deep for the parser."""
-    try:
-        request = json.loads(data)
-    except (ValueError, RecursionError):
-        return None
-    return request if isinstance(request, dict) else None
+    return {str(path): resident.stamp(path) for path in files if path}
 
 
 class Server:
@@ -80,20 +59,15 @@ class Server:
         self.lock: int | None = None  # this home's lock (held), released before the last answer
         self.path, self.inode = None, 0
 
-    def servable(self) -> bool:
-        """Only the embedded store with the local model: what is worth keeping loaded."""
-        factory = self.kb.factory
-        config = factory.config
-        return factory.chroma_url is None and all(config.provider_of(r)[0] == "chromadb"
-                                                 for r in config.repositories)
-
     def warm(self) -> float | None:
         """Load the model and open every indexed repository's stores with a throw-away search; returns the
         time of a second one (what a search costs here), None when there is nothing to serve."""
         from gsd_research.researcher import search_cmd
 
-        try:
-            if not self.servable():
+        factory = self.kb.factory
+        try:  # only the embedded store with the local model is worth keeping loaded
+            if factory.chroma_url is not None or any(factory.config.provider_of(r)[0] != "chromadb"
+                                                     for r in factory.config.repositories):
                 return None
             self.stale()
             search_cmd.run_one(self.kb, "warm up", None, 1, 1, "hybrid", 2000)
@@ -119,7 +93,7 @@ class Server:
         return False
 
     def code_changed(self) -> bool:
-        return resident.context_key() != self.key or any(_file_stamp(path) != stamp
+        return resident.context_key() != self.key or any(resident.stamp(path) != stamp
                                                           for path, stamp in self.code.items())
 
     def answer(self, request: dict) -> tuple[dict, bool]:
@@ -127,11 +101,11 @@ class Server:
         from gsd_research.researcher import search_cmd
 
         if self.code_changed():
-            return _fallback("the code changed"), True
-        if request.get("v") != resident.PROTOCOL or request.get("key") != self.key:
-            return _fallback("another environment"), False
+            return {"fallback": "the code changed"}, True
+        if request.get("key") != self.key:  # the key covers the protocol's version too
+            return {"fallback": "another environment"}, False
         if self.stale():
-            return _fallback("an index or the configuration changed"), True
+            return {"fallback": "an index or the configuration changed"}, True
         from gsd_research.core.session import Ledger
 
         try:
@@ -142,43 +116,43 @@ class Server:
                                          int(request["n_fragments"]), int(request["n_documents"]),
                                          str(request["mode"]), int(request.get("max_tokens") or 2000), led)
         except Exception:  # noqa: BLE001 - errors are reported by the caller's own search, not from here
-            return _fallback("the search failed"), False
+            return {"fallback": "the search failed"}, False
         if self.stale():  # re-indexed while searching: the answer may mix old and new
-            return _fallback("an index changed"), True
+            return {"fallback": "an index changed"}, True
         return {"ok": payload, "ledger": led.handoff() if led is not None else None}, False
 
-    def read(self, conn: socket.socket) -> bytes | None:
-        """The request, read within READ_TIMEOUT in all; None when it is too slow or too big."""
+    def read(self, conn: socket.socket) -> dict | None:
+        """The request, read within READ_TIMEOUT in all; None when it is too slow, too big, or not a JSON
+        object (nested too deep for the parser included)."""
         deadline = time.monotonic() + READ_TIMEOUT
         data = b""
-        while len(data) <= MAX_REQUEST:
+        conn.settimeout(READ_TIMEOUT)
+        while chunk := conn.recv(1 << 16):
+            data += chunk
             left = deadline - time.monotonic()
-            if left <= 0:
+            if len(data) > MAX_REQUEST or left <= 0:
                 return None
             conn.settimeout(left)
-            chunk = conn.recv(1 << 16)
-            if not chunk:
-                return data
-            data += chunk
-        return None
+        try:
+            request = json.loads(data)
+        except (ValueError, RecursionError):
+            return None
+        return request if isinstance(request, dict) else None
 
-    def handle(self, conn: socket.socket) -> bool:
-        """One connection: the owner's request in, one answer out; True when the process should exit."""
+    def handle(self, conn: socket.socket) -> None:
+        """One connection: the owner's request in, one answer out."""
         creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
         if struct.unpack("3i", creds)[1] != os.getuid():
-            return False
-        data = self.read(conn)
-        request = parse(data) if data is not None else None
-        if request is None:
-            reply, stop = _fallback("bad request"), False
-        else:
+            return
+        request = self.read(conn)
+        reply = {"fallback": "bad request"}
+        if request is not None:
             with self.searching:
                 reply, stop = self.answer(request)
                 if stop:
                     self.step_aside()
         conn.settimeout(READ_TIMEOUT)
         conn.sendall(json.dumps(reply, ensure_ascii=False).encode())
-        return stop
 
     def step_aside(self) -> None:
         """Before the answer that ends this process: no new connections, the lock let go, so that the search
@@ -193,8 +167,7 @@ class Server:
     def connection(self, conn: socket.socket) -> None:
         try:
             with conn:
-                if self.handle(conn):
-                    self.stop.set()
+                self.handle(conn)
         except Exception:  # noqa: BLE001 - a client that went away, a bad request: the next one is served
             pass
         finally:
@@ -205,10 +178,7 @@ class Server:
     def serve(self, path, idle: float, ready=None) -> None:
         """Listen on `path` (then call `ready`) until idle or asked to stop."""
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
+            path.unlink(missing_ok=True)
             sock.bind(str(path))
             os.chmod(path, 0o600)
             self.path, self.inode = path, os.stat(path).st_ino
