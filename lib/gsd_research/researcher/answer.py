@@ -64,11 +64,8 @@ def fragment_json(f: SearchResult) -> dict:
 
 
 def _passage_json(f: SearchResult) -> dict:
-    out = {"fragment_id": f.fragment_id, "fragment_index": f.fragment_index, "score": f.score}
-    if f.breadcrumb:
-        out["breadcrumb"] = f.breadcrumb
-    out["text"] = f.text
-    return out
+    """A passage under its document: the fragment's entry without what the document says."""
+    return {k: v for k, v in fragment_json(f).items() if k not in ("document_path", "repository", "distance", "match")}
 
 
 class AnswerBuilder:
@@ -151,7 +148,8 @@ class AnswerBuilder:
         meta.update({
             "total_available": {"documents": self.ranking.total_documents, "fragments": self.ranking.total_fragments},
             "returned": {"documents": len(documents), "fragments": len(fragments)},
-            "truncated": len(chosen) < requested or any(e.get("truncated") for e in _entries(documents, fragments)),
+            "truncated": len(chosen) < requested or any(e.get("truncated") for e in fragments) or any(
+                e.get("truncated") for d in documents for e in d["top_fragments"]),
             "tokens_used": 0, "max_tokens": self.max_tokens})
         out["metadata"] = meta
         meta["tokens_used"] = self.measure(out)
@@ -202,7 +200,8 @@ class AnswerBuilder:
         if rest:  # the token has the placeholder's length: the answer's size holds
             out["metadata"]["next"] = self.led.mint_cursor({
                 "command": current_command(), "kind": "results", "key": "fragments", "text_key": "text",
-                "frame": _frame(out), "items": rest})
+                "frame": session.shell({k: v for k, v in out.items() if k != "documents"}, "fragments"),
+                "items": rest})
         else:
             del out["metadata"]["next"]
             out["metadata"]["tokens_used"] = self.measure(out)
@@ -238,8 +237,11 @@ class AnswerBuilder:
 
     def _choose(self, shell: dict) -> tuple[dict, list[tuple[_Unit, str | None]]]:
         empty = self.render(shell, [])
-        if empty["metadata"]["tokens_used"] > self.max_tokens // SKIPPED_SHARE and _left_out_said(shell):
-            shell = _left_out_briefly(shell)  # many damaged repositories: their names and fixes, not their stories
+        skipped = shell.get("metadata", {}).get("skipped_repositories") or []
+        if empty["metadata"]["tokens_used"] > self.max_tokens // SKIPPED_SHARE and any("message" in s for s in skipped):
+            # many damaged repositories: their names and fixes, not their messages (a search of one alone prints it)
+            brief = [{k: v for k, v in s.items() if k != "message"} for s in skipped]
+            shell = {**shell, "metadata": {**shell["metadata"], "skipped_repositories": brief}}
             empty = self.render(shell, [])
         if empty["metadata"]["tokens_used"] > self.max_tokens:
             need = empty["metadata"]["tokens_used"]
@@ -306,12 +308,6 @@ def _source(f: SearchResult) -> str:
     return source_of({"repository": f.repository, "document_path": f.document_path})
 
 
-def _frame(out: dict) -> dict:
-    """The answer a cursor continues: its documents gone, its fragments to be filled (inside the fence of a
-    memory answer), its per-answer metadata dropped."""
-    return session.shell({k: v for k, v in out.items() if k != "documents"}, "fragments")
-
-
 def _web_sourced(out: dict, meta: dict) -> tuple[dict, dict]:
     """An answer from the research memory: its passages neutralized and scanned, inside the answer's one fence,
     labelled as web text (`metadata.web_sourced`), flagged as every other command flags external text."""
@@ -329,24 +325,6 @@ def _web_sourced(out: dict, meta: dict) -> tuple[dict, dict]:
     seal(out, ("documents", "fragments"))
     out.update(shown_warnings(warnings))
     return out, {**meta, "web_sourced": True}
-
-
-def _left_out_said(shell: dict) -> bool:
-    return any("message" in s for s in (shell.get("metadata") or {}).get("skipped_repositories") or [])
-
-
-def _left_out_briefly(shell: dict) -> dict:
-    """The shell with each left-out repository's message dropped (its code and fix kept: a search of it alone
-    prints the message), when they would take over a third of the answer's budget."""
-    meta = shell["metadata"]
-    brief = [{k: v for k, v in s.items() if k != "message"} for s in meta["skipped_repositories"]]
-    return {**shell, "metadata": {**meta, "skipped_repositories": brief}}
-
-
-def _entries(documents: list[dict], fragments: list[dict]):
-    for d in documents:
-        yield from d["top_fragments"]
-    yield from fragments
 
 
 def answer(ranking: Ranking, shell: dict, roots: dict[str, str], max_tokens: int,
