@@ -1,13 +1,11 @@
 """A search answer within --max-tokens: ranked documents carrying their best passages, then ranked passages.
 
-What is printed, in order of priority: document 1 with its best passage, passage 1, document 2 with its
-best passage, passage 2, ..., then the documents' further passages. Documents carry their passages' text;
-a fragment whose passage is already printed under its document says where (`"see":
-"documents[0].top_fragments[0]"`) instead of repeating it.
-Whatever does not fit is left out (the last passage that fits in part is cut around what the query matched,
-its omissions marked `…`, `"truncated": true`), and
-`metadata` says how much there was: `total_available`, `returned`, `truncated`, `tokens_used` (cl100k,
-estimated from above, of the answer exactly as printed) and `max_tokens`.
+Printed in order of priority: document 1 with its best passage, passage 1, document 2 with its best passage,
+passage 2, ..., then the documents' further passages. A fragment whose passage is printed under its document
+says where (`"see": "documents[0].top_fragments[0]"`) instead of repeating it. What does not fit is left out
+(the last passage that fits in part is cut around what the query matched, `"truncated": true`); `metadata`
+says how much there was (`total_available`, `returned`, `truncated`, `tokens_used`: cl100k, estimated from
+above, of the answer as printed, and `max_tokens`).
 
 With a research session (core.session) a passage it returned before is named by its reference instead of
 repeated (`repeat`, expandable), and an answer cut by its budget carries `metadata.next`: the cursor of the
@@ -124,9 +122,7 @@ class AnswerBuilder:
                 tops.append(None)
         fragments: list[dict] = []
         for unit, text in chosen:
-            f = self._fragment(unit)
-            shape = _passage_json if unit.kind == "doc" else fragment_json
-            entry = self._referenced(f, shape) if _key(f) in self.refs else shape(f)
+            f, entry = self._fragment(unit), self._entry(unit)
             if unit.kind == "doc":
                 tops = slot[unit.index]["top_fragments"]
                 tops[tops.index(None)] = entry
@@ -158,39 +154,37 @@ class AnswerBuilder:
     def _cost(self, unit: _Unit, opened: set[int], printed: dict) -> tuple[int, int]:
         """(cost of the unit, cost of its text) in tokens. A passage printed as a fragment before moves into its
         document (the fragment then points there), so it costs the difference."""
-        f = self._fragment(unit)
-        if _key(f) in self.refs:  # named, not repeated: no text to cut
-            shape = _passage_json if unit.kind == "doc" else fragment_json
-            opening = compact_tokens(self._document(unit.index)) if unit.kind == "doc" and unit.index not in opened else 0
-            return compact_tokens(self._referenced(f, shape)) + 2 + opening, 0
-        text_cost = count_tokens(f.text)
+        f, key = self._fragment(unit), _key(self._fragment(unit))
+        opening = compact_tokens(self._document(unit.index)) if unit.kind == "doc" and unit.index not in opened else 0
+        if key in self.refs:  # named, not repeated: no text to cut
+            return compact_tokens(self._entry(unit)) + 2 + opening, 0
         pointer = compact_tokens({**{k: v for k, v in fragment_json(f).items() if k != "text"},
                                   "see": "documents[00].top_fragments[0]"})
         if unit.kind == "frag":
-            return (pointer if _key(f) in printed else compact_tokens(fragment_json(f))) + 2, text_cost
-        cost = compact_tokens(_passage_json(f)) + 2
-        if unit.index not in opened:
-            cost += compact_tokens(self._document(unit.index))
-        if _key(f) in printed:
-            cost -= printed[_key(f)] - pointer
-        return cost, text_cost
+            return (pointer if key in printed else compact_tokens(fragment_json(f))) + 2, count_tokens(f.text)
+        moved = printed[key] - pointer if key in printed else 0
+        return compact_tokens(_passage_json(f)) + 2 + opening - moved, count_tokens(f.text)
 
-    def _referenced(self, f: SearchResult, shape: Callable[[SearchResult], dict]) -> dict:
-        entry = {k: v for k, v in shape(f).items() if k != "text"}
-        return {**entry, **self.refs[_key(f)]}
+    def _entry(self, unit: _Unit) -> dict:
+        """A unit's entry: its passage (under its document) or fragment, by reference when the session has it."""
+        f = self._fragment(unit)
+        entry = (_passage_json if unit.kind == "doc" else fragment_json)(f)
+        if _key(f) not in self.refs:
+            return entry
+        return {**{k: v for k, v in entry.items() if k != "text"}, **self.refs[_key(f)]}
 
     def build(self, shell: dict) -> dict:
         self.query = str(shell.get("query") or "")
         shell = self._echo(shell)
         if self.led is not None and self.led.active:  # the session's spend, counted at this answer's whole budget
-            shell = {**shell, "metadata": {**shell.get("metadata", {}), "session": self.led.spent(self.max_tokens)}}
+            shell = _with(shell, session=self.led.spent(self.max_tokens))
         if self.refs:
-            shell = {**shell, "metadata": {**shell.get("metadata", {}), "expand": f"{session.EXPAND} REF"}}
+            shell = _with(shell, expand=f"{session.EXPAND} REF")
         out, chosen = self._choose(shell)
         if self.led is None or not out["metadata"]["truncated"]:
             return self._returned(out, chosen)
         try:
-            cut, fewer = self._choose({**shell, "metadata": {**shell.get("metadata", {}), "next": PLACEHOLDER_NEXT}})
+            cut, fewer = self._choose(_with(shell, next=PLACEHOLDER_NEXT))
         except UsageError:  # a budget too small for the cursor too: the answer as it was, without one
             return self._returned(out, chosen)
         if not fewer:  # the cursor would take the only passage's room (or nothing fits): no cursor to follow
@@ -219,9 +213,8 @@ class AnswerBuilder:
     def _rest(self, chosen: list[tuple[_Unit, str | None]]) -> list[dict]:
         """What the answer left out, as fragments in the order it would have printed them: a cut passage whole,
         then every later unit's passage not printed already."""
-        printed = {_key(self._fragment(u)) for u, text in chosen if text == self._fragment(u).text}
-        printed |= {_key(self._fragment(u)) for u, _ in chosen if _key(self._fragment(u)) in self.refs}
-        rest, seen = [], set(printed)
+        rest, seen = [], {_key(self._fragment(u)) for u, text in chosen
+                          if text == self._fragment(u).text or _key(self._fragment(u)) in self.refs}
         for unit in self._units():
             f = self._fragment(unit)
             if _key(f) in seen:
@@ -241,7 +234,7 @@ class AnswerBuilder:
         if empty["metadata"]["tokens_used"] > self.max_tokens // SKIPPED_SHARE and any("message" in s for s in skipped):
             # many damaged repositories: their names and fixes, not their messages (a search of one alone prints it)
             brief = [{k: v for k, v in s.items() if k != "message"} for s in skipped]
-            shell = {**shell, "metadata": {**shell["metadata"], "skipped_repositories": brief}}
+            shell = _with(shell, skipped_repositories=brief)
             empty = self.render(shell, [])
         if empty["metadata"]["tokens_used"] > self.max_tokens:
             need = empty["metadata"]["tokens_used"]
@@ -274,7 +267,7 @@ class AnswerBuilder:
         if not self.query or count_tokens(self.query) <= room:
             return shell
         cut, _ = cut_to_tokens(self.query, room)
-        return {**shell, "query": cut + "…", "metadata": {**shell.get("metadata", {}), "query_truncated": True}}
+        return _with({**shell, "query": cut + "…"}, query_truncated=True)
 
     def _cut(self, text: str, room: int) -> str | None:
         """The passage within `room` tokens around what the query matched, omissions marked (see excerpt)."""
@@ -297,6 +290,10 @@ class AnswerBuilder:
             chosen[-1:] = [(unit, cut)] if cut else []
             out = self.render(shell, chosen)
         return out
+
+
+def _with(shell: dict, **meta) -> dict:
+    return {**shell, "metadata": {**shell.get("metadata", {}), **meta}}
 
 
 def _pid(f: SearchResult) -> str:
