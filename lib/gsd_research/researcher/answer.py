@@ -33,6 +33,7 @@ ECHO_SHARE, ECHO_MIN_TOKENS = 8, 16  # an echoed query gets at most max_tokens/8
 SKIPPED_SHARE = 3  # an envelope over max_tokens/3 with left-out repositories' messages: the messages go
 MIN_CUT_TOKENS = 40  # a passage cut shorter than this is left out (unless it would be the only one)
 Measure = Callable[[dict], int]
+_DOCUMENT_SAYS = ("document_path", "repository", "distance", "match")  # not repeated under the document
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ def fragment_json(f: SearchResult) -> dict:
 
 def _passage_json(f: SearchResult) -> dict:
     """A passage under its document: the fragment's entry without what the document says."""
-    return {k: v for k, v in fragment_json(f).items() if k not in ("document_path", "repository", "distance", "match")}
+    return {k: v for k, v in fragment_json(f).items() if k not in _DOCUMENT_SAYS}
 
 
 class AnswerBuilder:
@@ -108,18 +109,15 @@ class AnswerBuilder:
     def render(self, shell: dict, chosen: list[tuple[_Unit, str | None]]) -> dict:
         """The answer with the chosen units (a unit's text: its passage, possibly cut). A document carries its
         passages; a fragment also printed under a document points there instead of repeating it."""
-        documents: list[dict] = []
-        slot: dict[int, dict] = {}
+        slot: dict[int, dict] = {}  # document index -> its entry, in the order printed
         where: dict[tuple[str, str], str] = {}
         for unit, _ in chosen:
             if unit.kind == "doc":
-                if unit.index not in slot:
-                    slot[unit.index] = self._document(unit.index)
-                    documents.append(slot[unit.index])
-                tops = slot[unit.index]["top_fragments"]
-                position = documents.index(slot[unit.index])
+                tops = slot.setdefault(unit.index, self._document(unit.index))["top_fragments"]
+                position = list(slot).index(unit.index)
                 where[_key(self._fragment(unit))] = f"documents[{position}].top_fragments[{len(tops)}]"
                 tops.append(None)
+        documents = list(slot.values())
         fragments: list[dict] = []
         for unit, text in chosen:
             f, entry = self._fragment(unit), self._entry(unit)
@@ -155,18 +153,19 @@ class AnswerBuilder:
         """(cost of the unit, cost of its text) in tokens. A passage printed as a fragment before moves into its
         document (the fragment then points there), so it costs the difference."""
         f, key = self._fragment(unit), _key(self._fragment(unit))
-        opening = compact_tokens(self._document(unit.index)) if unit.kind == "doc" and unit.index not in opened else 0
+        doc = unit.kind == "doc"
+        opening = compact_tokens(self._document(unit.index)) if doc and unit.index not in opened else 0
         if key in self.refs:  # named, not repeated: no text to cut
             return compact_tokens(self._entry(unit)) + 2 + opening, 0
         pointer = compact_tokens({**{k: v for k, v in fragment_json(f).items() if k != "text"},
                                   "see": "documents[00].top_fragments[0]"})
-        if unit.kind == "frag":
+        if not doc:
             return (pointer if key in printed else compact_tokens(fragment_json(f))) + 2, count_tokens(f.text)
         moved = printed[key] - pointer if key in printed else 0
         return compact_tokens(_passage_json(f)) + 2 + opening - moved, count_tokens(f.text)
 
     def _entry(self, unit: _Unit) -> dict:
-        """A unit's entry: its passage (under its document) or fragment, by reference when the session has it."""
+        """A unit's entry: its passage (under its document) or fragment; a reference if the session has it."""
         f = self._fragment(unit)
         entry = (_passage_json if unit.kind == "doc" else fragment_json)(f)
         if _key(f) not in self.refs:
@@ -231,8 +230,9 @@ class AnswerBuilder:
     def _choose(self, shell: dict) -> tuple[dict, list[tuple[_Unit, str | None]]]:
         empty = self.render(shell, [])
         skipped = shell.get("metadata", {}).get("skipped_repositories") or []
-        if empty["metadata"]["tokens_used"] > self.max_tokens // SKIPPED_SHARE and any("message" in s for s in skipped):
-            # many damaged repositories: their names and fixes, not their messages (a search of one alone prints it)
+        said = any("message" in s for s in skipped)
+        if said and empty["metadata"]["tokens_used"] > self.max_tokens // SKIPPED_SHARE:
+            # many damaged repositories: their names and fixes, not their messages (alone, each prints it)
             brief = [{k: v for k, v in s.items() if k != "message"} for s in skipped]
             shell = _with(shell, skipped_repositories=brief)
             empty = self.render(shell, [])

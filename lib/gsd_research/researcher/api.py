@@ -283,4 +283,5 @@ def search(name: str, query: str, *, paths: list[str] | None = None, n_fragments
         return {"passages": [], "mode": "lexical"}
     factory = ServiceFactory()
     service = factory.search_service(factory.repository_service.get_repository(name))
-    return filtered_search(service, query, paths=paths, n_fragments=n_fragments, max_tokens=max_tokens, mode=mode)
+    return filtered_search(service, query, paths=paths, n_fragments=n_fragments, max_tokens=max_tokens,
+                           mode=mode)

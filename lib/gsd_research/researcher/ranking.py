@@ -16,9 +16,9 @@ document that alone holds the query's rare identifiers ranks first, vector and B
 evidence counts in units of the best fused score, at least 1 (1 under these normalizations; the rule holds
 under `standard` too).
 
-`admit` closes the door to unrelated repositories: one whose best similarity is below REPOSITORY_GATE times the
-best repository's keeps only the fragments holding the query's rare identifiers or phrases (its BM25 and plain
-words, computed with its own term statistics, are not comparable evidence).
+`admit` closes the door to unrelated repositories: one whose best similarity is below REPOSITORY_GATE times
+the best repository's keeps only the fragments holding the query's rare identifiers or phrases (its BM25 and
+plain words, computed with its own term statistics, are not comparable evidence).
 
 `fusion="rrf"` and `fusion="standard"` are references for bench/kb_retrieval.py, not shipped: standard scores
 gained on the tuning half A of SciFact train (0.7592 vs 0.7507 nDCG@10) but lost on the held-out half B
@@ -225,11 +225,9 @@ def _rrf(values: dict[Key, float]) -> dict[Key, float]:
 
 
 def _signals(pool: _Pool, fusion: str) -> tuple[dict[Key, float], dict[Key, float]]:
-    if fusion == "rrf":
-        return _rrf(pool.similarity), _rrf(pool.bm25)
-    if fusion == "standard":
-        return _standard(pool.similarity), _standard(pool.bm25)
-    return _minmax(pool.similarity), _by_max(pool.bm25)
+    vector, lexical = {"rrf": (_rrf, _rrf), "standard": (_standard, _standard)}.get(fusion,
+                                                                                     (_minmax, _by_max))
+    return vector(pool.similarity), lexical(pool.bm25)
 
 
 def rank(evidence: list[Evidence], n_fragments: int, n_documents: int, mode: str = "hybrid",

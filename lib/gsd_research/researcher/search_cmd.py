@@ -108,8 +108,8 @@ def _rankings(kb, queries: list[str], repos, n_fragments: int, n_documents: int,
     def attempt(batch: list[str]) -> list[tuple]:
         skipped: list[dict] = []
         try:
-            return [(ranking, skipped) for ranking in search_all(kb, batch, repos, n_fragments, n_documents, mode,
-                                                                 skipped)]
+            rankings = search_all(kb, batch, repos, n_fragments, n_documents, mode, skipped)
+            return [(ranking, skipped) for ranking in rankings]
         except GsdError as exc:
             return [(exc, [])]
 

@@ -53,8 +53,8 @@ class SearchService:
         return StateGateway(self.repo_dir).head() if self.repo_dir is not None else None
 
     def diagnose(self, mode: str = "hybrid") -> health.Diagnosis:
-        """The diagnosis of the stores `mode` reads, against the record's head. The vector store is probed only
-        once the record counts fragments in it."""
+        """The diagnosis of the stores `mode` reads, against the record's head. The vector store is probed
+        only once the record counts fragments in it."""
         from gsd_research.researcher.gateways.lock_gateway import RepositoryLock
 
         head = self.head
@@ -115,7 +115,7 @@ class SearchService:
             try:
                 where = {"document_path": {"$in": list(paths)}} if paths is not None else None
                 vector = self._vectors([query], depth, where=where)[0]
-            except Exception as exc:  # noqa: BLE001 - a failing vector store must not hide the lexical results
+            except Exception as exc:  # noqa: BLE001 - a failing vector store must not hide the lexical list
                 note = _lexical_only(exc.code if isinstance(exc, GsdError) else IndexDamaged.code
                                      if isinstance(exc, StoreUnreadable) else exc.__class__.__name__)
         if diagnosis.state == health.DAMAGED:
@@ -189,17 +189,19 @@ def _every_one(damaged: list[tuple[str, GsdError]]) -> GsdError:
 
 def filtered_search(service: SearchService, query: str, *, paths: list[str] | None, n_fragments: int,
                     max_tokens: int | None, mode: str) -> dict:
-    """Search of one repository restricted to `paths`, the passages' text within `max_tokens` (`api.search`)."""
+    """`api.search`: one repository's passages, only from `paths` if given, their text within `max_tokens`."""
     post_filter = set(paths) if paths is not None and len(paths) > MAX_SQL_PATHS else None
     depth = candidate_depth(n_fragments, n_fragments) * (4 if post_filter else 1)
-    use_vector = mode in ("hybrid", "vector") or (mode == "auto" and getattr(service.head, "fragments", 0) > 0)
-    vector, lexical, note, fused_mode = service.candidates(query, depth, None if post_filter else paths, use_vector)
+    use_vector = mode in ("hybrid", "vector") or mode == "auto" and getattr(service.head, "fragments", 0) > 0
+    sql_paths = None if post_filter else paths
+    vector, lexical, note, fused_mode = service.candidates(query, depth, sql_paths, use_vector)
     if post_filter is not None:
         vector = [r for r in vector if r.document_path in post_filter]
         lexical = [r for r in lexical if r.document_path in post_filter]
     if mode == "vector" and not note:
         fused_mode = "vector"
-    fragments = rank([Evidence(service.name, vector=vector, lexical=lexical)], n_fragments, n_fragments, fused_mode).fragments
+    evidence = [Evidence(service.name, vector=vector, lexical=lexical)]
+    fragments = rank(evidence, n_fragments, n_fragments, fused_mode).fragments
     passages = [{"document_path": f.document_path, "fragment_index": f.fragment_index, "text": f.text,
                  "score": f.score, "match": f.match} for f in fragments]
     out = {"passages": _within(passages, max_tokens), "mode": fused_mode}
