@@ -36,11 +36,15 @@ Measure = Callable[[dict], int]
 _DOCUMENT_SAYS = ("document_path", "repository", "distance", "match")  # not repeated under the document
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Unit:
-    kind: str  # "doc" (document `index`, its passage `top`) or "frag" (fragment `index`)
+    kind: str  # "doc" (document `index`, its passage f) or "frag" (fragment `index`, f)
     index: int
-    top: int = 0
+    f: SearchResult
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return _key(self.f)
 
 
 def compact_tokens(doc: dict) -> int:
@@ -76,28 +80,20 @@ class AnswerBuilder:
         self.option = option  # how the caller names the budget (the CLI option, the MCP parameter)
         self.led = led  # the session's ledger: references and a cursor (None: neither, as the MCP tools)
         self.refs: dict[tuple[str, str], dict] = {}  # passage -> its reference, when the session returned it
+        docs, frags = ranking.documents, ranking.fragments
+        self.units: list[_Unit] = []  # in order of priority (see the module)
+        for i in range(max(len(docs), len(frags))):
+            if i < len(docs) and docs[i].top_fragments:
+                self.units.append(_Unit("doc", i, docs[i].top_fragments[0]))
+            if i < len(frags):
+                self.units.append(_Unit("frag", i, frags[i]))
+        self.units += [_Unit("doc", i, f) for i, d in enumerate(docs) for f in d.top_fragments[1:]]
         if led is not None and led.dedupes:
-            for unit in self._units():
-                f = self._fragment(unit)
+            for unit in self.units:
+                f = unit.f
                 entry = led.seen(_pid(f))
                 if entry is not None and int(entry.get("chars", 0)) >= len(f.text):
                     self.refs[_key(f)] = led.reference(_pid(f), entry)
-
-    def _units(self) -> list[_Unit]:
-        docs, frags = self.ranking.documents, self.ranking.fragments
-        first: list[_Unit] = []
-        for i in range(max(len(docs), len(frags))):
-            if i < len(docs) and docs[i].top_fragments:
-                first.append(_Unit("doc", i, 0))
-            if i < len(frags):
-                first.append(_Unit("frag", i))
-        extra = [_Unit("doc", i, k) for i, d in enumerate(docs) for k in range(1, len(d.top_fragments))]
-        return first + extra
-
-    def _fragment(self, unit: _Unit) -> SearchResult:
-        if unit.kind == "frag":
-            return self.ranking.fragments[unit.index]
-        return self.ranking.documents[unit.index].top_fragments[unit.top]
 
     def _document(self, index: int) -> dict:
         d = self.ranking.documents[index]
@@ -115,12 +111,12 @@ class AnswerBuilder:
             if unit.kind == "doc":
                 tops = slot.setdefault(unit.index, self._document(unit.index))["top_fragments"]
                 position = list(slot).index(unit.index)
-                where[_key(self._fragment(unit))] = f"documents[{position}].top_fragments[{len(tops)}]"
+                where[unit.key] = f"documents[{position}].top_fragments[{len(tops)}]"
                 tops.append(None)
         documents = list(slot.values())
         fragments: list[dict] = []
         for unit, text in chosen:
-            f, entry = self._fragment(unit), self._entry(unit)
+            f, entry = unit.f, self._entry(unit)
             if unit.kind == "doc":
                 tops = slot[unit.index]["top_fragments"]
                 tops[tops.index(None)] = entry
@@ -152,7 +148,7 @@ class AnswerBuilder:
     def _cost(self, unit: _Unit, opened: set[int], printed: dict) -> tuple[int, int]:
         """(cost of the unit, cost of its text) in tokens. A passage printed as a fragment before moves into its
         document (the fragment then points there), so it costs the difference."""
-        f, key = self._fragment(unit), _key(self._fragment(unit))
+        f, key = unit.f, unit.key
         doc = unit.kind == "doc"
         opening = compact_tokens(self._document(unit.index)) if doc and unit.index not in opened else 0
         if key in self.refs:  # named, not repeated: no text to cut
@@ -166,7 +162,7 @@ class AnswerBuilder:
 
     def _entry(self, unit: _Unit) -> dict:
         """A unit's entry: its passage (under its document) or fragment; a reference if the session has it."""
-        f = self._fragment(unit)
+        f = unit.f
         entry = (_passage_json if unit.kind == "doc" else fragment_json)(f)
         if _key(f) not in self.refs:
             return entry
@@ -204,7 +200,7 @@ class AnswerBuilder:
         """The session records the passages this answer printed whole (a cut one is printed again later)."""
         if self.led is not None and self.led.active:
             for unit, text in chosen:
-                f = self._fragment(unit)
+                f = unit.f
                 if _key(f) not in self.refs and text == f.text:
                     self.led.returned(_pid(f), f.text, _source(f))
         return out
@@ -212,10 +208,10 @@ class AnswerBuilder:
     def _rest(self, chosen: list[tuple[_Unit, str | None]]) -> list[dict]:
         """What the answer left out, as fragments in the order it would have printed them: a cut passage whole,
         then every later unit's passage not printed already."""
-        rest, seen = [], {_key(self._fragment(u)) for u, text in chosen
-                          if text == self._fragment(u).text or _key(self._fragment(u)) in self.refs}
-        for unit in self._units():
-            f = self._fragment(unit)
+        rest, seen = [], {u.key for u, text in chosen
+                          if text == u.f.text or u.key in self.refs}
+        for unit in self.units:
+            f = unit.f
             if _key(f) in seen:
                 continue
             seen.add(_key(f))
@@ -244,8 +240,8 @@ class AnswerBuilder:
         remaining = self.max_tokens - empty["metadata"]["tokens_used"]
         printed: dict[tuple[str, str], int] = {}  # passage -> what its fragment entry costs with the text
         opened: set[int] = set()
-        for unit in self._units():
-            f = self._fragment(unit)
+        for unit in self.units:
+            f = unit.f
             cost, text_cost = self._cost(unit, opened, printed)
             if cost > remaining:
                 cut = self._cut(f.text, remaining - (cost - text_cost))
@@ -281,12 +277,12 @@ class AnswerBuilder:
         while out["metadata"]["tokens_used"] > self.max_tokens and chosen:
             over = out["metadata"]["tokens_used"] - self.max_tokens
             unit, text = chosen[-1]
-            if _key(self._fragment(unit)) in self.refs:
+            if unit.key in self.refs:
                 chosen.pop()
                 out = self.render(shell, chosen)
                 continue
             target = count_tokens(text or "") - over - 8
-            cut = self._cut(self._fragment(unit).text, target) if target >= (MIN_CUT_TOKENS if len(chosen) > 1 else 1) else None
+            cut = self._cut(unit.f.text, target) if target >= (MIN_CUT_TOKENS if len(chosen) > 1 else 1) else None
             chosen[-1:] = [(unit, cut)] if cut else []
             out = self.render(shell, chosen)
         return out
