@@ -1,13 +1,11 @@
 """A search answer within --max-tokens: ranked documents carrying their best passages, then ranked passages.
 
-What is printed, in order of priority: document 1 with its best passage, passage 1, document 2 with its
-best passage, passage 2, ..., then the documents' further passages. Documents carry their passages' text;
-a fragment whose passage is already printed under its document says where (`"see":
-"documents[0].top_fragments[0]"`) instead of repeating it.
-Whatever does not fit is left out (the last passage that fits in part is cut around what the query matched,
-its omissions marked `…`, `"truncated": true`), and
-`metadata` says how much there was: `total_available`, `returned`, `truncated`, `tokens_used` (cl100k,
-estimated from above, of the answer exactly as printed) and `max_tokens`.
+Printed in order of priority: document 1 with its best passage, passage 1, document 2 with its best passage,
+passage 2, ..., then the documents' further passages. A fragment whose passage is printed under its document
+says where (`"see": "documents[0].top_fragments[0]"`) instead of repeating it. What does not fit is left out
+(the last passage that fits in part is cut around what the query matched, `"truncated": true`); `metadata`
+says how much there was (`total_available`, `returned`, `truncated`, `tokens_used`: cl100k, estimated from
+above, of the answer as printed, and `max_tokens`).
 
 With a research session (core.session) a passage it returned before is named by its reference instead of
 repeated (`repeat`, expandable), and an answer cut by its budget carries `metadata.next`: the cursor of the
@@ -35,13 +33,18 @@ ECHO_SHARE, ECHO_MIN_TOKENS = 8, 16  # an echoed query gets at most max_tokens/8
 SKIPPED_SHARE = 3  # an envelope over max_tokens/3 with left-out repositories' messages: the messages go
 MIN_CUT_TOKENS = 40  # a passage cut shorter than this is left out (unless it would be the only one)
 Measure = Callable[[dict], int]
+_DOCUMENT_SAYS = ("document_path", "repository", "distance", "match")  # not repeated under the document
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Unit:
-    kind: str  # "doc" (document `index`, its passage `top`) or "frag" (fragment `index`)
+    kind: str  # "doc" (document `index`, its passage f) or "frag" (fragment `index`, f)
     index: int
-    top: int = 0
+    f: SearchResult
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return _key(self.f)
 
 
 def compact_tokens(doc: dict) -> int:
@@ -64,11 +67,8 @@ def fragment_json(f: SearchResult) -> dict:
 
 
 def _passage_json(f: SearchResult) -> dict:
-    out = {"fragment_id": f.fragment_id, "fragment_index": f.fragment_index, "score": f.score}
-    if f.breadcrumb:
-        out["breadcrumb"] = f.breadcrumb
-    out["text"] = f.text
-    return out
+    """A passage under its document: the fragment's entry without what the document says."""
+    return {k: v for k, v in fragment_json(f).items() if k not in _DOCUMENT_SAYS}
 
 
 class AnswerBuilder:
@@ -80,28 +80,20 @@ class AnswerBuilder:
         self.option = option  # how the caller names the budget (the CLI option, the MCP parameter)
         self.led = led  # the session's ledger: references and a cursor (None: neither, as the MCP tools)
         self.refs: dict[tuple[str, str], dict] = {}  # passage -> its reference, when the session returned it
+        docs, frags = ranking.documents, ranking.fragments
+        self.units: list[_Unit] = []  # in order of priority (see the module)
+        for i in range(max(len(docs), len(frags))):
+            if i < len(docs) and docs[i].top_fragments:
+                self.units.append(_Unit("doc", i, docs[i].top_fragments[0]))
+            if i < len(frags):
+                self.units.append(_Unit("frag", i, frags[i]))
+        self.units += [_Unit("doc", i, f) for i, d in enumerate(docs) for f in d.top_fragments[1:]]
         if led is not None and led.dedupes:
-            for unit in self._units():
-                f = self._fragment(unit)
+            for unit in self.units:
+                f = unit.f
                 entry = led.seen(_pid(f))
                 if entry is not None and int(entry.get("chars", 0)) >= len(f.text):
                     self.refs[_key(f)] = led.reference(_pid(f), entry)
-
-    def _units(self) -> list[_Unit]:
-        docs, frags = self.ranking.documents, self.ranking.fragments
-        first: list[_Unit] = []
-        for i in range(max(len(docs), len(frags))):
-            if i < len(docs) and docs[i].top_fragments:
-                first.append(_Unit("doc", i, 0))
-            if i < len(frags):
-                first.append(_Unit("frag", i))
-        extra = [_Unit("doc", i, k) for i, d in enumerate(docs) for k in range(1, len(d.top_fragments))]
-        return first + extra
-
-    def _fragment(self, unit: _Unit) -> SearchResult:
-        if unit.kind == "frag":
-            return self.ranking.fragments[unit.index]
-        return self.ranking.documents[unit.index].top_fragments[unit.top]
 
     def _document(self, index: int) -> dict:
         d = self.ranking.documents[index]
@@ -113,23 +105,18 @@ class AnswerBuilder:
     def render(self, shell: dict, chosen: list[tuple[_Unit, str | None]]) -> dict:
         """The answer with the chosen units (a unit's text: its passage, possibly cut). A document carries its
         passages; a fragment also printed under a document points there instead of repeating it."""
-        documents: list[dict] = []
-        slot: dict[int, dict] = {}
+        slot: dict[int, dict] = {}  # document index -> its entry, in the order printed
         where: dict[tuple[str, str], str] = {}
         for unit, _ in chosen:
             if unit.kind == "doc":
-                if unit.index not in slot:
-                    slot[unit.index] = self._document(unit.index)
-                    documents.append(slot[unit.index])
-                tops = slot[unit.index]["top_fragments"]
-                position = documents.index(slot[unit.index])
-                where[_key(self._fragment(unit))] = f"documents[{position}].top_fragments[{len(tops)}]"
+                tops = slot.setdefault(unit.index, self._document(unit.index))["top_fragments"]
+                position = list(slot).index(unit.index)
+                where[unit.key] = f"documents[{position}].top_fragments[{len(tops)}]"
                 tops.append(None)
+        documents = list(slot.values())
         fragments: list[dict] = []
         for unit, text in chosen:
-            f = self._fragment(unit)
-            shape = _passage_json if unit.kind == "doc" else fragment_json
-            entry = self._referenced(f, shape) if _key(f) in self.refs else shape(f)
+            f, entry = unit.f, self._entry(unit)
             if unit.kind == "doc":
                 tops = slot[unit.index]["top_fragments"]
                 tops[tops.index(None)] = entry
@@ -151,7 +138,8 @@ class AnswerBuilder:
         meta.update({
             "total_available": {"documents": self.ranking.total_documents, "fragments": self.ranking.total_fragments},
             "returned": {"documents": len(documents), "fragments": len(fragments)},
-            "truncated": len(chosen) < requested or any(e.get("truncated") for e in _entries(documents, fragments)),
+            "truncated": len(chosen) < requested or any(e.get("truncated") for e in fragments) or any(
+                e.get("truncated") for d in documents for e in d["top_fragments"]),
             "tokens_used": 0, "max_tokens": self.max_tokens})
         out["metadata"] = meta
         meta["tokens_used"] = self.measure(out)
@@ -160,39 +148,38 @@ class AnswerBuilder:
     def _cost(self, unit: _Unit, opened: set[int], printed: dict) -> tuple[int, int]:
         """(cost of the unit, cost of its text) in tokens. A passage printed as a fragment before moves into its
         document (the fragment then points there), so it costs the difference."""
-        f = self._fragment(unit)
-        if _key(f) in self.refs:  # named, not repeated: no text to cut
-            shape = _passage_json if unit.kind == "doc" else fragment_json
-            opening = compact_tokens(self._document(unit.index)) if unit.kind == "doc" and unit.index not in opened else 0
-            return compact_tokens(self._referenced(f, shape)) + 2 + opening, 0
-        text_cost = count_tokens(f.text)
+        f, key = unit.f, unit.key
+        doc = unit.kind == "doc"
+        opening = compact_tokens(self._document(unit.index)) if doc and unit.index not in opened else 0
+        if key in self.refs:  # named, not repeated: no text to cut
+            return compact_tokens(self._entry(unit)) + 2 + opening, 0
         pointer = compact_tokens({**{k: v for k, v in fragment_json(f).items() if k != "text"},
                                   "see": "documents[00].top_fragments[0]"})
-        if unit.kind == "frag":
-            return (pointer if _key(f) in printed else compact_tokens(fragment_json(f))) + 2, text_cost
-        cost = compact_tokens(_passage_json(f)) + 2
-        if unit.index not in opened:
-            cost += compact_tokens(self._document(unit.index))
-        if _key(f) in printed:
-            cost -= printed[_key(f)] - pointer
-        return cost, text_cost
+        if not doc:
+            return (pointer if key in printed else compact_tokens(fragment_json(f))) + 2, count_tokens(f.text)
+        moved = printed[key] - pointer if key in printed else 0
+        return compact_tokens(_passage_json(f)) + 2 + opening - moved, count_tokens(f.text)
 
-    def _referenced(self, f: SearchResult, shape: Callable[[SearchResult], dict]) -> dict:
-        entry = {k: v for k, v in shape(f).items() if k != "text"}
-        return {**entry, **self.refs[_key(f)]}
+    def _entry(self, unit: _Unit) -> dict:
+        """A unit's entry: its passage (under its document) or fragment; a reference if the session has it."""
+        f = unit.f
+        entry = (_passage_json if unit.kind == "doc" else fragment_json)(f)
+        if _key(f) not in self.refs:
+            return entry
+        return {**{k: v for k, v in entry.items() if k != "text"}, **self.refs[_key(f)]}
 
     def build(self, shell: dict) -> dict:
         self.query = str(shell.get("query") or "")
         shell = self._echo(shell)
         if self.led is not None and self.led.active:  # the session's spend, counted at this answer's whole budget
-            shell = {**shell, "metadata": {**shell.get("metadata", {}), "session": self.led.spent(self.max_tokens)}}
+            shell = _with(shell, session=self.led.spent(self.max_tokens))
         if self.refs:
-            shell = {**shell, "metadata": {**shell.get("metadata", {}), "expand": f"{session.EXPAND} REF"}}
+            shell = _with(shell, expand=f"{session.EXPAND} REF")
         out, chosen = self._choose(shell)
         if self.led is None or not out["metadata"]["truncated"]:
             return self._returned(out, chosen)
         try:
-            cut, fewer = self._choose({**shell, "metadata": {**shell.get("metadata", {}), "next": PLACEHOLDER_NEXT}})
+            cut, fewer = self._choose(_with(shell, next=PLACEHOLDER_NEXT))
         except UsageError:  # a budget too small for the cursor too: the answer as it was, without one
             return self._returned(out, chosen)
         if not fewer:  # the cursor would take the only passage's room (or nothing fits): no cursor to follow
@@ -202,7 +189,8 @@ class AnswerBuilder:
         if rest:  # the token has the placeholder's length: the answer's size holds
             out["metadata"]["next"] = self.led.mint_cursor({
                 "command": current_command(), "kind": "results", "key": "fragments", "text_key": "text",
-                "frame": _frame(out), "items": rest})
+                "frame": session.shell({k: v for k, v in out.items() if k != "documents"}, "fragments"),
+                "items": rest})
         else:
             del out["metadata"]["next"]
             out["metadata"]["tokens_used"] = self.measure(out)
@@ -212,7 +200,7 @@ class AnswerBuilder:
         """The session records the passages this answer printed whole (a cut one is printed again later)."""
         if self.led is not None and self.led.active:
             for unit, text in chosen:
-                f = self._fragment(unit)
+                f = unit.f
                 if _key(f) not in self.refs and text == f.text:
                     self.led.returned(_pid(f), f.text, _source(f))
         return out
@@ -220,11 +208,10 @@ class AnswerBuilder:
     def _rest(self, chosen: list[tuple[_Unit, str | None]]) -> list[dict]:
         """What the answer left out, as fragments in the order it would have printed them: a cut passage whole,
         then every later unit's passage not printed already."""
-        printed = {_key(self._fragment(u)) for u, text in chosen if text == self._fragment(u).text}
-        printed |= {_key(self._fragment(u)) for u, _ in chosen if _key(self._fragment(u)) in self.refs}
-        rest, seen = [], set(printed)
-        for unit in self._units():
-            f = self._fragment(unit)
+        rest, seen = [], {u.key for u, text in chosen
+                          if text == u.f.text or u.key in self.refs}
+        for unit in self.units:
+            f = unit.f
             if _key(f) in seen:
                 continue
             seen.add(_key(f))
@@ -238,8 +225,12 @@ class AnswerBuilder:
 
     def _choose(self, shell: dict) -> tuple[dict, list[tuple[_Unit, str | None]]]:
         empty = self.render(shell, [])
-        if empty["metadata"]["tokens_used"] > self.max_tokens // SKIPPED_SHARE and _left_out_said(shell):
-            shell = _left_out_briefly(shell)  # many damaged repositories: their names and fixes, not their stories
+        skipped = shell.get("metadata", {}).get("skipped_repositories") or []
+        said = any("message" in s for s in skipped)
+        if said and empty["metadata"]["tokens_used"] > self.max_tokens // SKIPPED_SHARE:
+            # many damaged repositories: their names and fixes, not their messages (alone, each prints it)
+            brief = [{k: v for k, v in s.items() if k != "message"} for s in skipped]
+            shell = _with(shell, skipped_repositories=brief)
             empty = self.render(shell, [])
         if empty["metadata"]["tokens_used"] > self.max_tokens:
             need = empty["metadata"]["tokens_used"]
@@ -249,8 +240,8 @@ class AnswerBuilder:
         remaining = self.max_tokens - empty["metadata"]["tokens_used"]
         printed: dict[tuple[str, str], int] = {}  # passage -> what its fragment entry costs with the text
         opened: set[int] = set()
-        for unit in self._units():
-            f = self._fragment(unit)
+        for unit in self.units:
+            f = unit.f
             cost, text_cost = self._cost(unit, opened, printed)
             if cost > remaining:
                 cut = self._cut(f.text, remaining - (cost - text_cost))
@@ -272,7 +263,7 @@ class AnswerBuilder:
         if not self.query or count_tokens(self.query) <= room:
             return shell
         cut, _ = cut_to_tokens(self.query, room)
-        return {**shell, "query": cut + "…", "metadata": {**shell.get("metadata", {}), "query_truncated": True}}
+        return _with({**shell, "query": cut + "…"}, query_truncated=True)
 
     def _cut(self, text: str, room: int) -> str | None:
         """The passage within `room` tokens around what the query matched, omissions marked (see excerpt)."""
@@ -286,15 +277,19 @@ class AnswerBuilder:
         while out["metadata"]["tokens_used"] > self.max_tokens and chosen:
             over = out["metadata"]["tokens_used"] - self.max_tokens
             unit, text = chosen[-1]
-            if _key(self._fragment(unit)) in self.refs:
+            if unit.key in self.refs:
                 chosen.pop()
                 out = self.render(shell, chosen)
                 continue
             target = count_tokens(text or "") - over - 8
-            cut = self._cut(self._fragment(unit).text, target) if target >= (MIN_CUT_TOKENS if len(chosen) > 1 else 1) else None
+            cut = self._cut(unit.f.text, target) if target >= (MIN_CUT_TOKENS if len(chosen) > 1 else 1) else None
             chosen[-1:] = [(unit, cut)] if cut else []
             out = self.render(shell, chosen)
         return out
+
+
+def _with(shell: dict, **meta) -> dict:
+    return {**shell, "metadata": {**shell.get("metadata", {}), **meta}}
 
 
 def _pid(f: SearchResult) -> str:
@@ -304,12 +299,6 @@ def _pid(f: SearchResult) -> str:
 def _source(f: SearchResult) -> str:
     """The passage's source as every continuation names it (one rule, in core.budget)."""
     return source_of({"repository": f.repository, "document_path": f.document_path})
-
-
-def _frame(out: dict) -> dict:
-    """The answer a cursor continues: its documents gone, its fragments to be filled (inside the fence of a
-    memory answer), its per-answer metadata dropped."""
-    return session.shell({k: v for k, v in out.items() if k != "documents"}, "fragments")
 
 
 def _web_sourced(out: dict, meta: dict) -> tuple[dict, dict]:
@@ -329,24 +318,6 @@ def _web_sourced(out: dict, meta: dict) -> tuple[dict, dict]:
     seal(out, ("documents", "fragments"))
     out.update(shown_warnings(warnings))
     return out, {**meta, "web_sourced": True}
-
-
-def _left_out_said(shell: dict) -> bool:
-    return any("message" in s for s in (shell.get("metadata") or {}).get("skipped_repositories") or [])
-
-
-def _left_out_briefly(shell: dict) -> dict:
-    """The shell with each left-out repository's message dropped (its code and fix kept: a search of it alone
-    prints the message), when they would take over a third of the answer's budget."""
-    meta = shell["metadata"]
-    brief = [{k: v for k, v in s.items() if k != "message"} for s in meta["skipped_repositories"]]
-    return {**shell, "metadata": {**meta, "skipped_repositories": brief}}
-
-
-def _entries(documents: list[dict], fragments: list[dict]):
-    for d in documents:
-        yield from d["top_fragments"]
-    yield from fragments
 
 
 def answer(ranking: Ranking, shell: dict, roots: dict[str, str], max_tokens: int,

@@ -232,6 +232,12 @@ def search(name: str, query: str, *, paths: list[str] | None = None, n_fragments
     """Ranked passages of repository `name` (the knowledge base's hybrid ranking), only from `paths` when
     given, their text within `max_tokens` in total. `mode` auto: hybrid once something is embedded, else
     lexical. Returns {"passages": [{document_path, fragment_index, text, score, match}], "mode", "note"?}."""
-    from gsd_research.researcher.search_filtered import filtered_search
+    from gsd_research.researcher.service_factory import ServiceFactory
+    from gsd_research.researcher.services.search_service import filtered_search
 
-    return filtered_search(name, query, paths=paths, n_fragments=n_fragments, max_tokens=max_tokens, mode=mode)
+    if paths is not None and not paths:
+        return {"passages": [], "mode": "lexical"}
+    factory = ServiceFactory()
+    service = factory.search_service(factory.repository_service.get_repository(name))
+    return filtered_search(service, query, paths=paths, n_fragments=n_fragments, max_tokens=max_tokens,
+                           mode=mode)

@@ -1,10 +1,5 @@
-"""A passage cut to fit a token budget around what the query matched, with its omissions marked.
-
-Keeping the beginning of a passage can drop the very line that made it match (an identifier at its end).
-When the passage holds the query's terms beyond the part a plain cut keeps, the window starts a few lines
-before the best-matching line instead. The text stays a verbatim slice of the passage; an omitted beginning
-or end is marked with `…` (and the entry says `"truncated": true`).
-"""
+"""A passage cut to a token budget around what the query matched (a plain cut can drop the very line that made
+it match), still a verbatim slice of it, an omitted beginning or end marked `…`."""
 
 from __future__ import annotations
 
@@ -20,20 +15,12 @@ _STOP = frozenset("the and for with from that this what which how does are was w
                   "into about when where who why use using its".split())
 
 
-def query_terms(query: str) -> list[str]:
-    """The query's words and identifiers worth finding (lower case, longest first)."""
-    words = {w.lower() for w in _TERM.findall(query)}
-    return sorted((w for w in words if len(w) >= 3 and w not in _STOP), key=lambda w: (-len(w), w))
-
-
-def _anchor(text: str, terms: list[str]) -> int | None:
-    """Where the best match starts: the whole query's longest term if it is distinctive, else the line
-    holding the most query term characters."""
-    lower = text.lower()
-    if not terms:
-        return None
+def _anchor(text: str, query: str) -> int | None:
+    """Where the best match starts: in the line holding the most characters of the query's words and
+    identifiers worth finding."""
+    terms = {w for w in {w.lower() for w in _TERM.findall(query)} if len(w) >= 3 and w not in _STOP}
     best, best_score, offset = None, 0, 0
-    for line in lower.splitlines(keepends=True):
+    for line in text.lower().splitlines(keepends=True):
         score = sum(len(t) for t in terms if t in line)
         if score > best_score:
             best, best_score = offset + min(line.index(t) for t in terms if t in line), score
@@ -47,7 +34,7 @@ def excerpt(text: str, query: str, room: int, measure: Callable[[str], int]) -> 
     head, cut = cut_to_tokens(text, room - 1, measure=measure)
     if not cut:
         return text
-    anchor = _anchor(text, query_terms(query))
+    anchor = _anchor(text, query)
     if anchor is None:
         return head + MARK if head else ""
     newline = text.find("\n", anchor)

@@ -1,43 +1,28 @@
 """Ranking: the evidence of every searched repository fused into one ranked list of documents and of fragments.
 
-The one place where ranking is decided; its constants are named below. For one query each repository gives:
-
-- vector: its nearest fragments by cosine similarity;
-- lexical: its BM25 matches of the query's terms (SQLite FTS5);
-- exact: for each of the query's exact terms (identifier-like tokens such as `ERR_X_42`, `fastapi.Depends`,
-  `X-Request-ID`, `4417`; quoted strings; the whole query when it is long enough to be a pasted error
-  message; and its plain words), the fragments holding it as a phrase and how many documents hold it.
+The one place where ranking is decided; its constants are named below. For one query each repository gives its
+nearest fragments by cosine similarity (vector), its BM25 matches (lexical, SQLite FTS5) and, for each of the
+query's exact terms (identifier-like tokens such as `ERR_X_42`, `fastapi.Depends`, `4417`; quoted strings; the
+whole query when long enough to be a pasted message; its plain words), the fragments holding it as a phrase
+and how many documents hold it.
 
 All candidates of all repositories are normalized together, never per repository, so an unrelated
-repository's best hit scores by its own evidence instead of by being its repository's best:
+repository's best hit scores by its own evidence: similarity min-max normalized, BM25 divided by the best
+(anchored at zero: a lone lexical match keeps its full score), exact evidence as the share of the query's rare
+terms held. A term is rare when 1..RARE_TERM_MAX_DOCUMENTS documents of all repositories hold it; a plain word
+only when one does (with 3, merely uncommon words cost 0.01 nDCG@10 on SciFact; with 1, none, and a made-up
+name typed in a question still finds its document). EXACT_WEIGHT equals the other two weights together: the
+document that alone holds the query's rare identifiers ranks first, vector and BM25 decide among equals. Exact
+evidence counts in units of the best fused score, at least 1 (1 under these normalizations; the rule holds
+under `standard` too).
 
-- vector: cosine similarity min-max normalized over all vector candidates;
-- lexical: BM25 divided by the best BM25 of all candidates (anchored at zero: a fragment that is the only
-  lexical match keeps its full score instead of dropping to the list's minimum);
-- exact: the share of the query's *rare* exact terms a fragment (or, for a document, any of its fragments)
-  holds. An identifier, quoted string or whole query is rare when 1..RARE_TERM_MAX_DOCUMENTS documents of
-  all searched repositories hold it; a plain word only when a single document holds it
-  (RARE_WORD_MAX_DOCUMENTS: with 3, words that are merely uncommon cost 0.01 nDCG@10 on SciFact; with 1,
-  none, and a made-up name typed in a question still finds its document).
+`admit` closes the door to unrelated repositories: one whose best similarity is below REPOSITORY_GATE times
+the best repository's keeps only the fragments holding the query's rare identifiers or phrases (its BM25 and
+plain words, computed with its own term statistics, are not comparable evidence).
 
-score = VECTOR_WEIGHT * vector + LEXICAL_WEIGHT * lexical + EXACT_WEIGHT * (share of the rare identifiers and
-phrases held) + RARE_WORD_WEIGHT * (share of the rare plain words held). EXACT_WEIGHT equals the first two
-together: holding the query's rare identifiers outweighs being the closest by meaning and by keywords at
-once, so the document that alone holds them ranks first; among documents with the same exact evidence,
-vector and BM25 decide. Exact evidence counts in units of the best fused score of any candidate, at least 1
-(with these normalizations fused never exceeds 1, so the unit is 1; it keeps the rule under `standard`).
-
-Before fusion, `admit` closes the door to repositories unrelated to the query: a repository whose best vector
-similarity is below REPOSITORY_GATE times the best repository's keeps only the fragments holding the query's
-rare identifiers or phrases (its BM25 scores, computed with its own term statistics, and its plain words are
-not comparable evidence: a word rare in a few news articles is not a reason to list one for a question about
-an HTTP library). With a single repository nothing changes.
-
-References for the benchmark (bench/kb_retrieval.py), not shipped: `fusion="rrf"` (reciprocal rank fusion
-over the pooled lists) and `fusion="standard"` (each list as standard scores: 0.5 at its mean, +1 per Z_SPAN
-standard deviations above, clipped at 0, not capped above). Standard scores were tuned on half A of the
-SciFact train queries and gained there (0.7592 vs 0.7507 nDCG@10) but lost on the held-out half B (0.7222
-vs 0.7294); see BENCHMARKS.md, "Ranking tuned on half A".
+`fusion="rrf"` and `fusion="standard"` are references for bench/kb_retrieval.py, not shipped: standard scores
+gained on the tuning half A of SciFact train (0.7592 vs 0.7507 nDCG@10) but lost on the held-out half B
+(0.7222 vs 0.7294); see BENCHMARKS.md, "Ranking tuned on half A".
 """
 
 from __future__ import annotations
@@ -135,6 +120,15 @@ class Evidence:
     term_documents: dict[str, int] = field(default_factory=dict)  # exact term -> documents holding it here
 
 
+def _rare(evidence: list[Evidence]) -> set[str]:
+    """The exact terms rare over all repositories: 1..rare_limit documents hold them."""
+    totals: dict[str, int] = {}
+    for ev in evidence:
+        for term, n in ev.term_documents.items():
+            totals[term] = totals.get(term, 0) + n
+    return {t for t, n in totals.items() if 0 < n <= rare_limit(t)}
+
+
 def admit(evidence: list[Evidence]) -> list[Evidence]:
     """The evidence of repositories far below the best one by meaning (REPOSITORY_GATE) cut down to the
     fragments holding the query's rare identifiers and phrases; rarity still counts every repository."""
@@ -142,16 +136,13 @@ def admit(evidence: list[Evidence]) -> list[Evidence]:
     top = max(best.values(), default=0.0)
     if len(evidence) < 2 or top <= 0:
         return evidence
-    totals: dict[str, int] = {}
-    for ev in evidence:
-        for term, n in ev.term_documents.items():
-            totals[term] = totals.get(term, 0) + n
+    rare = _rare(evidence)
     out = []
     for ev in evidence:
         if best[id(ev)] >= REPOSITORY_GATE * top:
             out.append(ev)
             continue
-        exact = {t: hits for t, hits in ev.exact.items() if is_marked(t) and 0 < totals.get(t, 0) <= rare_limit(t)}
+        exact = {t: hits for t, hits in ev.exact.items() if is_marked(t) and t in rare}
         held = {r.fragment_id for hits in exact.values() for r in hits}
         out.append(Evidence(ev.repository, vector=[r for r in ev.vector if r.fragment_id in held],
                             lexical=[r for r in ev.lexical if r.fragment_id in held], exact=exact,
@@ -178,48 +169,29 @@ class _Pool:
         self.similarity: dict[Key, float] = {}
         self.bm25: dict[Key, float] = {}
         self.terms: dict[Key, set[str]] = {}
-        totals: dict[str, int] = {}
+        self.rare = _rare(evidence)
         for ev in evidence:
-            for term, n in ev.term_documents.items():
-                totals[term] = totals.get(term, 0) + n
-        self.rare = {t for t, n in totals.items() if 0 < n <= rare_limit(t)}
-        for ev in evidence:
-            if mode != "lexical":
-                self._vector(ev)
-            if mode != "vector":
-                self._lexical(ev)
-            if mode == "hybrid":
-                self._exact(ev)
+            for r in ev.vector if mode != "lexical" else []:
+                self.similarity[self._add(ev.repository, r, "vector")] = 1.0 - (r.distance or 0.0)
+            for r in ev.lexical if mode != "vector" else []:
+                self.bm25[self._add(ev.repository, r, "lexical")] = max(0.0, r.score)
+            for term, hits in ev.exact.items() if mode == "hybrid" else []:
+                for r in hits if term in self.rare else []:
+                    self.terms.setdefault(self._add(ev.repository, r, "lexical"), set()).add(term)
 
-    def _vector(self, ev: Evidence) -> None:
-        for r in ev.vector:
-            self._add(ev.repository, r, "vector")
-            self.similarity[(ev.repository, r.fragment_id)] = 1.0 - (r.distance or 0.0)
-
-    def _lexical(self, ev: Evidence) -> None:
-        for r in ev.lexical:
-            self._add(ev.repository, r, "lexical")
-            self.bm25[(ev.repository, r.fragment_id)] = max(0.0, r.score)
-
-    def _exact(self, ev: Evidence) -> None:
-        for term, hits in ev.exact.items():
-            if term in self.rare:
-                for r in hits:
-                    self._add(ev.repository, r, "lexical")
-                    self.terms.setdefault((ev.repository, r.fragment_id), set()).add(term)
-
-    def _add(self, repository: str, r: SearchResult, kind: str) -> None:
+    def _add(self, repository: str, r: SearchResult, kind: str) -> Key:
         key = (repository, r.fragment_id)
         known = self.fragments.get(key)
         if known is None:
             self.fragments[key] = r.model_copy(update={"repository": repository, "match": kind})
-            return
+            return key
         if kind == "vector":
             known.distance = r.distance
         if known.match != kind:
             known.match = "both"
         if not known.breadcrumb and r.breadcrumb:
             known.breadcrumb = r.breadcrumb
+        return key
 
 
 def _minmax(values: dict[Key, float]) -> dict[Key, float]:
@@ -253,11 +225,9 @@ def _rrf(values: dict[Key, float]) -> dict[Key, float]:
 
 
 def _signals(pool: _Pool, fusion: str) -> tuple[dict[Key, float], dict[Key, float]]:
-    if fusion == "rrf":
-        return _rrf(pool.similarity), _rrf(pool.bm25)
-    if fusion == "standard":
-        return _standard(pool.similarity), _standard(pool.bm25)
-    return _minmax(pool.similarity), _by_max(pool.bm25)
+    vector, lexical = {"rrf": (_rrf, _rrf), "standard": (_standard, _standard)}.get(fusion,
+                                                                                     (_minmax, _by_max))
+    return vector(pool.similarity), lexical(pool.bm25)
 
 
 def rank(evidence: list[Evidence], n_fragments: int, n_documents: int, mode: str = "hybrid",

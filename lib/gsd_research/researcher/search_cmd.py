@@ -7,6 +7,7 @@ import sys
 import time
 
 from gsd_research.core.errors import GsdError, NotFound, UsageError
+from gsd_research.core.output import document_tokens, set_command, set_pretty
 from gsd_research.researcher.answer import answer, compact_tokens
 
 QUERIES_MAX_BYTES = 10_000_000  # --queries-file (or stdin): about 50,000 queries; more is refused unread
@@ -27,44 +28,22 @@ def _repositories(kb, repo_name: str | None):
 
 def search_all(kb, queries: list[str], repos, n_fragments: int, n_documents: int, mode: str,
                skipped: list[dict] | None = None):
-    """One `Ranking` per query over all the repositories (scores normalized together). With `skipped` (a list),
-    a repository whose index is damaged is left out and named in it (`skipped_entry`), unless all are."""
+    """One `Ranking` per query over all the repositories (`search_repositories`, which fills `skipped`)."""
     from gsd_research.researcher.services.search_service import search_repositories
 
     services = [kb.factory.search_service(repo) for repo in repos]
-    damaged: list = [] if skipped is not None else None
-    rankings = search_repositories(services, queries, n_fragments, n_documents, mode, damaged)
-    if skipped is not None:
-        skipped.extend(skipped_entry(name, exc) for name, exc in damaged)
-    return rankings
-
-
-def skipped_entry(name: str, exc: GsdError) -> dict:
-    """A repository left out of a search: which, why, and the command that repairs it."""
-    return {"repository": name, "code": exc.code, "message": exc.message, "fix": f"researcher index {name}"}
-
-
-def _searched(repos, skipped: list[dict]) -> list[str]:
-    left_out = {s["repository"] for s in skipped}
-    return [r.name for r in repos if r.name not in left_out]
-
-
-def _document_measure(doc: dict) -> int:
-    from gsd_research.core.output import document_tokens
-
-    return document_tokens(doc)
+    return search_repositories(services, queries, n_fragments, n_documents, mode, skipped)
 
 
 def run_one(kb, text: str, repo_name, n_fragments: int, n_documents: int, mode: str, max_tokens: int,
             led=None) -> dict:
     """The answer to `text`; `led`, the ledger of the session, adds references and a cursor (see answer)."""
-    from gsd_research.core.output import set_command, set_pretty
-
     started = time.perf_counter()
     repos, not_indexed = _repositories(kb, repo_name)
     skipped: list[dict] = []
     ranking = search_all(kb, [text], repos, n_fragments, n_documents, mode, skipped)[0]
-    meta = {"repositories": _searched(repos, skipped), "mode": mode,
+    left_out = {s["repository"] for s in skipped}
+    meta = {"repositories": [r.name for r in repos if r.name not in left_out], "mode": mode,
             "elapsed_ms": round((time.perf_counter() - started) * 1000, 1)}
     if not_indexed:
         meta["not_indexed"] = not_indexed
@@ -73,24 +52,21 @@ def run_one(kb, text: str, repo_name, n_fragments: int, n_documents: int, mode: 
     set_command(kb.command or "search")
     set_pretty(getattr(kb, "pretty", False))
     return answer(ranking, {"query": text, "metadata": meta}, {r.name: r.path for r in repos}, max_tokens,
-                  _document_measure, led=led)
+                  document_tokens, led=led)
 
 
 def _read_queries(path: str) -> list[tuple[int, object, str | None, dict | None]]:
     """(line number, id, query, error) per non-blank line. A line without an id gets its line number as id;
     every answer line also carries `line`, so two lines can never be told apart only by a made-up id."""
-    from gsd_research.core.errors import NotFound
     from gsd_research.core.input_files import read_file, read_stdin
 
     try:
         data = read_stdin(QUERIES_MAX_BYTES, what="queries file") if path == "-" else \
             read_file(path, QUERIES_MAX_BYTES, what="queries file")
         text = data.decode("utf-8")
-    except NotFound:  # researcher's contract: an unreadable queries file is a usage error
-        raise UsageError(f"Cannot read queries file {path}: not found",
-                         suggestions=['One JSON object per line: {"id": "q1", "query": "..."}']) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"Cannot read queries file {path}: {exc.__class__.__name__}",
+    except (NotFound, OSError, UnicodeDecodeError) as exc:  # researcher's contract: a usage error
+        why = "not found" if isinstance(exc, NotFound) else exc.__class__.__name__
+        raise UsageError(f"Cannot read queries file {path}: {why}",
                          suggestions=['One JSON object per line: {"id": "q1", "query": "..."}']) from None
     out = []
     for n, line in enumerate(text.splitlines(), start=1):
@@ -129,21 +105,18 @@ def _line(n: int, qid, query: str, ranking, roots: dict[str, str], max_tokens: i
 def _rankings(kb, queries: list[str], repos, n_fragments: int, n_documents: int, mode: str) -> list[tuple]:
     """(ranking or the error that stopped it, repositories left out) per query: all at once; after a failure
     (a damaged repository searched alone) one by one, so that a query's failure is its line's alone."""
-    skipped: list[dict] = []
-    try:
-        rankings = search_all(kb, queries, repos, n_fragments, n_documents, mode, skipped) if queries else []
-        return [(ranking, skipped) for ranking in rankings]
-    except GsdError as exc:
-        if len(queries) == 1:
-            return [(exc, [])]
-    out: list[tuple] = []
-    for query in queries:
-        found: list[dict] = []
+    def attempt(batch: list[str]) -> list[tuple]:
+        skipped: list[dict] = []
         try:
-            out.append((search_all(kb, [query], repos, n_fragments, n_documents, mode, found)[0], found))
+            rankings = search_all(kb, batch, repos, n_fragments, n_documents, mode, skipped)
+            return [(ranking, skipped) for ranking in rankings]
         except GsdError as exc:
-            out.append((exc, []))
-    return out
+            return [(exc, [])]
+
+    found = attempt(queries) if queries else []
+    if len(queries) > 1 and isinstance(found[0][0], GsdError):
+        found = [attempt([query])[0] for query in queries]
+    return found
 
 
 def run_batch(kb, path: str, repo_name, n_fragments: int, n_documents: int, mode: str, max_tokens: int) -> None:

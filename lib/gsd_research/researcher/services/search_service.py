@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cached_property
 from pathlib import Path
 
 from gsd_research.core.errors import GsdError, IndexDamaged
+from gsd_research.researcher import health
 from gsd_research.researcher.gateways.embedding_gateway import EmbeddingGateway
 from gsd_research.researcher.gateways.lexical_gateway import LexicalGateway, phrase
 from gsd_research.researcher.models import DocumentSearchResult, SearchResult
@@ -20,8 +22,11 @@ from gsd_research.researcher.ranking import (
     rank,
     rare_limit,
 )
+from gsd_research.researcher.state import StoreUnreadable
 
-__all__ = ["MODES", "SearchService", "search_repositories"]
+__all__ = ["MODES", "SearchService", "filtered_search", "search_repositories"]
+
+MAX_SQL_PATHS = 2000  # more documents than this are filtered after ranking, from a deeper candidate list
 
 
 class SearchService:
@@ -31,74 +36,57 @@ class SearchService:
                  embedding_gateway: EmbeddingGateway, repo_dir: Path | None = None,
                  documents: Path | None = None) -> None:
         self.name = repository_name
-        self._chroma_factory, self._chroma = chroma_factory, None
+        self._chroma_factory = chroma_factory
         self.lexical, self.embedding = lexical_gateway, embedding_gateway
-        self.repo_dir = repo_dir or getattr(lexical_gateway, "db_path", Path()).parent  # the state record's folder
-        self.documents = documents  # the repository's folder
+        self.repo_dir, self.documents = repo_dir, documents  # the state record's folder, the repository's
+        self.vectors_held = 0  # fragments in the vector store, as the last diagnosis probed them
 
-    @property
+    @cached_property
     def chroma(self):
-        if self._chroma is None:
-            self._chroma = self._chroma_factory()
-        return self._chroma
+        return self._chroma_factory()
 
-    def diagnose(self, mode: str = "hybrid"):
-        """The diagnosis of the stores `mode` reads, against the record's head (read once per service: one line
-        of one small file). The vector store is probed only once the record counts fragments in it."""
-        from gsd_research.researcher import health
+    @cached_property
+    def head(self):
+        """The record's head, read once per service (one line of one small file); None: nothing recorded."""
+        from gsd_research.researcher.state import StateGateway
+
+        return StateGateway(self.repo_dir).head() if self.repo_dir is not None else None
+
+    def diagnose(self, mode: str = "hybrid") -> health.Diagnosis:
+        """The diagnosis of the stores `mode` reads, against the record's head. The vector store is probed
+        only once the record counts fragments in it."""
         from gsd_research.researcher.gateways.lock_gateway import RepositoryLock
 
-        head = self.head()
+        head = self.head
         vectors = self.chroma.probe() if mode != "lexical" and (head is None or head.fragments) else None
-        self.vectors_probed = vectors
+        self.vectors_held = vectors.held or 0 if vectors is not None and vectors.exists else 0
         if head is None:  # nothing recorded (a service built in memory, or not indexed yet)
             return health.Diagnosis(self.name)
         keywords = self.lexical.probe() if mode != "vector" else None
         writing = bool(head.in_flight) and RepositoryLock(self.repo_dir).busy()
         return health.diagnose(self.name, head, keywords, vectors, writing, self.documents)
 
-    def head(self):
-        if not hasattr(self, "_head"):
-            from gsd_research.researcher.state import StateGateway
-
-            self._head = StateGateway(self.repo_dir).head() if self.repo_dir is not None else None
-        return self._head
-
-    def vectors_held(self) -> int:
-        """Fragments the vector store holds, as probed by the last diagnosis (0: none recorded or probed)."""
-        probed = getattr(self, "vectors_probed", None)
-        return probed.held or 0 if probed is not None and probed.exists else 0
-
-    def unreadable(self, exc):
-        from gsd_research.researcher.health import unreadable
-
-        return unreadable(self.name, exc)
+    def _vectors(self, queries: list[str], depth: int, embeddings: list[list[float]] | None = None,
+                 where: dict | None = None) -> list[list[SearchResult]]:
+        """Nearest fragments per query; none while nothing is embedded (no store created)."""
+        if not self.vectors_held:
+            return [[] for _ in queries]
+        embeddings = embeddings or self.embedding.embed_queries(queries)
+        return self.chroma.query_many(embeddings, depth, where, total=self.vectors_held)
 
     def evidence_many(self, queries: list[str], depth: int, mode: str = "hybrid",
                       query_embeddings: list[list[float]] | None = None) -> list[Evidence]:
         """This repository's candidates for each query, in order."""
-        from gsd_research.researcher.state import StoreUnreadable
-
         self.diagnose(mode).raise_if_damaged()
-        held = self.vectors_held()
-        vectors: list[list[SearchResult]] = [[] for _ in queries]
         try:
-            if held:
-                embeddings = query_embeddings or self.embedding.embed_queries(queries)
-                vectors = self.chroma.query_many(embeddings, depth, total=held)
-        except StoreUnreadable as exc:
-            raise self.unreadable(exc) from None
-        out = []
-        try:
-            for query, vector in zip(queries, vectors, strict=True):
-                ev = Evidence(self.name, vector=vector)
+            out = [Evidence(self.name, vector=v) for v in self._vectors(queries, depth, query_embeddings)]
+            for query, ev in zip(queries, out, strict=True):
                 if mode != "vector":
                     ev.lexical = self.lexical.search(query, depth)
                 if mode == "hybrid":
                     self._exact(query, ev)
-                out.append(ev)
         except StoreUnreadable as exc:
-            raise self.unreadable(exc) from None
+            raise health.unreadable(self.name, exc) from None
         return out
 
     def _exact(self, query: str, ev: Evidence) -> None:
@@ -115,6 +103,32 @@ class SearchService:
             if 0 < n <= rare_limit(term):
                 ev.exact[term] = hits if hits is not None else self.lexical.phrase_hits(expr, EXACT_HITS)
 
+    def candidates(self, query: str, depth: int, paths: list[str] | None, use_vector: bool):
+        """(vector, lexical, note, mode) for a search restricted to `paths`: a damaged vector store leaves the
+        lexical list, a damaged keyword index the vector one when there is one, said in `note`; with neither,
+        the keyword index's error."""
+        diagnosis = self.diagnose("hybrid" if use_vector else "lexical")
+        vector, note = [], None
+        if diagnosis.store == health.VECTORS:  # the keyword index is sound: `diagnose` finds its damage first
+            note, use_vector, diagnosis = _lexical_only(IndexDamaged.code), False, health.Diagnosis(self.name)
+        if use_vector:
+            try:
+                where = {"document_path": {"$in": list(paths)}} if paths is not None else None
+                vector = self._vectors([query], depth, where=where)[0]
+            except Exception as exc:  # noqa: BLE001 - a failing vector store must not hide the lexical list
+                note = _lexical_only(exc.code if isinstance(exc, GsdError) else IndexDamaged.code
+                                     if isinstance(exc, StoreUnreadable) else exc.__class__.__name__)
+        if diagnosis.state == health.DAMAGED:
+            if not vector:
+                raise diagnosis.error()
+            return vector, [], f"keyword ranking unavailable ({diagnosis.problem}; {diagnosis.fix()}): " \
+                               "vector ranking only", "vector"
+        try:
+            return vector, self.lexical.search(query, depth, paths), note, \
+                "lexical" if note or not use_vector else "hybrid"
+        except StoreUnreadable as exc:
+            raise health.unreadable(self.name, exc) from None
+
     def search_many(self, queries: list[str], n_fragments: int = 10, n_documents: int = 5, mode: str = "hybrid",
                     query_embeddings: list[list[float]] | None = None, fusion: str = "score"
                     ) -> list[tuple[list[DocumentSearchResult], list[SearchResult]]]:
@@ -126,11 +140,9 @@ class SearchService:
             out.append((ranked.documents, ranked.fragments))
         return out
 
-    def search_fragments(self, query: str, n_results: int = 10, mode: str = "hybrid") -> list[SearchResult]:
-        return self.search_many([query], n_results, 1, mode)[0][1]
 
-    def search_documents(self, query: str, n_results: int = 5, mode: str = "hybrid") -> list[DocumentSearchResult]:
-        return self.search_many([query], 1, n_results, mode)[0][0]
+def _lexical_only(why: str) -> str:
+    return f"vector ranking unavailable ({why}): lexical ranking only"
 
 
 def search_repositories(services: list[SearchService], queries: list[str], n_fragments: int, n_documents: int,
@@ -138,32 +150,35 @@ def search_repositories(services: list[SearchService], queries: list[str], n_fra
     """One ranking per query over all the repositories' evidence, normalized together (never per repository),
     repositories unrelated to the query admitted only with their identifier evidence (`ranking.admit`). Query
     embeddings are computed once per embedding model. With `skipped` (a list), a repository whose index is
-    damaged (INDEX_DAMAGED) is left out, (name, error) appended to it, unless every repository is: then the
-    first one's error is raised, as it is without `skipped`."""
+    damaged is left out and named in it (which, why, the command that repairs it), unless every repository
+    is: then the first one's error is raised, as it is without `skipped`."""
     depth = candidate_depth(n_fragments, n_documents)
     per_query: list[list[Evidence]] = [[] for _ in queries]
-    embeddings: dict[str, list[list[float]]] = {}
+    embeddings: dict[str | None, list[list[float]]] = {}
     damaged: list[tuple[str, GsdError]] = []
     for service in services:
+        model = None if mode == "lexical" else service.embedding.signature
+        if model is not None and model not in embeddings:
+            embeddings[model] = service.embedding.embed_queries(queries)
         try:
-            evidence = service.evidence_many(queries, depth, mode, _embedded(service, queries, mode, embeddings))
-        except GsdError as exc:
-            if skipped is None or not isinstance(exc, IndexDamaged):
+            evidence = service.evidence_many(queries, depth, mode, embeddings.get(model))
+        except IndexDamaged as exc:
+            if skipped is None:
                 raise
             damaged.append((service.name, exc))
             continue
-        for i, ev in enumerate(evidence):
-            per_query[i].append(ev)
+        for found, ev in zip(per_query, evidence, strict=True):
+            found.append(ev)
     if damaged and len(damaged) == len(services):
         raise _every_one(damaged)
     if skipped is not None:
-        skipped.extend(damaged)
+        skipped.extend({"repository": name, "code": exc.code, "message": exc.message,
+                        "fix": f"researcher index {name}"} for name, exc in damaged)
     return [rank(admit(evidence), n_fragments, n_documents, mode) for evidence in per_query]
 
 
 def _every_one(damaged: list[tuple[str, GsdError]]) -> GsdError:
-    """The error of a search whose every repository is damaged: the first one's, naming the others, whose one
-    repair is an index run of them all."""
+    """The first one's error, naming the others, whose one repair is an index run of them all."""
     name, first = damaged[0]
     if len(damaged) > 1:
         others = ", ".join(n for n, _ in damaged[1:])
@@ -172,12 +187,43 @@ def _every_one(damaged: list[tuple[str, GsdError]]) -> GsdError:
     return first
 
 
-def _embedded(service: SearchService, queries: list[str], mode: str,
-              embeddings: dict[str, list[list[float]]]) -> list[list[float]] | None:
-    """The queries' embeddings by this repository's model, computed once per model."""
-    if mode == "lexical":
-        return None
-    sig = service.embedding.signature
-    if sig not in embeddings:
-        embeddings[sig] = service.embedding.embed_queries(queries)
-    return embeddings[sig]
+def filtered_search(service: SearchService, query: str, *, paths: list[str] | None, n_fragments: int,
+                    max_tokens: int | None, mode: str) -> dict:
+    """`api.search`: one repository's passages, only from `paths` if given, their text within `max_tokens`."""
+    post_filter = set(paths) if paths is not None and len(paths) > MAX_SQL_PATHS else None
+    depth = candidate_depth(n_fragments, n_fragments) * (4 if post_filter else 1)
+    use_vector = mode in ("hybrid", "vector") or mode == "auto" and getattr(service.head, "fragments", 0) > 0
+    sql_paths = None if post_filter else paths
+    vector, lexical, note, fused_mode = service.candidates(query, depth, sql_paths, use_vector)
+    if post_filter is not None:
+        vector = [r for r in vector if r.document_path in post_filter]
+        lexical = [r for r in lexical if r.document_path in post_filter]
+    if mode == "vector" and not note:
+        fused_mode = "vector"
+    evidence = [Evidence(service.name, vector=vector, lexical=lexical)]
+    fragments = rank(evidence, n_fragments, n_fragments, fused_mode).fragments
+    passages = [{"document_path": f.document_path, "fragment_index": f.fragment_index, "text": f.text,
+                 "score": f.score, "match": f.match} for f in fragments]
+    out = {"passages": _within(passages, max_tokens), "mode": fused_mode}
+    if note:
+        out["note"] = note
+    return out
+
+
+def _within(passages: list[dict], max_tokens: int | None) -> list[dict]:
+    """Passages while their text fits `max_tokens` in total; the first one that does not is cut."""
+    if max_tokens is None:
+        return passages
+    from gsd_research.core.tokens import count_tokens, cut_to_tokens
+
+    kept, left = [], max_tokens
+    for passage in passages:
+        used = count_tokens(passage["text"])
+        if used <= left:
+            kept.append(passage)
+            left -= used
+            continue
+        if left >= 40:
+            kept.append(dict(passage, text=cut_to_tokens(passage["text"], left)[0], truncated=True))
+        break
+    return kept
