@@ -15,7 +15,7 @@ from pathlib import Path
 from gsd_research.core.errors import GsdError, ProviderError, UsageError
 from gsd_research.researcher.gateways.chroma_server import PROBE_TIMEOUT, check_url, probe, unreachable
 from gsd_research.researcher.gateways.lexical_gateway import read_only, would_wait
-from gsd_research.researcher.models import FragmentWithEmbedding, SearchResult
+from gsd_research.researcher.models import SearchResult
 from gsd_research.researcher.state import VECTOR_DB, Probe, StoreUnreadable
 
 QUERY_BATCH = 16
@@ -165,12 +165,12 @@ class ChromaGateway:
                     return None
         return self._collection
 
-    def add_fragments_with_embeddings(self, fragments: list[FragmentWithEmbedding]) -> None:
-        if fragments:
+    def add_fragments_with_embeddings(self, records: list[tuple[str, str, dict, list[float]]]) -> None:
+        """Upsert (fragment id, text, metadata, embedding) records."""
+        if records:
+            ids, texts, metadatas, embeddings = (list(column) for column in zip(*records, strict=True))
             with self._writing():
-                self.collection.upsert(ids=[f.id for f in fragments], documents=[f.text for f in fragments],
-                                       metadatas=[f.metadata for f in fragments],
-                                       embeddings=[f.embedding for f in fragments])
+                self.collection.upsert(ids=ids, documents=texts, metadatas=metadatas, embeddings=embeddings)
 
     def delete_documents(self, paths: list[str]) -> None:
         """Remove the fragments of these documents."""

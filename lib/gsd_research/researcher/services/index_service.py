@@ -28,7 +28,6 @@ from gsd_research.researcher.models import (
     ChunkResult,
     DocumentMetadata,
     Fragment,
-    FragmentWithEmbedding,
     Head,
     IndexingResult,
     IndexStats,
@@ -305,7 +304,7 @@ class IndexService:
                 fid = fragment_id(doc.path, f.fragment_index)
                 meta = {"document_path": doc.path, "fragment_index": f.fragment_index, "file_type": file_type,
                         "checksum": doc.checksum, "breadcrumb": f.breadcrumb}
-                records.append(FragmentWithEmbedding(id=fid, text=f.text, metadata=meta, embedding=vector))
+                records.append((fid, f.text, meta, vector))
                 rows.append((fid, f.text, doc.path, f.fragment_index, f.breadcrumb))
         self.state.set_in_flight(paths)
         stamp = self._next_stamp()
