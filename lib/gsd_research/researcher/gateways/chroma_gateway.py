@@ -21,23 +21,22 @@ from gsd_research.researcher.state import VECTOR_DB, Probe, StoreUnreadable
 QUERY_BATCH = 16
 STAMP_ID, STAMP_GENERATION = "gsd_repository", "gsd_generation"
 REQUEST_TIMEOUT = 120.0  # seconds a Chroma server may take to answer one call once its heartbeat answered
-_OPENED: dict[str, tuple[int, int] | None] = {}  # embedded stores Chroma opened in this process: their file then
+_OPENED: dict[str, list[int]] = {}  # embedded stores Chroma opened in this process: their file then
 _OPENING = threading.RLock()  # one client and collection made at a time: Chroma's start-up is not thread-safe
 _PASSED_ON = (KeyboardInterrupt, SystemExit, GeneratorExit, GsdError)  # never taken for a store's failure
 
 
-def _stat(db: Path) -> os.stat_result | None:
-    """The database file's status; None when it is missing or empty."""
+def _file(db: Path) -> list[int] | None:
+    """(device, inode, size, mtime) of a non-empty database file; None when it is missing or empty."""
     try:
         info = os.stat(db)
     except OSError:
         return None
-    return info if info.st_size else None
+    return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns] if info.st_size else None
 
 
-def _identity(db: Path) -> tuple[int, int] | None:
-    info = _stat(db)
-    return None if info is None else (info.st_dev, info.st_ino)
+def _identity(db: Path) -> list[int]:
+    return (_file(db) or [])[:2]  # which file, whatever it holds now
 
 
 def _integrity(db: Path) -> str | None:
@@ -229,10 +228,9 @@ class ChromaGateway:
         return out
 
     def file_state(self) -> list[int] | None:
-        """(device, inode, size, mtime) of the embedded store's database; None for a server, a missing or empty
-        file. The record keeps it at each commit: a file that still matches is trusted unread."""
-        info = None if self.url is not None else _stat(self.persist_directory / VECTOR_DB)
-        return None if info is None else [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns]
+        """The embedded store's database file as `_file` sees it (None for a server). The record keeps it at each
+        commit: a file that still matches is trusted unread."""
+        return None if self.url is not None else _file(self.persist_directory / VECTOR_DB)
 
     def probe(self, trusted: list[int] | None = None) -> Probe:
         """Its stamp and fragment count, nothing created. An embedded store whose file is missing or empty is

@@ -44,11 +44,9 @@ _HEX_PREFIX = re.compile(r"(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{8,}")
 
 
 def partial_expression(term: str) -> str | None:
-    """An FTS5 query for fragments that may hold `term` inside a longer token, when `term` is distinctive
-    enough for that: a hexadecimal prefix of 8 or more characters (a short commit hash: the tokens starting
-    with it), or a code of three or more parts, two of them numbers, such as a version `7.13.0-rc.4` (the text
-    `v7.13.0-rc.4+build.9981`: its parts after the first, as a phrase). None for anything else. The
-    candidates are then checked by `holds`."""
+    """An FTS5 query for fragments that may hold a distinctive `term` inside a longer token: a hex prefix of 8+
+    characters (a short commit hash), or a code of 3+ parts, two of them numbers (a version `7.13.0-rc.4` in
+    `v7.13.0-rc.4+build.9981`: its parts after the first, as a phrase); else None. `holds` checks the hits."""
     tokens = re.findall(r"\w+", term.lower())
     if len(tokens) == 1 and _HEX_PREFIX.fullmatch(tokens[0]):
         return f'"{tokens[0]}"*'
@@ -76,15 +74,13 @@ def holds(text: str, term: str) -> bool:
     `v17.13.0`) to where the text's token ends (`rc.4` is not `rc.40`)."""
     lower, needle = text.lower(), term.lower()
     single = len(re.findall(r"\w+", needle)) == 1
-    start = lower.find(needle)
-    while start >= 0:
-        end = start + len(needle)
+    for found in re.finditer(f"(?={re.escape(needle)})", lower):  # every occurrence, overlapping ones too
+        start, end = found.start(), found.start() + len(needle)
         if single and (start == 0 or not lower[start - 1].isalnum()):
             return True
         if not single and _token_start(lower, start) and \
                 (end == len(lower) or not (lower[end].isalnum() and needle[-1].isalnum())):
             return True
-        start = lower.find(needle, start + 1)
     return False
 
 
