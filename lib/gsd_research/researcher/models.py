@@ -12,8 +12,6 @@ class DocumentMetadata(BaseModel):
     """Metadata about an indexed document (one line of the state record)."""
 
     file_path: str
-    file_name: str
-    file_type: str
     checksum: str
     indexed_at: datetime
     fragment_count: int
