@@ -12,7 +12,7 @@ import threading
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from gsd_research.core.errors import GsdError, ProviderError, UsageError
+from gsd_research.core.errors import GsdError, ProviderError
 from gsd_research.researcher.gateways.chroma_server import PROBE_TIMEOUT, check_url, probe, unreachable
 from gsd_research.researcher.gateways.lexical_gateway import read_only, would_wait
 from gsd_research.researcher.models import SearchResult
@@ -100,11 +100,9 @@ def _forget(key: str) -> None:
 
 
 def _http_client(chromadb, settings, url: str):
-    """A client of the Chroma server at `url`, probed first (chromadb's own client waits forever)."""
-    try:
-        host, port, https = check_url(url)
-    except ValueError as exc:
-        raise UsageError(f"Invalid Chroma server URL: {exc}", suggestions=["--chroma-url http://127.0.0.1:8000"]) from None
+    """A client of the Chroma server at `url` (checked by the option and the config that give it), probed first:
+    chromadb's own client waits forever."""
+    host, port, https = check_url(url)
     probe(url)
     try:
         client = chromadb.HttpClient(host=host, port=port, ssl=https, settings=settings)
@@ -172,7 +170,6 @@ class ChromaGateway:
                 self.collection.upsert(ids=ids, documents=texts, metadatas=metadatas, embeddings=embeddings)
 
     def delete_documents(self, paths: list[str]) -> None:
-        """Remove the fragments of these documents."""
         if paths:
             with self._writing():
                 self.collection.delete(where={"document_path": {"$in": list(paths)}})
