@@ -9,7 +9,7 @@ import re
 import shutil
 import sqlite3
 import threading
-from contextlib import contextmanager, suppress
+from contextlib import closing, contextmanager, suppress
 from pathlib import Path
 
 from gsd_research.core.errors import GsdError, ProviderError
@@ -43,11 +43,8 @@ def _integrity(db: Path) -> str | None:
     """What SQLite's quick check finds wrong inside the file (a page overwritten: Chroma's core then panics
     while a count still reads), or None; a lock or a hot journal is no finding."""
     try:
-        conn = read_only(db)
-        try:
+        with closing(read_only(db)) as conn:
             rows = conn.execute("PRAGMA quick_check(3)").fetchall()
-        finally:
-            conn.close()
     except sqlite3.DatabaseError as exc:
         return None if would_wait(exc) else str(exc)[:200]
     return "; ".join(str(r[0]) for r in rows if r and r[0] != "ok")[:200] or None

@@ -32,8 +32,6 @@ class NotIndexable(UsageError):
 
 
 class OutsideRepository(NotIndexable):
-    """A path that resolves outside the repository's folder."""
-
     def __init__(self, message: str, **kwargs) -> None:
         super().__init__(message, "outside", **kwargs)
 
@@ -90,9 +88,8 @@ class FilesystemGateway:
         return bool(reason)
 
     def iter_files(self, file_types: list[str]) -> Iterator[str]:
-        """Relative paths of matching files, streamed in a stable order (each directory's files sorted,
-        then its subdirectories); hidden and tool directories are skipped, and so is every entry that is
-        not a regular file inside the folder (named in `skipped`)."""
+        """Relative paths of matching files, streamed in a stable order (each folder's files sorted, then its
+        subfolders), without hidden and tool folders and entries `_refused`."""
         suffixes, root = _suffixes(file_types), self.root
         self.skipped = []
         for folder, dirs, files in os.walk(self.base_path):
@@ -108,8 +105,7 @@ class FilesystemGateway:
         return sum(1 for _ in self.iter_files(file_types))
 
     def includes(self, rel: str, file_types: list[str]) -> bool:
-        """Whether `iter_files` would yield this path (it exists inside the folder, has a listed type, is not
-        hidden)."""
+        """Whether `iter_files` would yield this path (inside the folder, of a listed type, not hidden)."""
         *folders, name = rel.split("/")
         if name.startswith(".") or Path(name).suffix.lower() not in _suffixes(file_types) \
                 or any(p.startswith(".") or p in SKIP_DIRS for p in folders):

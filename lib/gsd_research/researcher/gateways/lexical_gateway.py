@@ -8,6 +8,7 @@ import re
 import sqlite3
 import stat
 import time
+from contextlib import closing
 from pathlib import Path
 
 from gsd_research.core.private import open_private
@@ -182,18 +183,17 @@ class LexicalGateway:
         except sqlite3.Error as exc:
             return Probe(where, unreadable=f"cannot be opened ({exc})")
         try:
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-            if "fragments_docsize" not in tables:
-                return Probe(where, held=0) if not tables else Probe(
-                    where, unreadable="is another SQLite database (it holds no keyword index)")
-            held = conn.execute("SELECT count(*) FROM fragments_docsize").fetchone()[0]
-            row = conn.execute("SELECT repository_id, generation FROM stamp LIMIT 1").fetchone() \
-                if "stamp" in tables else None
-            return Probe(where, held=held, stamp=(str(row[0]), int(row[1])) if row else None)
+            with closing(conn):
+                tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+                if "fragments_docsize" not in tables:
+                    return Probe(where, held=0) if not tables else Probe(
+                        where, unreadable="is another SQLite database (it holds no keyword index)")
+                held = conn.execute("SELECT count(*) FROM fragments_docsize").fetchone()[0]
+                row = conn.execute("SELECT repository_id, generation FROM stamp LIMIT 1").fetchone() \
+                    if "stamp" in tables else None
         except sqlite3.DatabaseError as exc:
             return Probe(where) if would_wait(exc) else Probe(where, unreadable=f"is damaged ({exc})")
-        finally:
-            conn.close()
+        return Probe(where, held=held, stamp=(str(row[0]), int(row[1])) if row else None)
 
     @_guarded
     def clear(self) -> None:
