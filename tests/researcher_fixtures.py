@@ -329,6 +329,17 @@ def scanned_pdf(path: Path) -> Path:
     return path
 
 
+def stored_documents(store) -> set[str]:
+    """The documents a vector store (ChromaGateway) or keyword index (LexicalGateway) holds fragments of."""
+    if hasattr(store, "collection"):
+        return {m["document_path"] for m in store.collection.get(include=["metadatas"])["metadatas"]}
+    return {r[0] for r in store.conn.execute("SELECT document_path FROM fragments")}
+
+
+def lexical_count(lexical) -> int:
+    return lexical.conn.execute("SELECT count(*) FROM fragments").fetchone()[0]
+
+
 def consistent(name: str) -> tuple[int, set[str]]:
     """(fragments, documents) of repository `name`, asserting that both stores and the state record agree with
     each other and the files: no duplicate, no orphan."""
@@ -342,8 +353,8 @@ def consistent(name: str) -> tuple[int, set[str]]:
     ids = chroma.collection.get(include=[])["ids"]
     lexical = factory.lexical_gateway(repo)
     checksums = recorded(factory.repo_dir(repo))
-    assert len(ids) == len(set(ids)) == lexical.count() == sum(v["fragment_count"] for v in checksums.values())
-    assert set(chroma.get_all_document_paths()) == set(lexical.get_all_document_paths()) == set(checksums)
+    assert len(ids) == len(set(ids)) == lexical_count(lexical) == sum(v["fragment_count"] for v in checksums.values())
+    assert stored_documents(chroma) == stored_documents(lexical) == set(checksums)
     root = Path(repo.path)
     for rel, meta in checksums.items():
         assert hashlib.sha256((root / rel).read_bytes()).hexdigest() == meta["checksum"]

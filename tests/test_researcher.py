@@ -15,7 +15,17 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require
-from tests.researcher_fixtures import DOCS, MIXED, indexed_copy, kb, make_repo, recorded, seed_model
+from tests.researcher_fixtures import (
+    DOCS,
+    MIXED,
+    indexed_copy,
+    kb,
+    lexical_count,
+    make_repo,
+    recorded,
+    seed_model,
+    stored_documents,
+)
 
 BIN = Path(sys.executable).parent
 
@@ -36,9 +46,8 @@ def _store_counts(name: str) -> tuple[int, int, int, set[str]]:
     assert len(ids) == len(set(ids))
     lexical = factory.lexical_gateway(repo)
     checksums = recorded(factory.repo_dir(repo))
-    assert set(chroma.get_all_document_paths()) == set(lexical.get_all_document_paths()) == \
-        {k for k, v in checksums.items() if v["fragment_count"]}
-    return chroma.count(), lexical.count(), sum(v["fragment_count"] for v in checksums.values()), set(checksums)
+    assert stored_documents(chroma) == stored_documents(lexical) == {k for k, v in checksums.items() if v["fragment_count"]}
+    return chroma.collection.count(), lexical_count(lexical), sum(v["fragment_count"] for v in checksums.values()), set(checksums)
 
 
 def _top_doc(query: str, *extra: str) -> str:

@@ -33,8 +33,8 @@ def _top(result) -> str:
 
 
 def _doc(path: str, fragments: int) -> DocumentMetadata:
-    return DocumentMetadata(file_path=path, file_name=path, file_type="md", checksum="c" * 64,
-                            indexed_at=datetime.now(timezone.utc), fragment_count=fragments)
+    return DocumentMetadata(file_path=path, checksum="c" * 64, indexed_at=datetime.now(timezone.utc),
+                            fragment_count=fragments)
 
 
 def test_an_older_index_is_migrated_into_the_record_on_first_touch_and_keeps_answering(indexed):

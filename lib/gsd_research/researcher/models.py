@@ -5,15 +5,13 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 
 class DocumentMetadata(BaseModel):
     """Metadata about an indexed document (one line of the state record)."""
 
     file_path: str
-    file_name: str
-    file_type: str
     checksum: str
     indexed_at: datetime
     fragment_count: int
@@ -29,15 +27,6 @@ class Fragment(BaseModel):
     document_path: str
     fragment_index: int
     breadcrumb: str = ""
-
-
-class FragmentWithEmbedding(BaseModel):
-    """A fragment with its computed embedding vector."""
-
-    id: str
-    text: str
-    metadata: dict
-    embedding: list[float]
 
 
 class SearchResult(BaseModel):
@@ -65,16 +54,12 @@ class DocumentSearchResult(BaseModel):
 
 
 class ChunkResult(BaseModel):
-    """Result of chunking a single document."""
-
     document_path: str
     fragments: list[Fragment]
     text_source: str = "text"
 
 
 class IndexingResult(BaseModel):
-    """Summary of an indexing operation."""
-
     repository_name: str = ""
     documents_indexed: int = 0
     documents_skipped: int = 0
@@ -92,8 +77,6 @@ class IndexingResult(BaseModel):
 
 
 class IndexStats(BaseModel):
-    """Current state of a repository's index."""
-
     repository_name: str
     total_documents: int
     total_fragments: int
@@ -111,8 +94,6 @@ class IndexStats(BaseModel):
 
 class Head(BaseModel):
     """What the index claims, without the per-document lines."""
-
-    model_config = ConfigDict(extra="ignore")
 
     repository_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
     generation: int = 0

@@ -9,43 +9,44 @@ import re
 import shutil
 import sqlite3
 import threading
-from contextlib import contextmanager
+from contextlib import closing, contextmanager, suppress
 from pathlib import Path
 
-from gsd_research.core.errors import GsdError, NetworkError, ProviderError, UsageError
-from gsd_research.researcher.gateways.chroma_server import PROBE_TIMEOUT, SUGGESTIONS, check_url, probe
-from gsd_research.researcher.models import FragmentWithEmbedding, SearchResult
+from gsd_research.core.errors import GsdError, ProviderError
+from gsd_research.researcher.gateways.chroma_server import PROBE_TIMEOUT, check_url, probe, unreachable
+from gsd_research.researcher.gateways.lexical_gateway import read_only, would_wait
+from gsd_research.researcher.models import SearchResult
 from gsd_research.researcher.state import VECTOR_DB, Probe, StoreUnreadable
 
-PAGE = 2000
 QUERY_BATCH = 16
 STAMP_ID, STAMP_GENERATION = "gsd_repository", "gsd_generation"
 REQUEST_TIMEOUT = 120.0  # seconds a Chroma server may take to answer one call once its heartbeat answered
-_OPENED: dict[str, tuple[int, int] | None] = {}  # embedded stores Chroma opened in this process: their file then
+_OPENED: dict[str, list[int]] = {}  # embedded stores Chroma opened in this process: their file then
 _OPENING = threading.RLock()  # one client and collection made at a time: Chroma's start-up is not thread-safe
+_PASSED_ON = (KeyboardInterrupt, SystemExit, GeneratorExit, GsdError)  # never taken for a store's failure
 
 
-def identity(db: Path) -> tuple[int, int] | None:
-    """(device, inode) of a non-empty database file; None when it is missing or empty."""
+def _file(db: Path) -> list[int] | None:
+    """(device, inode, size, mtime) of a non-empty database file; None when it is missing or empty."""
     try:
         info = os.stat(db)
     except OSError:
         return None
-    return (info.st_dev, info.st_ino) if info.st_size else None
+    return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns] if info.st_size else None
+
+
+def _identity(db: Path) -> list[int]:
+    return (_file(db) or [])[:2]  # which file, whatever it holds now
 
 
 def _integrity(db: Path) -> str | None:
     """What SQLite's quick check finds wrong inside the file (a page overwritten: Chroma's core then panics
     while a count still reads), or None; a lock or a hot journal is no finding."""
     try:
-        conn = sqlite3.connect(f"{Path(db).absolute().as_uri()}?mode=ro", uri=True)
-        try:
+        with closing(read_only(db)) as conn:
             rows = conn.execute("PRAGMA quick_check(3)").fetchall()
-        finally:
-            conn.close()
     except sqlite3.DatabaseError as exc:
-        return None if getattr(exc, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) \
-            else str(exc)[:200]
+        return None if would_wait(exc) else str(exc)[:200]
     return "; ".join(str(r[0]) for r in rows if r and r[0] != "ok")[:200] or None
 
 
@@ -55,15 +56,11 @@ def collection_name(repository: str) -> str:
     return f"researcher-{safe}"
 
 
-def _settings():
-    """A copy of Chroma's settings, built once per process: pydantic-settings reads the environment and .env
-    files for each new one (about 20 ms, a third of a resident search). A copy, because a client writes its
-    store's path into the settings it is given."""
-    return _base_settings().model_copy()
-
-
 @functools.cache
-def _base_settings():
+def _settings():
+    """Chroma's settings, built once per process: pydantic-settings reads the environment and .env files for
+    each new one (about 20 ms, a third of a resident search). Callers take a copy: a client writes its store's
+    path into the settings it is given."""
     for name in ("chromadb", "chromadb.telemetry"):
         logging.getLogger(name).setLevel(logging.ERROR)
     from chromadb.config import Settings
@@ -74,15 +71,15 @@ def _base_settings():
 def _client(persist_directory: Path | None, url: str | None):
     import chromadb
 
-    settings = _settings()
+    settings = _settings().model_copy()
     if url:
         return _http_client(chromadb, settings, url)
     key, db = str(persist_directory), persist_directory / VECTOR_DB
-    if key in _OPENED and _OPENED[key] != identity(db):
+    if key in _OPENED and _OPENED[key] != _identity(db):
         _forget(key)  # deleted, truncated or replaced since: Chroma's cached client would go on with the old file
     persist_directory.mkdir(parents=True, exist_ok=True)
     client = chromadb.PersistentClient(path=key, settings=settings)
-    _OPENED[key] = identity(db)
+    _OPENED[key] = _identity(db)
     return client
 
 
@@ -95,24 +92,19 @@ def _forget(key: str) -> None:
     SharedSystemClient._identifier_to_refcount.pop(key, None)
     system = SharedSystemClient._identifier_to_system.pop(key, None)
     if system is not None:
-        try:
+        with suppress(Exception):  # a store already gone
             system.stop()
-        except Exception:  # noqa: BLE001 - a store already gone
-            pass
 
 
 def _http_client(chromadb, settings, url: str):
-    """A client of the Chroma server at `url`, probed first (chromadb's own client waits forever)."""
-    try:
-        host, port, https = check_url(url)
-    except ValueError as exc:
-        raise UsageError(f"Invalid Chroma server URL: {exc}", suggestions=["--chroma-url http://127.0.0.1:8000"]) from None
+    """A client of the Chroma server at `url` (checked by the option and the config that give it), probed first:
+    chromadb's own client waits forever."""
+    host, port, https = check_url(url)
     probe(url)
     try:
         client = chromadb.HttpClient(host=host, port=port, ssl=https, settings=settings)
     except Exception as exc:  # noqa: BLE001 - connection errors vary by version
-        raise NetworkError(f"Chroma server at {url} is unreachable ({exc.__class__.__name__})",
-                           suggestions=SUGGESTIONS) from None
+        raise unreachable(url, exc.__class__.__name__) from None
     session = getattr(getattr(client, "_server", None), "_session", None)
     if session is not None:  # later calls bounded too (chromadb sets no timeout; a query may take a while)
         import httpx
@@ -121,13 +113,16 @@ def _http_client(chromadb, settings, url: str):
     return client
 
 
+def _unavailable(exc: BaseException) -> ProviderError:
+    return ProviderError(f"Chroma store unavailable: {exc.__class__.__name__}: {str(exc)[:200]}")
+
+
 class ChromaGateway:
     """Fragments of one repository in one collection; metadata carries document_path and fragment_index."""
 
     def __init__(self, persist_directory: Path | None, collection: str, url: str | None = None) -> None:
         self.persist_directory, self.url, self.collection_name = persist_directory, url, collection
-        self._client = None
-        self._collection = None
+        self._client = self._collection = None
 
     @property
     def client(self):
@@ -137,146 +132,20 @@ class ChromaGateway:
                     self._client = _client(self.persist_directory, self.url)
         return self._client
 
-    def get_or_create_collection(self, name: str | None = None):
-        if self._collection is None or (name and name != self.collection_name):
-            with _OPENING:
-                return self._open_collection(name)
-        return self._collection
-
-    def _open_collection(self, name: str | None):
-        if self._collection is None or (name and name != self.collection_name):
-            try:
-                self._collection = self.client.get_or_create_collection(
-                    name or self.collection_name, embedding_function=None,
-                    metadata={"hnsw:space": "cosine"})
-            except GsdError:
-                raise
-            except Exception as exc:  # noqa: BLE001
-                raise ProviderError(f"Chroma store unavailable: {exc.__class__.__name__}: {str(exc)[:200]}") from None
-        return self._collection
-
     @property
     def collection(self):
-        return self.get_or_create_collection()
-
-    def add_fragments_with_embeddings(self, fragments: list[FragmentWithEmbedding]) -> None:
-        if not fragments:
-            return
-        with self._writing():
-            self.collection.upsert(ids=[f.id for f in fragments], documents=[f.text for f in fragments],
-                                   metadatas=[f.metadata for f in fragments],
-                                   embeddings=[f.embedding for f in fragments])
-
-    def delete_documents(self, paths: list[str]) -> None:
-        """Remove the fragments of these documents."""
-        if paths:
-            with self._writing():
-                self.collection.delete(where={"document_path": {"$in": list(paths)}})
-
-    @contextmanager
-    def _writing(self):
-        """A write that fails because the embedded store was removed or replaced under this process (SQLite:
-        "attempt to write a readonly database") is StoreUnreadable, and the client is let go."""
-        try:
-            yield
-        except GsdError:
-            raise
-        except Exception:
-            key = str(self.persist_directory)
-            if self.url is not None or key not in _OPENED or \
-                    _OPENED[key] == identity(self.persist_directory / VECTOR_DB):
-                raise
-            _forget(key)
-            self._client = self._collection = None
-            raise StoreUnreadable(key, "was removed (or replaced) while it was being written") from None
-
-    def query_many(self, embeddings: list[list[float]], n_results: int = 10, where: dict | None = None,
-                   total: int | None = None) -> list[list[SearchResult]]:
-        """Nearest fragments per embedding; `where` is a Chroma metadata filter (e.g. on document_path);
-        `total` what the collection holds when the caller has just counted it."""
-        total = self.count() if total is None else total
-        if total == 0 or not embeddings:
-            return [[] for _ in embeddings]
-        out: list[list[SearchResult]] = []
-        for start in range(0, len(embeddings), QUERY_BATCH):  # Chroma's SQL variable limit
-            out.extend(self._query(embeddings[start:start + QUERY_BATCH], min(n_results, total), where))
-        return out
-
-    def _query(self, embeddings: list[list[float]], n_results: int, where: dict | None = None) -> list[list[SearchResult]]:
-        try:
-            res = self.collection.query(query_embeddings=embeddings, n_results=n_results, where=where,
-                                        include=["documents", "metadatas", "distances"])
-        except (KeyboardInterrupt, SystemExit, GeneratorExit):
-            raise
-        except GsdError:
-            raise
-        except BaseException as exc:  # noqa: BLE001 - Chroma's Rust core panics (a BaseException) on a damaged file
-            self._unreadable(exc)
-            raise
-
-        out = []
-        for ids, docs, metas, dists in zip(res["ids"], res["documents"], res["metadatas"], res["distances"], strict=False):
-            out.append([SearchResult(fragment_id=i, text=t or "", document_path=m.get("document_path", ""),
-                                     fragment_index=int(m.get("fragment_index", 0)), distance=float(d),
-                                     breadcrumb=str(m.get("breadcrumb") or ""))
-                        for i, t, m, d in zip(ids, docs, metas, dists, strict=False)])
-        return out
-
-    def stamp_with(self, stamp: tuple[str, int]) -> None:
-        """Record which index run committed last (the collection's metadata; its distance lives in its
-        configuration, which this leaves alone)."""
-        with self._writing():
-            self.collection.modify(metadata={STAMP_ID: stamp[0], STAMP_GENERATION: stamp[1]})
-
-    def file_state(self) -> list[int] | None:
-        """(device, inode, size, mtime) of the embedded store's database; None for a server, a missing or empty
-        file. The record keeps it at each commit: a file that still matches is trusted unread."""
-        if self.url is not None:
-            return None
-        try:
-            info = os.stat(self.persist_directory / VECTOR_DB)
-        except OSError:
-            return None
-        return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns] if info.st_size else None
-
-    def _unreadable(self, exc: BaseException) -> None:
-        """StoreUnreadable for any failure of an embedded store's core (its client let go); else nothing."""
-        if self.url is None:
-            _forget(str(self.persist_directory))
-            self._client = self._collection = None
-            raise StoreUnreadable(self.persist_directory, f"cannot be read ({exc.__class__.__name__}: "
-                                                          f"{str(exc)[:120]})") from None
-
-    def probe(self, trusted: list[int] | None = None) -> Probe:
-        """Its stamp and fragment count, nothing created. An embedded store whose file is missing or empty is
-        not opened; one whose file is as `trusted` (what the record saw at its commit) is not read either;
-        else its file is checked by SQLite before Chroma opens it."""
-        where = self.where()
-        if self.url is None:
-            seen = self.file_state()
-            if seen is None:
-                return Probe(where, exists=False)
-            if seen == trusted:
-                return Probe(where)
-            problem = _integrity(self.persist_directory / VECTOR_DB) if trusted is not None else None
-            if problem:
-                return Probe(where, unreadable=f"cannot be read ({problem})")
-        try:
-            collection = self._existing()
-            if collection is None:
-                return Probe(where, exists=False)
-            held, meta = collection.count(), collection.metadata or {}
-        except (KeyboardInterrupt, SystemExit, GeneratorExit, GsdError):
-            raise
-        except BaseException as exc:  # noqa: BLE001 - Chroma's Rust core panics (a BaseException) on a damaged file
-            try:
-                self._unreadable(exc)
-            except StoreUnreadable as unreadable:
-                return Probe(where, unreadable=unreadable.detail)
-            raise ProviderError(f"Chroma store unavailable: {exc.__class__.__name__}: {str(exc)[:200]}") from None
-        stamp = (str(meta[STAMP_ID]), int(meta[STAMP_GENERATION])) if STAMP_ID in meta and STAMP_GENERATION in meta \
-            else None
-        return Probe(where, held=held, stamp=stamp)
+        """The collection, created when missing."""
+        if self._collection is None:
+            with _OPENING:
+                if self._collection is None:
+                    try:
+                        self._collection = self.client.get_or_create_collection(
+                            self.collection_name, embedding_function=None, metadata={"hnsw:space": "cosine"})
+                    except GsdError:
+                        raise
+                    except Exception as exc:  # noqa: BLE001
+                        raise _unavailable(exc) from None
+        return self._collection
 
     def _existing(self):
         """The collection when it exists (none created), kept for the queries that follow."""
@@ -290,18 +159,104 @@ class ChromaGateway:
                     return None
         return self._collection
 
-    def delete_collection(self, name: str | None = None) -> None:
+    def add_fragments_with_embeddings(self, records: list[tuple[str, str, dict, list[float]]]) -> None:
+        """Upsert (fragment id, text, metadata, embedding) records."""
+        if records:
+            ids, texts, metadatas, embeddings = (list(column) for column in zip(*records, strict=True))
+            with self._writing():
+                self.collection.upsert(ids=ids, documents=texts, metadatas=metadatas, embeddings=embeddings)
+
+    def delete_documents(self, paths: list[str]) -> None:
+        if paths:
+            with self._writing():
+                self.collection.delete(where={"document_path": {"$in": list(paths)}})
+
+    def stamp_with(self, stamp: tuple[str, int]) -> None:
+        """Record which index run committed last (the collection's metadata; its distance lives in its
+        configuration, which this leaves alone)."""
+        with self._writing():
+            self.collection.modify(metadata={STAMP_ID: stamp[0], STAMP_GENERATION: stamp[1]})
+
+    @contextmanager
+    def _writing(self):
+        """A write that fails because the embedded store was removed or replaced under this process (SQLite:
+        "attempt to write a readonly database") is StoreUnreadable, and the client is let go."""
         try:
-            self.client.delete_collection(name or self.collection_name)
-        except Exception:  # noqa: BLE001 - absent collection
-            pass
+            yield
+        except GsdError:
+            raise
+        except Exception:
+            key = str(self.persist_directory)
+            if self.url is not None or key not in _OPENED or _OPENED[key] == _identity(self.persist_directory / VECTOR_DB):
+                raise
+            raise self._let_go("was removed (or replaced) while it was being written") from None
+
+    def _let_go(self, detail: str) -> StoreUnreadable:
+        """StoreUnreadable for the embedded store, whose client (kept by Chroma for the process) is dropped."""
+        _forget(str(self.persist_directory))
+        self._client = self._collection = None
+        return StoreUnreadable(self.persist_directory, detail)
+
+    def query_many(self, embeddings: list[list[float]], n_results: int, where: dict | None = None, *,
+                   total: int) -> list[list[SearchResult]]:
+        """Nearest fragments per embedding; `where` is a Chroma metadata filter (e.g. on document_path);
+        `total` what the collection holds, as the caller has just probed it."""
+        out: list[list[SearchResult]] = []
+        for start in range(0, len(embeddings), QUERY_BATCH):  # Chroma's SQL variable limit
+            try:
+                res = self.collection.query(query_embeddings=embeddings[start:start + QUERY_BATCH],
+                                            n_results=min(n_results, total), where=where,
+                                            include=["documents", "metadatas", "distances"])
+            except _PASSED_ON:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - Chroma's Rust core panics (a BaseException) on a damaged file
+                if self.url is None:
+                    raise self._let_go(_cannot_read(exc)) from None
+                raise
+            for ids, docs, metas, dists in zip(res["ids"], res["documents"], res["metadatas"], res["distances"],
+                                               strict=False):
+                out.append([SearchResult(fragment_id=i, text=t or "", document_path=m.get("document_path", ""),
+                                         fragment_index=int(m.get("fragment_index", 0)), distance=float(d),
+                                         breadcrumb=str(m.get("breadcrumb") or ""))
+                            for i, t, m, d in zip(ids, docs, metas, dists, strict=False)])
+        return out
+
+    def file_state(self) -> list[int] | None:
+        """The embedded store's database file as `_file` sees it (None for a server). The record keeps it at each
+        commit: a file that still matches is trusted unread."""
+        return None if self.url is not None else _file(self.persist_directory / VECTOR_DB)
+
+    def probe(self, trusted: list[int] | None = None) -> Probe:
+        """Its stamp and fragment count, nothing created. An embedded store whose file is missing or empty is
+        not opened; one whose file is as `trusted` (what the record saw at its commit) is not read either;
+        else its file is checked by SQLite before Chroma opens it."""
+        where = str(self.persist_directory) if self.url is None else f"on the Chroma server {self.url}"
+        if self.url is None:
+            seen = self.file_state()
+            if seen is None or seen == trusted:
+                return Probe(where, exists=seen is not None)
+            problem = _integrity(self.persist_directory / VECTOR_DB) if trusted is not None else None
+            if problem:
+                return Probe(where, unreadable=f"cannot be read ({problem})")
+        try:
+            collection = self._existing()
+            if collection is None:
+                return Probe(where, exists=False)
+            held, meta = collection.count(), collection.metadata or {}
+        except _PASSED_ON:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - Chroma's Rust core panics (a BaseException) on a damaged file
+            if self.url is None:
+                return Probe(where, unreadable=self._let_go(_cannot_read(exc)).detail)
+            raise _unavailable(exc) from None
+        stamp = (str(meta[STAMP_ID]), int(meta[STAMP_GENERATION])) if STAMP_ID in meta and STAMP_GENERATION in meta \
+            else None
+        return Probe(where, held=held, stamp=stamp)
+
+    def delete_collection(self) -> None:
+        with suppress(Exception):  # an absent collection
+            self.client.delete_collection(self.collection_name)
         self._collection = None
-
-    def count(self) -> int:
-        return self.collection.count()
-
-    def where(self) -> str:
-        return str(self.persist_directory) if self.url is None else f"on the Chroma server {self.url}"
 
     def discard(self) -> None:
         """Remove the store (an embedded one's folder, a server's collection): the next write starts a new one."""
@@ -323,17 +278,8 @@ class ChromaGateway:
         except GsdError:
             raise
         except Exception as exc:  # noqa: BLE001 - connection errors vary by version
-            raise NetworkError(f"Chroma server at {self.url} is unreachable ({exc.__class__.__name__})",
-                               suggestions=SUGGESTIONS) from None
+            raise unreachable(self.url, exc.__class__.__name__) from None
 
-    def get_all_document_paths(self) -> list[str]:
-        """Every document the collection holds fragments of."""
-        paths: set[str] = set()
-        offset = 0
-        while True:
-            page = self.collection.get(include=["metadatas"], limit=PAGE, offset=offset)
-            metas = page.get("metadatas") or []
-            paths.update(m.get("document_path", "") for m in metas if m)
-            if len(metas) < PAGE:
-                return sorted(paths)
-            offset += PAGE
+
+def _cannot_read(exc: BaseException) -> str:
+    return f"cannot be read ({exc.__class__.__name__}: {str(exc)[:120]})"

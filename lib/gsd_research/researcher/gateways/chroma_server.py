@@ -14,6 +14,9 @@ HEARTBEAT = "/api/v2/heartbeat"
 _MAX_BODY = 64 * 1024
 _probed: set[str] = set()
 SUGGESTIONS = ["Start it with: chroma run --path DIR --port 8000", "Or drop --chroma-url to use the embedded store"]
+_NOT_CHROMA = ["Check the host and port of the Chroma server (chroma run --port N)", SUGGESTIONS[1]]
+_REASONS = ("connection refused", "name or service not known", "temporary failure in name resolution",
+            "no route to host", "timed out", "certificate verify failed", "connection reset")
 
 
 def check_url(url: str) -> tuple[str, int, bool]:
@@ -35,9 +38,8 @@ def check_url(url: str) -> tuple[str, int, bool]:
     return parts.hostname, port or (443 if parts.scheme == "https" else 8000), parts.scheme == "https"
 
 
-def base_url(url: str) -> str:
-    host, port, https = check_url(url)
-    return f"{'https' if https else 'http'}://{'[' + host + ']' if ':' in host else host}:{port}"
+def unreachable(url: str, reason: str) -> NetworkError:
+    return NetworkError(f"Chroma server at {url} is unreachable ({reason})", suggestions=SUGGESTIONS)
 
 
 def _fetch(url: str, result: dict) -> None:
@@ -57,17 +59,17 @@ def _fetch(url: str, result: dict) -> None:
 
 def _is_heartbeat(body: bytes) -> bool:
     try:
-        answer = json.loads(body)
-    except ValueError:
+        return isinstance(json.loads(body).get("nanosecond heartbeat"), int)
+    except (ValueError, AttributeError):  # not JSON, or JSON but not an object
         return False
-    return isinstance(answer, dict) and isinstance(answer.get("nanosecond heartbeat"), int)
 
 
 def probe(url: str) -> None:
     """Ask the server's heartbeat, all of it within PROBE_TIMEOUT (a trickling answer included):
     NETWORK_ERROR when it cannot be reached or does not answer in time, UPSTREAM_ERROR when what answers is not
     a Chroma server. Once per URL and process."""
-    base = base_url(url)
+    host, port, https = check_url(url)
+    base = f"{'https' if https else 'http'}://{'[' + host + ']' if ':' in host else host}:{port}"
     if base in _probed:
         return
     result: dict = {}
@@ -77,23 +79,13 @@ def probe(url: str) -> None:
     if worker.is_alive():  # left behind as a daemon: the process does not wait for it
         raise NetworkError(f"Chroma server at {url} did not answer within {PROBE_TIMEOUT:g} s", suggestions=SUGGESTIONS)
     if "error" in result:
-        exc = result["error"]
-        if "BadStatusLine" in repr(exc):
-            raise ProviderError(f"{url} answers, but not with HTTP: it is not a Chroma server", suggestions=["Check the host and port of the Chroma server (chroma run --port N)",
-                                        SUGGESTIONS[1]])
-        raise NetworkError(f"Chroma server at {url} is unreachable ({_reason(exc)})", suggestions=SUGGESTIONS)
+        if "BadStatusLine" in repr(result["error"]):
+            raise ProviderError(f"{url} answers, but not with HTTP: it is not a Chroma server", suggestions=_NOT_CHROMA)
+        text = str(result["error"]).lower()
+        raise unreachable(url, next((known for known in _REASONS if known in text),
+                                    result["error"].__class__.__name__))
     status, body = result["answer"]
     if status != 200 or not _is_heartbeat(body):
         raise ProviderError(f"{url} answers, but not as a Chroma server (HTTP {status} for {HEARTBEAT}"
-                       f"{'' if status != 200 else ', not a Chroma heartbeat'})", suggestions=["Check the host and port of the Chroma server (chroma run --port N)",
-                                    SUGGESTIONS[1]])
+                            f"{'' if status != 200 else ', not a Chroma heartbeat'})", suggestions=_NOT_CHROMA)
     _probed.add(base)
-
-
-def _reason(exc: Exception) -> str:
-    text = str(exc).lower()
-    for known in ("connection refused", "name or service not known", "temporary failure in name resolution",
-                  "no route to host", "timed out", "certificate verify failed", "connection reset"):
-        if known in text:
-            return known
-    return exc.__class__.__name__

@@ -1,9 +1,9 @@
-"""File discovery, reading and SHA-256 checksums under one repository root, never outside it.
+"""File discovery and SHA-256 checksums under one repository root, never outside it.
 
 Every path is resolved (symlinks included) and must stay inside the repository's folder, and only regular
 files are read: a symlink that points out, loops or dangles, and anything that is not a regular file (a FIFO
 would block the reader forever, a device never ends) is not followed, and the walk names it in `skipped`
-with the reason (outside | loop | dangling | not_regular | unreadable).
+with the reason (one of REASONS).
 """
 
 from __future__ import annotations
@@ -32,10 +32,39 @@ class NotIndexable(UsageError):
 
 
 class OutsideRepository(NotIndexable):
-    """A path that resolves outside the repository's folder."""
-
     def __init__(self, message: str, **kwargs) -> None:
         super().__init__(message, "outside", **kwargs)
+
+
+def _suffixes(file_types: list[str]) -> set[str]:
+    return {"." + t.lower().lstrip(".") for t in file_types}
+
+
+def _utf8(name: str) -> bool:
+    """Whether a file name decoded from the disk is valid UTF-8 (no stores, spool or record could hold it)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _problem(path: Path, root: Path, directory: bool = False) -> str | None:
+    """Why a walked entry is not followed (None when it is a regular file, or directory, inside)."""
+    try:
+        real = path.resolve(strict=True)
+        mode = real.stat().st_mode
+    except RuntimeError:  # Python < 3.13 reports a symlink loop this way
+        return "loop"
+    except FileNotFoundError:
+        return "dangling"
+    except OSError as exc:
+        return "loop" if exc.errno == errno.ELOOP else "unreadable"
+    if not real.is_relative_to(root):
+        return "outside"
+    if not (stat.S_ISDIR(mode) if directory else stat.S_ISREG(mode)):
+        return "not_regular"
+    return None
 
 
 class FilesystemGateway:
@@ -49,73 +78,42 @@ class FilesystemGateway:
     def root(self) -> Path:
         return self.base_path.resolve()
 
-    def _inside(self, path: Path, root: Path) -> bool:
-        return path == root or root in path.parents
-
-    def _problem(self, path: Path, root: Path, directory: bool = False) -> str | None:
-        """Why a walked entry is not followed (None when it is a regular file, or directory, inside)."""
-        try:
-            real = path.resolve(strict=True)
-            mode = real.stat().st_mode
-        except RuntimeError:  # Python < 3.13 reports a symlink loop this way
-            return "loop"
-        except FileNotFoundError:
-            return "dangling"
-        except OSError as exc:
-            return "loop" if exc.errno == errno.ELOOP else "unreadable"
-        if not self._inside(real, root):
-            return "outside"
-        if not (stat.S_ISDIR(mode) if directory else stat.S_ISREG(mode)):
-            return "not_regular"
-        return None
-
-    def _skip(self, path: Path, reason: str) -> None:
-        rel = os.fsencode(path.relative_to(self.base_path).as_posix()).decode("utf-8", "replace")
-        self.skipped.append({"document_path": rel, "reason": reason})
+    def _refused(self, path: Path, root: Path, directory: bool = False) -> bool:
+        """Whether a walked entry is not followed (named in `skipped`); a folder is checked only as a symlink."""
+        reason = "not_utf8" if not _utf8(path.name) else \
+            None if directory and not path.is_symlink() else _problem(path, root, directory)
+        if reason:
+            rel = os.fsencode(path.relative_to(self.base_path).as_posix()).decode("utf-8", "replace")
+            self.skipped.append({"document_path": rel, "reason": reason})
+        return bool(reason)
 
     def iter_files(self, file_types: list[str]) -> Iterator[str]:
-        """Relative paths of matching files, streamed in a stable order (each directory's files sorted,
-        then its subdirectories); hidden and tool directories are skipped, and so is every entry that is
-        not a regular file inside the folder (named in `skipped`)."""
-        suffixes = self._suffixes(file_types)
-        root = self.root
+        """Relative paths of matching files, streamed in a stable order (each folder's files sorted, then its
+        subfolders), without hidden and tool folders and entries `_refused`."""
+        suffixes, root = _suffixes(file_types), self.root
         self.skipped = []
         for folder, dirs, files in os.walk(self.base_path):
             here = Path(folder)
-            kept = []
-            for d in sorted(dirs):
-                if d in SKIP_DIRS or d.startswith("."):
-                    continue
-                reason = "not_utf8" if not _utf8(d) else \
-                    self._problem(here / d, root, directory=True) if (here / d).is_symlink() else None
-                if reason:
-                    self._skip(here / d, reason)
-                    continue
-                kept.append(d)
-            dirs[:] = kept
+            dirs[:] = [d for d in sorted(dirs) if d not in SKIP_DIRS and not d.startswith(".")
+                       and not self._refused(here / d, root, directory=True)]
             for name in sorted(files):
-                if name.startswith(".") or Path(name).suffix.lower() not in suffixes:
-                    continue
-                reason = self._problem(here / name, root) if _utf8(name) else "not_utf8"
-                if reason:
-                    self._skip(here / name, reason)
-                    continue
-                yield (here / name).relative_to(self.base_path).as_posix()
+                if not name.startswith(".") and Path(name).suffix.lower() in suffixes \
+                        and not self._refused(here / name, root):
+                    yield (here / name).relative_to(self.base_path).as_posix()
 
     def count_files(self, file_types: list[str]) -> int:
         return sum(1 for _ in self.iter_files(file_types))
 
     def includes(self, rel: str, file_types: list[str]) -> bool:
-        """Whether `iter_files` would yield this path (it exists inside the folder, has a listed type, is not
-        hidden)."""
-        parts = rel.split("/")
-        return (Path(parts[-1]).suffix.lower() in self._suffixes(file_types)
-                and not any(p.startswith(".") or p in SKIP_DIRS for p in parts[:-1])
-                and not parts[-1].startswith(".") and self.file_exists(rel))
-
-    @staticmethod
-    def _suffixes(file_types: list[str]) -> set[str]:
-        return {"." + t.lower().lstrip(".") for t in file_types}
+        """Whether `iter_files` would yield this path (inside the folder, of a listed type, not hidden)."""
+        *folders, name = rel.split("/")
+        if name.startswith(".") or Path(name).suffix.lower() not in _suffixes(file_types) \
+                or any(p.startswith(".") or p in SKIP_DIRS for p in folders):
+            return False
+        try:
+            return self.absolute(rel).is_file()
+        except NotIndexable:
+            return False
 
     def absolute(self, rel: str) -> Path:
         """The real path of `rel` (symlinks resolved); NotIndexable when it leads out of the folder
@@ -125,7 +123,7 @@ class FilesystemGateway:
             path = (root / rel).resolve()
         except RuntimeError:
             raise NotIndexable(f"{rel} is a symlink loop", "loop") from None
-        if not self._inside(path, root):
+        if not path.is_relative_to(root):
             raise OutsideRepository(f"{rel} resolves outside the repository folder {self.base_path}",
                                     suggestions=["Give a path inside the repository's folder"])
         try:
@@ -138,40 +136,15 @@ class FilesystemGateway:
             raise NotIndexable(f"{rel} is {REASONS['not_regular']}", "not_regular")
         return path
 
-    def _open(self, rel: str) -> int:
-        """A descriptor of the regular file `rel`: opened without blocking (a FIFO swapped in after the check
-        cannot hang the reader), then checked again."""
+    def compute_checksum(self, rel: str) -> str:
+        """SHA-256 of the regular file `rel`, opened without blocking (a FIFO swapped in after the check cannot
+        hang the reader), then checked again."""
         fd = os.open(self.absolute(rel), os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
             raise NotIndexable(f"{rel} is {REASONS['not_regular']}", "not_regular")
-        return fd
-
-    def read_file(self, rel: str) -> str:
-        return self.read_bytes(rel).decode("utf-8")
-
-    def read_bytes(self, rel: str) -> bytes:
-        with os.fdopen(self._open(rel), "rb") as fh:
-            return fh.read()
-
-    def compute_checksum(self, rel: str) -> str:
         digest = hashlib.sha256()
-        with os.fdopen(self._open(rel), "rb") as fh:
+        with os.fdopen(fd, "rb") as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(block)
         return digest.hexdigest()
-
-    def file_exists(self, rel: str) -> bool:
-        try:
-            return self.absolute(rel).is_file()
-        except NotIndexable:
-            return False
-
-
-def _utf8(name: str) -> bool:
-    """Whether a file name decoded from the disk is valid UTF-8 (no stores, spool or record could hold it)."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True

@@ -8,6 +8,7 @@ import re
 import sqlite3
 import stat
 import time
+from contextlib import closing
 from pathlib import Path
 
 from gsd_research.core.private import open_private
@@ -28,16 +29,10 @@ COLUMNS = ("text", "breadcrumb", "fragment_id", "document_path", "fragment_index
 
 def match_expression(query: str) -> str | None:
     """An FTS5 OR-query of the query's terms (identifiers kept whole, stop words dropped if others remain)."""
-    terms: list[str] = []
-    for tok in _TOKEN.findall(query):
-        for part in re.split(r"[.\-]", tok):
-            part = part.strip()
-            if part and part.lower() not in terms:
-                terms.append(part.lower())
+    terms = list(dict.fromkeys(part.lower() for tok in _TOKEN.findall(query) for part in re.split(r"[.\-]", tok)
+                               if part))
     content = [t for t in terms if t not in STOPWORDS] or terms
-    if not content:
-        return None
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in content)
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in content) or None
 
 
 def phrase(term: str) -> str | None:
@@ -50,11 +45,9 @@ _HEX_PREFIX = re.compile(r"(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{8,}")
 
 
 def partial_expression(term: str) -> str | None:
-    """An FTS5 query for fragments that may hold `term` inside a longer token, when `term` is distinctive
-    enough for that: a hexadecimal prefix of 8 or more characters (a short commit hash: the tokens starting
-    with it), or a code of three or more parts, two of them numbers, such as a version `7.13.0-rc.4` (the text
-    `v7.13.0-rc.4+build.9981`: its parts after the first, as a phrase). None for anything else. The
-    candidates are then checked by `holds`."""
+    """An FTS5 query for fragments that may hold a distinctive `term` inside a longer token: a hex prefix of 8+
+    characters (a short commit hash), or a code of 3+ parts, two of them numbers (a version `7.13.0-rc.4` in
+    `v7.13.0-rc.4+build.9981`: its parts after the first, as a phrase); else None. `holds` checks the hits."""
     tokens = re.findall(r"\w+", term.lower())
     if len(tokens) == 1 and _HEX_PREFIX.fullmatch(tokens[0]):
         return f'"{tokens[0]}"*'
@@ -82,15 +75,13 @@ def holds(text: str, term: str) -> bool:
     `v17.13.0`) to where the text's token ends (`rc.4` is not `rc.40`)."""
     lower, needle = text.lower(), term.lower()
     single = len(re.findall(r"\w+", needle)) == 1
-    start = lower.find(needle)
-    while start >= 0:
-        end = start + len(needle)
+    for found in re.finditer(f"(?={re.escape(needle)})", lower):  # every occurrence, overlapping ones too
+        start, end = found.start(), found.start() + len(needle)
         if single and (start == 0 or not lower[start - 1].isalnum()):
             return True
         if not single and _token_start(lower, start) and \
                 (end == len(lower) or not (lower[end].isalnum() and needle[-1].isalnum())):
             return True
-        start = lower.find(needle, start + 1)
     return False
 
 
@@ -104,6 +95,16 @@ def _regular_file(path: Path) -> bool:
         return False
 
 
+def read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection: nothing created, a file replaced under an open connection seen as it is."""
+    return sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True)
+
+
+def would_wait(exc: sqlite3.DatabaseError) -> bool:
+    """Whether SQLite failed on another process's lock (it writes: not damage)."""
+    return getattr(exc, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
 def _guarded(method):
     """SQLite's errors other than a passing lock become StoreUnreadable, naming the file."""
     @functools.wraps(method)
@@ -111,14 +112,11 @@ def _guarded(method):
         try:
             return method(self, *args, **kwargs)
         except sqlite3.DatabaseError as exc:
-            if getattr(exc, "sqlite_errorcode", None) in _PASSING:
+            if would_wait(exc):
                 raise
             self.close()
             raise StoreUnreadable(self.db_path, f"is damaged ({exc})") from None
     return call
-
-
-_PASSING = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)  # another process writes: not damage
 
 
 class LexicalGateway:
@@ -129,27 +127,24 @@ class LexicalGateway:
         self._conn: sqlite3.Connection | None = None
 
     @property
+    @_guarded
     def conn(self) -> sqlite3.Connection:
         if self._conn is None:
-            self._conn = self._open()
+            self.db_path.parent.mkdir(parents=True, exist_ok=True)
+            if not _regular_file(self.db_path):  # created private, a planted symlink refused, before SQLite writes
+                os.close(open_private(self.db_path, os.O_RDWR | os.O_CREAT))
+            conn = sqlite3.connect(str(self.db_path))
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                columns = tuple(r[1] for r in conn.execute("PRAGMA table_info(fragments)"))
+                if columns and columns != COLUMNS:  # an index written by an older version: rebuilt by the next run
+                    conn.execute("DROP TABLE fragments")
+                conn.executescript(SCHEMA)
+            except sqlite3.DatabaseError:
+                conn.close()
+                raise
+            self._conn = conn
         return self._conn
-
-    @_guarded
-    def _open(self) -> sqlite3.Connection:
-        self.db_path.parent.mkdir(parents=True, exist_ok=True)
-        if not _regular_file(self.db_path):  # created private, a planted symlink refused, before SQLite writes
-            os.close(open_private(self.db_path, os.O_RDWR | os.O_CREAT))
-        conn = sqlite3.connect(str(self.db_path))
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            columns = tuple(r[1] for r in conn.execute("PRAGMA table_info(fragments)"))
-            if columns and columns != COLUMNS:  # an index written by an older version: rebuilt by the next index run
-                conn.execute("DROP TABLE fragments")
-            conn.executescript(SCHEMA)
-        except sqlite3.DatabaseError:
-            conn.close()
-            raise
-        return conn
 
     def set_aside(self) -> Path:
         """Move a damaged store (and its WAL files) aside, so the next use starts an empty one; its new name."""
@@ -176,33 +171,29 @@ class LexicalGateway:
                 self.conn.execute("INSERT INTO stamp VALUES (?, ?)", stamp)
 
     def probe(self) -> Probe:
-        """Its stamp and fragment count, read-only from FTS5's size table (no scan, nothing created, a file replaced
-        under an open connection seen as it is). A file another process has locked is trusted unread: the
-        record says what it holds."""
+        """Its stamp and fragment count, read-only from FTS5's size table (no scan). A file another process has
+        locked is trusted unread: the record says what it holds."""
         where = str(self.db_path)
         if not os.path.lexists(self.db_path):
             return Probe(where, exists=False)
         if not _regular_file(self.db_path):
             return Probe(where, unreadable="is not a regular file (a folder, a link or a device in its place)")
         try:
-            conn = sqlite3.connect(f"{self.db_path.absolute().as_uri()}?mode=ro", uri=True)
+            conn = read_only(self.db_path)
         except sqlite3.Error as exc:
             return Probe(where, unreadable=f"cannot be opened ({exc})")
         try:
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-            if "fragments_docsize" not in tables:
-                return Probe(where, held=0) if not tables else Probe(
-                    where, unreadable="is another SQLite database (it holds no keyword index)")
-            held = conn.execute("SELECT count(*) FROM fragments_docsize").fetchone()[0]
-            row = conn.execute("SELECT repository_id, generation FROM stamp LIMIT 1").fetchone() \
-                if "stamp" in tables else None
-            return Probe(where, held=held, stamp=(str(row[0]), int(row[1])) if row else None)
+            with closing(conn):
+                tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+                if "fragments_docsize" not in tables:
+                    return Probe(where, held=0) if not tables else Probe(
+                        where, unreadable="is another SQLite database (it holds no keyword index)")
+                held = conn.execute("SELECT count(*) FROM fragments_docsize").fetchone()[0]
+                row = conn.execute("SELECT repository_id, generation FROM stamp LIMIT 1").fetchone() \
+                    if "stamp" in tables else None
         except sqlite3.DatabaseError as exc:
-            if getattr(exc, "sqlite_errorcode", None) in _PASSING:
-                return Probe(where)
-            return Probe(where, unreadable=f"is damaged ({exc})")
-        finally:
-            conn.close()
+            return Probe(where) if would_wait(exc) else Probe(where, unreadable=f"is damaged ({exc})")
+        return Probe(where, held=held, stamp=(str(row[0]), int(row[1])) if row else None)
 
     @_guarded
     def clear(self) -> None:
@@ -210,36 +201,12 @@ class LexicalGateway:
             self.conn.execute("DELETE FROM fragments")
             self.conn.execute("DELETE FROM stamp")
 
-    @_guarded
-    def count(self) -> int:
-        return self.conn.execute("SELECT count(*) FROM fragments").fetchone()[0]
-
-    @_guarded
-    def get_all_document_paths(self) -> list[str]:
-        return [r[0] for r in self.conn.execute("SELECT DISTINCT document_path FROM fragments ORDER BY 1")]
-
-    @_guarded
-    def _rows(self, where: str, params: list, n_results: int) -> list:
-        """SearchResults of the fragments matching `where`, best BM25 first. The models (pydantic) are imported
-        here, not at the top: writers such as researcher.api stay light."""
-        from gsd_research.researcher.models import SearchResult
-
-        rows = self.conn.execute(
-            "SELECT fragment_id, text, document_path, fragment_index, breadcrumb, bm25(fragments) AS s "
-            f"FROM fragments WHERE {where} ORDER BY s LIMIT ?", (*params, n_results)).fetchall()
-        return [SearchResult(fragment_id=r[0], text=r[1], document_path=r[2], fragment_index=int(r[3]),
-                             breadcrumb=r[4] or "", score=-float(r[5]), match="lexical") for r in rows]
-
     def search(self, query: str, n_results: int = 10, paths: list[str] | None = None) -> list:
         """BM25 ranking of the query's terms (any of them); `paths` keeps only fragments of these documents."""
         expr = match_expression(query)
         if not expr or (paths is not None and not paths):
             return []
-        where, params = "fragments MATCH ?", [expr]
-        if paths is not None:
-            where += f" AND document_path IN ({','.join('?' * len(paths))})"
-            params += list(paths)
-        return self._rows(where, params, n_results)
+        return self.phrase_hits(expr, n_results, paths)
 
     @_guarded
     def phrase_documents(self, expr: str, cap: int = 100) -> int:
@@ -249,16 +216,26 @@ class LexicalGateway:
             "SELECT count(DISTINCT document_path) FROM (SELECT document_path FROM fragments WHERE fragments MATCH ? "
             "LIMIT ?)", (expr, cap)).fetchone()[0]
 
-    def phrase_hits(self, expr: str, n_results: int) -> list:
-        """The fragments holding the FTS5 phrase `expr`, best BM25 first."""
-        return self._rows("fragments MATCH ?", [expr], n_results)
+    @_guarded
+    def phrase_hits(self, expr: str, n_results: int, paths: list[str] | None = None) -> list:
+        """SearchResults of the fragments matching the FTS5 expression `expr` (of `paths` only, when given), best
+        BM25 first. The models (pydantic) are imported here: writers such as researcher.api stay light."""
+        from gsd_research.researcher.models import SearchResult
+
+        where = "" if paths is None else f" AND document_path IN ({','.join('?' * len(paths))})"
+        rows = self.conn.execute(
+            "SELECT fragment_id, text, document_path, fragment_index, breadcrumb, bm25(fragments) AS s "
+            f"FROM fragments WHERE fragments MATCH ?{where} ORDER BY s LIMIT ?",
+            (expr, *(paths or ()), n_results)).fetchall()
+        return [SearchResult(fragment_id=r[0], text=r[1], document_path=r[2], fragment_index=int(r[3]),
+                             breadcrumb=r[4] or "", score=-float(r[5]), match="lexical") for r in rows]
 
     def partial_hits(self, term: str, n_results: int, scan: int = 500) -> list:
         """The fragments holding `term` inside a longer token (see `partial_expression`), best BM25 first."""
         expr = partial_expression(term)
         if not expr:
             return []
-        return [r for r in self._rows("fragments MATCH ?", [expr], scan) if holds(r.text, term)][:n_results]
+        return [r for r in self.phrase_hits(expr, scan) if holds(r.text, term)][:n_results]
 
     def close(self) -> None:
         if self._conn is not None:

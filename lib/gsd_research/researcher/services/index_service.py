@@ -28,7 +28,6 @@ from gsd_research.researcher.models import (
     ChunkResult,
     DocumentMetadata,
     Fragment,
-    FragmentWithEmbedding,
     Head,
     IndexingResult,
     IndexStats,
@@ -305,7 +304,7 @@ class IndexService:
                 fid = fragment_id(doc.path, f.fragment_index)
                 meta = {"document_path": doc.path, "fragment_index": f.fragment_index, "file_type": file_type,
                         "checksum": doc.checksum, "breadcrumb": f.breadcrumb}
-                records.append(FragmentWithEmbedding(id=fid, text=f.text, metadata=meta, embedding=vector))
+                records.append((fid, f.text, meta, vector))
                 rows.append((fid, f.text, doc.path, f.fragment_index, f.breadcrumb))
         self.state.set_in_flight(paths)
         stamp = self._next_stamp()
@@ -319,8 +318,8 @@ class IndexService:
         now = datetime.now(timezone.utc)
         for doc in documents:
             self.checksums[doc.path] = DocumentMetadata(
-                file_path=doc.path, file_name=Path(doc.path).name, file_type=Path(doc.path).suffix.lstrip(".").lower(),
-                checksum=doc.checksum, indexed_at=now, fragment_count=len(doc.fragments), text_source=doc.text_source,
+                file_path=doc.path, checksum=doc.checksum, indexed_at=now, fragment_count=len(doc.fragments),
+                text_source=doc.text_source,
                 ocr_tried=doc.text_source == "none" and doc.path.lower().endswith(".pdf") and tesseract_on_path())
         self._commit(stamp)
         result.documents_indexed += sum(1 for doc in documents if doc.text_source != "none")
