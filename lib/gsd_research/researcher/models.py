@@ -12,6 +12,8 @@ class DocumentMetadata(BaseModel):
     """Metadata about an indexed document (one line of the state record)."""
 
     file_path: str
+    file_name: str = ""  # unread here; an older plugin version sharing the home requires both
+    file_type: str = ""
     checksum: str
     indexed_at: datetime
     fragment_count: int

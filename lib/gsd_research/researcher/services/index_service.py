@@ -318,8 +318,8 @@ class IndexService:
         now = datetime.now(timezone.utc)
         for doc in documents:
             self.checksums[doc.path] = DocumentMetadata(
-                file_path=doc.path, checksum=doc.checksum, indexed_at=now, fragment_count=len(doc.fragments),
-                text_source=doc.text_source,
+                file_path=doc.path, file_name=Path(doc.path).name, file_type=Path(doc.path).suffix.lstrip(".").lower(),
+                checksum=doc.checksum, indexed_at=now, fragment_count=len(doc.fragments), text_source=doc.text_source,
                 ocr_tried=doc.text_source == "none" and doc.path.lower().endswith(".pdf") and tesseract_on_path())
         self._commit(stamp)
         result.documents_indexed += sum(1 for doc in documents if doc.text_source != "none")
