@@ -1,15 +1,14 @@
-"""Configuration models and their YAML file: GSD_RESEARCH_HOME/researcher.yaml."""
+"""The models of researcher.yaml (read and written by services.repository_service) and repository names."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from gsd_research.core.config import MEMORY_REPOSITORY as MEMORY
 from gsd_research.core.config import memory_documents
-from gsd_research.core.errors import StateNotWritable, UsageError
+from gsd_research.core.errors import UsageError
 
 CONFIG_NAME = "researcher.yaml"
 DEFAULT_FILE_TYPES = ["md", "txt", "pdf", "docx", "pptx", "xlsx", "html"]
@@ -95,60 +94,3 @@ class ResearcherConfig(BaseModel):
         provider = repo.embedding_provider or self.default_embedding_provider
         model = repo.embedding_model or (self.default_embedding_model if provider != "chromadb" else None)
         return provider, model
-
-
-def state_home() -> Path:
-    from gsd_research.core.config import home
-
-    return home()
-
-
-class ConfigGateway:
-    """Reads and writes researcher.yaml (atomically); a broken file is a clear usage error."""
-
-    def __init__(self, config_dir: Path | None = None) -> None:
-        self.config_dir = Path(config_dir) if config_dir else state_home()
-
-    @property
-    def path(self) -> Path:
-        return self.config_dir / CONFIG_NAME
-
-    def repositories_dir(self) -> Path:
-        return self.config_dir / "repositories"
-
-    def repo_dir(self, name: str) -> Path:
-        """The state folder of repository `name`: always one folder directly under repositories/."""
-        base = self.repositories_dir()
-        path = base / check_name(name)
-        if path.parent != base or path.name in (".", ".."):
-            raise UsageError(f"Invalid repository name {name!r}", suggestions=[f"Use {NAME_RULE}"])
-        return path
-
-    def load(self) -> ResearcherConfig:
-        if self.config_dir.exists() and not self.config_dir.is_dir():
-
-            raise StateNotWritable(f"The state folder {self.config_dir} (GSD_RESEARCH_HOME) is not a directory",
-                           suggestions=["Point GSD_RESEARCH_HOME at a writable directory", "gsd-research doctor"])
-        if not self.path.is_file():
-            return ResearcherConfig()
-        import yaml
-
-        try:
-            data = yaml.safe_load(self.path.read_text(encoding="utf-8")) or {}
-            return ResearcherConfig.model_validate(data)
-        except ValidationError as exc:
-            where = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg'].removeprefix('Value error, ')}"
-                              for e in exc.errors())
-            raise UsageError(f"Cannot read {self.path}: {where[:300]}",
-                             suggestions=[f"Fix or delete {self.path}"]) from None
-        except (yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"Cannot read {self.path}: {exc.__class__.__name__}: {str(exc)[:200]}",
-                             suggestions=[f"Fix or delete {self.path}"]) from None
-
-    def save(self, config: ResearcherConfig) -> None:
-        import yaml
-
-        from gsd_research.core.config import atomic_write_text
-
-        data = config.model_dump(mode="json")
-        atomic_write_text(self.path, yaml.safe_dump(data, sort_keys=False))

@@ -6,28 +6,14 @@ import re
 
 from pydantic import ValidationError
 
+from gsd_research.core.config import parse_value
 from gsd_research.core.errors import UsageError
-from gsd_research.researcher.config import PROVIDERS, ConfigGateway
+from gsd_research.researcher.config import PROVIDERS
+from gsd_research.researcher.services.repository_service import RepositoryService, normalize_types
 
 TOP_KEYS = ("default_embedding_provider", "default_embedding_model", "mcp_port", "chroma_url")
 REPO_KEYS = ("path", "file_types", "embedding_provider", "embedding_model")
-
-
-def _value(raw: str):
-    import yaml
-
-    if raw.strip().lower() in ("", "null", "none", "~"):
-        return None
-    try:
-        return yaml.safe_load(raw)
-    except yaml.YAMLError:
-        return raw
-
-
-def _hint(field: str) -> list[str]:
-    return ["researcher config set mcp_port 8392  (a port from 1 to 65535)"] if field == "mcp_port" else []
-
-
+PORT_HINT = ["researcher config set mcp_port 8392  (a port from 1 to 65535)"]
 PLAIN_DECIMAL = re.compile(r"[0-9]+")  # ASCII digits only (re.ASCII: no other scripts' digits)
 
 
@@ -36,7 +22,7 @@ def _port(raw: str) -> int:
     text = raw.strip()
     if not PLAIN_DECIMAL.fullmatch(text):
         raise UsageError(f"Invalid value for mcp_port: {text!r} is not a valid integer port (plain decimal digits, "
-                         "from 1 to 65535)", suggestions=_hint("mcp_port"))
+                         "from 1 to 65535)", suggestions=PORT_HINT)
     return int(text)
 
 
@@ -49,16 +35,17 @@ def _stored(config, key: str):
     return getattr(repo, parts[2])
 
 
-def set_key(gateway: ConfigGateway, key: str, raw: str) -> dict:
-    config = gateway.load()
-    value = _port(raw) if key == "mcp_port" else _value(raw)
+def set_key(service: RepositoryService, key: str, raw: str) -> dict:
+    config = service.load()
+    if key == "mcp_port":
+        value = _port(raw)
+    else:
+        value = None if raw.strip().lower() in ("", "null", "none", "~") else parse_value(raw)
     parts = key.split(".")
     if len(parts) == 1 and key in TOP_KEYS:
         target, field = config, key
     elif len(parts) == 3 and parts[0] == "repositories" and parts[2] in REPO_KEYS:
-        from gsd_research.researcher.services.repository_service import RepositoryService, normalize_types
-
-        target, field = RepositoryService(gateway).get_repository(parts[1], config), parts[2]
+        target, field = service.get_repository(parts[1], config), parts[2]
         if field == "file_types":
             value = normalize_types(value if isinstance(value, list) else [str(value)])
     else:
@@ -73,8 +60,9 @@ def set_key(gateway: ConfigGateway, key: str, raw: str) -> dict:
         config = type(config).model_validate(config.model_dump(warnings=False))
     except ValidationError as exc:
         reason = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
-        raise UsageError(f"Invalid value for {key}: {reason[:200]}", suggestions=_hint(field)) from None
+        raise UsageError(f"Invalid value for {key}: {reason[:200]}",
+                         suggestions=PORT_HINT if field == "mcp_port" else []) from None
     except ValueError as exc:
         raise UsageError(f"Invalid value for {key}: {str(exc).splitlines()[0][:200]}") from None
-    gateway.save(config)
-    return {"key": key, "value": _stored(config, key), "path": str(gateway.path)}
+    service.save(config)
+    return {"key": key, "value": _stored(config, key), "path": str(service.path)}

@@ -1,15 +1,18 @@
-"""Repository CRUD: the named document folders the knowledge base indexes."""
+"""researcher.yaml (GSD_RESEARCH_HOME) and the named document folders it lists: read, written atomically."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from gsd_research.core.errors import NotFound, RepositoryNotFound, UsageError
+from pydantic import ValidationError
+
+from gsd_research.core.errors import NotFound, RepositoryNotFound, StateNotWritable, UsageError
 from gsd_research.researcher.config import (
+    CONFIG_NAME,
     MEMORY,
     PROVIDERS,
-    ConfigGateway,
     RepositoryConfig,
+    ResearcherConfig,
     check_name,
     memory_repository,
 )
@@ -35,10 +38,45 @@ def normalize_types(file_types: list[str] | None) -> list[str] | None:
 
 
 class RepositoryService:
-    """Adds, removes, lists and resolves repositories in researcher.yaml."""
+    """Loads and saves researcher.yaml (a broken file is a clear usage error); adds, removes, lists and
+    resolves its repositories, each read afresh (another process may have changed the file)."""
 
-    def __init__(self, config_gateway: ConfigGateway) -> None:
-        self.config_gateway = config_gateway
+    def __init__(self) -> None:
+        from gsd_research.core.config import home
+
+        self.config_dir = home()
+        self.path = self.config_dir / CONFIG_NAME
+
+    def repo_dir(self, name: str) -> Path:
+        """The state folder of repository `name`: one folder directly under repositories/ (check_name)."""
+        return self.config_dir / "repositories" / check_name(name)
+
+    def load(self) -> ResearcherConfig:
+        if self.config_dir.exists() and not self.config_dir.is_dir():
+            raise StateNotWritable(f"The state folder {self.config_dir} (GSD_RESEARCH_HOME) is not a directory",
+                                   suggestions=["Point GSD_RESEARCH_HOME at a writable directory",
+                                                "gsd-research doctor"])
+        if not self.path.is_file():
+            return ResearcherConfig()
+        import yaml
+
+        try:
+            return ResearcherConfig.model_validate(yaml.safe_load(self.path.read_text(encoding="utf-8")) or {})
+        except ValidationError as exc:
+            where = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg'].removeprefix('Value error, ')}"
+                              for e in exc.errors())
+            raise UsageError(f"Cannot read {self.path}: {where[:300]}",
+                             suggestions=[f"Fix or delete {self.path}"]) from None
+        except (yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"Cannot read {self.path}: {exc.__class__.__name__}: {str(exc)[:200]}",
+                             suggestions=[f"Fix or delete {self.path}"]) from None
+
+    def save(self, config: ResearcherConfig) -> None:
+        import yaml
+
+        from gsd_research.core.config import atomic_write_text
+
+        atomic_write_text(self.path, yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
 
     def add_repository(self, name: str, path: str, file_types: list[str] | None = None,
                        embedding_provider: str | None = None, embedding_model: str | None = None) -> RepositoryConfig:
@@ -51,9 +89,7 @@ class RepositoryService:
             raise NotFound(f"Path does not exist: {root}", suggestions=["Give the folder that holds the documents"])
         if not root.is_dir():
             raise UsageError(f"Not a directory: {root}", suggestions=["Give a folder, not a file"])
-        from gsd_research.core.config import home
-
-        state, memory, folder = home().resolve(), (home() / MEMORY).resolve(), root.resolve()
+        state, memory, folder = self.config_dir.resolve(), (self.config_dir / MEMORY).resolve(), root.resolve()
         if folder in (state, memory) or memory in folder.parents:  # web pages passed off as yours
             raise UsageError(f"{root} holds the research memory's web pages, not your documents",
                              suggestions=["Give a folder of your own documents",
@@ -61,42 +97,38 @@ class RepositoryService:
         if embedding_provider and embedding_provider not in PROVIDERS:
             raise UsageError(f"Unknown embedding provider '{embedding_provider}'",
                              suggestions=[f"Use one of: {', '.join(PROVIDERS)}"])
-        config = self.config_gateway.load()
+        config = self.load()
         if any(r.name == name for r in config.repositories):
             raise UsageError(f"Repository '{name}' already exists",
                              suggestions=[f"researcher repo remove {name}", "Choose another name"])
-        repo = RepositoryConfig(name=name, path=str(root.resolve()), embedding_provider=embedding_provider,
+        repo = RepositoryConfig(name=name, path=str(folder), embedding_provider=embedding_provider,
                                 embedding_model=embedding_model)
-        types = normalize_types(file_types)
-        if types:
-            repo.file_types = types
+        repo.file_types = normalize_types(file_types) or repo.file_types
         config.repositories.append(repo)
-        self.config_gateway.save(config)
+        self.save(config)
         return repo
 
     def remove_repository(self, name: str) -> RepositoryConfig:
         if name == MEMORY:
             raise UsageError(f"'{MEMORY}' is the research memory, not a repository of yours",
                              suggestions=["gsd-research recall --clear (removes what it kept)"])
-        config = self.config_gateway.load()
+        config = self.load()
         repo = self.get_repository(name, config)
         config.repositories = [r for r in config.repositories if r.name != name]
-        self.config_gateway.save(config)
+        self.save(config)
         return repo
 
     def list_repositories(self) -> list[RepositoryConfig]:
         """The user's repositories: never the research memory (web text), searched only when named."""
-        return list(self.config_gateway.load().repositories)
+        return list(self.load().repositories)
 
-    def get_repository(self, name: str, config=None) -> RepositoryConfig:
-        config = config or self.config_gateway.load()
+    def get_repository(self, name: str, config: ResearcherConfig | None = None) -> RepositoryConfig:
+        config = config or self.load()
         check_name(name)
         if name == MEMORY:
             return memory_repository()
         for repo in config.repositories:
             if repo.name == name:
                 return repo
-        names = [r.name for r in config.repositories]
-        raise RepositoryNotFound(
-            f"Unknown repository '{name}'",
-            suggestions=names or ["researcher repo add NAME PATH"])
+        raise RepositoryNotFound(f"Unknown repository '{name}'",
+                                 suggestions=[r.name for r in config.repositories] or ["researcher repo add NAME PATH"])
