@@ -67,7 +67,7 @@ def ensure_repository(name: str, folder: Path) -> Path:
         private_dirs(known)
         return known
     private_dirs(folder)
-    from gsd_research.researcher.services.repository_service import RepositoryService
+    from gsd_research.researcher.config import RepositoryService
 
     try:
         RepositoryService().add_repository(name, str(folder), list(FILE_TYPES))

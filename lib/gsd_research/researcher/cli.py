@@ -293,7 +293,7 @@ def config_show(kb):
 @click.argument("value")
 def config_set(kb, key, value):
     """Set KEY (e.g. default_embedding_provider, chroma_url, repositories.NAME.file_types) to VALUE."""
-    from gsd_research.researcher.config_edit import set_key
+    from gsd_research.researcher.config import set_key
 
     return set_key(kb.factory.repository_service, key, value)
 

@@ -6,8 +6,7 @@ import functools
 import shutil
 from pathlib import Path
 
-from gsd_research.researcher.config import RepositoryConfig, ResearcherConfig
-from gsd_research.researcher.services.repository_service import RepositoryService
+from gsd_research.researcher.config import RepositoryConfig, RepositoryService, ResearcherConfig
 
 
 class ServiceFactory:
