@@ -92,9 +92,9 @@ def _version(ctx: click.Context, _param, value):
 
     kb = ctx.ensure_object(KbContext)
     if kb.wants_json():
-        from gsd_research.core.output import emit
+        from gsd_research.core.output import emit, success
 
-        emit({"success": True, "command": "version", "version": __version__}, "--json-pretty" in kb.argv)
+        emit(success("version", {"version": __version__}), "--json-pretty" in kb.argv)
     else:
         click.echo(f"researcher {__version__}")
     ctx.exit(0)
@@ -137,11 +137,10 @@ def repo_add(kb, name, path, file_types, embedding_provider, embedding_model):
 @click.option("--keep-index", is_flag=True, help="Keep the stored index data.")
 def repo_remove(kb, name, keep_index):
     """Remove repository NAME (and its index data unless --keep-index)."""
-    factory = kb.factory
-    repo_cfg = factory.repository_service.get_repository(name)
+    repo_cfg = kb.factory.repository_service.get_repository(name)
     if not keep_index:
-        factory.delete_index(repo_cfg)
-    factory.repository_service.remove_repository(name)
+        kb.factory.delete_index(repo_cfg)
+    kb.factory.repository_service.remove_repository(name)
     return {"removed": name, "index_deleted": not keep_index}
 
 
@@ -187,11 +186,8 @@ def index(kb, name, wait):
         raise error_class(failed[0]["error"]["code"])("No repository could be indexed", details={"failed": failed})
     keys = ("documents_indexed", "documents_skipped", "documents_failed", "documents_removed", "fragments_created",
             "documents_no_text")
-    totals = {k: sum(d[k] for d in dumped) for k in keys}
-    out = {"results": dumped, "totals": totals}
-    if failed:
-        out["failed_repositories"] = failed
-    return out
+    return {"results": dumped, "totals": {k: sum(d[k] for d in dumped) for k in keys},
+            **({"failed_repositories": failed} if failed else {})}
 
 
 @kb_command(cli, "remove")
@@ -284,8 +280,7 @@ SERVER_COUNTS = {"local_documents": "documents this machine's index records say 
 @kb_command(config_group, "show")
 def config_show(kb):
     """Display the configuration."""
-    factory = kb.factory
-    return {"path": str(factory.repository_service.path), "config": factory.config.model_dump(mode="json")}
+    return {"path": str(kb.factory.repository_service.path), "config": kb.factory.config.model_dump(mode="json")}
 
 
 @kb_command(config_group, "set")
@@ -315,7 +310,6 @@ def serve(kb, port, http_, host):
     if http_ and not port:
         port = kb.factory.config.mcp_port
     run_server(kb.factory, port=port, host=host)
-    return None
 
 
 def run(argv: list[str] | None = None) -> int:

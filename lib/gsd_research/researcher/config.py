@@ -171,9 +171,6 @@ class RepositoryService:
             raise UsageError(f"{root} holds the research memory's web pages, not your documents",
                              suggestions=["Give a folder of your own documents",
                                           f"researcher search --repo {MEMORY} searches the research memory"])
-        if embedding_provider and embedding_provider not in PROVIDERS:
-            raise UsageError(f"Unknown embedding provider '{embedding_provider}'",
-                             suggestions=[f"Use one of: {', '.join(PROVIDERS)}"])
         config = self.load()
         if any(r.name == name for r in config.repositories):
             raise UsageError(f"Repository '{name}' already exists",
@@ -186,15 +183,14 @@ class RepositoryService:
         self.save(config)
         return repo
 
-    def remove_repository(self, name: str) -> RepositoryConfig:
+    def remove_repository(self, name: str) -> None:
         if name == MEMORY:
             raise UsageError(f"'{MEMORY}' is the research memory, not a repository of yours",
                              suggestions=["gsd-research recall --clear (removes what it kept)"])
         config = self.load()
-        repo = self.get_repository(name, config)
+        self.get_repository(name, config)  # RepositoryNotFound, naming the others
         config.repositories = [r for r in config.repositories if r.name != name]
         self.save(config)
-        return repo
 
     def list_repositories(self) -> list[RepositoryConfig]:
         """The user's repositories: never the research memory (web text), searched only when named."""
