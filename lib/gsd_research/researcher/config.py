@@ -15,7 +15,7 @@ from gsd_research.core.errors import NotFound, RepositoryNotFound, StateNotWrita
 CONFIG_NAME = "researcher.yaml"
 DEFAULT_FILE_TYPES = ["md", "txt", "pdf", "docx", "pptx", "xlsx", "html"]
 PROVIDERS = ("chromadb", "ollama", "openai")
-NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")  # safe as one folder name under repositories/
 SUPPORTED_TYPES = ("md", "markdown", "txt", "text", "rst", "pdf", "docx", "pptx", "xlsx", "html", "htm",
                    "csv", "adoc", "asciidoc", "odt", "xhtml")
 TOP_KEYS = ("default_embedding_provider", "default_embedding_model", "mcp_port", "chroma_url")
@@ -39,14 +39,9 @@ def memory_repository() -> RepositoryConfig:
 NAME_RULE = "letters, digits, '.', '_' or '-', starting with a letter or digit, at most 63 characters"
 
 
-def valid_name(name: object) -> bool:
-    """A repository name that is safe as one folder name under GSD_RESEARCH_HOME/repositories/."""
-    return isinstance(name, str) and bool(NAME_RE.fullmatch(name))
-
-
 def check_name(name: object) -> str:
     """`name` when it is a valid repository name, else a usage error (it is never used as a path)."""
-    if not valid_name(name):
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise UsageError(f"Invalid repository name {str(name)[:80]!r}", suggestions=[f"Use {NAME_RULE}"])
     return str(name)
 
@@ -63,7 +58,7 @@ class RepositoryConfig(BaseModel):
     @field_validator("name")
     @classmethod
     def _safe_name(cls, name: str) -> str:
-        if not valid_name(name):
+        if not NAME_RE.fullmatch(name):
             raise ValueError(f"invalid repository name {name[:80]!r}: use {NAME_RULE}")
         return name
 
@@ -105,12 +100,8 @@ class ResearcherConfig(BaseModel):
 
 
 def normalize_types(file_types: list[str]) -> list[str]:
-    types = []
-    for raw in file_types:
-        for t in str(raw).split(","):
-            t = t.strip().lower().lstrip(".")
-            if t and t not in types:
-                types.append(t)
+    types = [t for t in dict.fromkeys(t.strip().lower().lstrip(".") for raw in file_types for t in str(raw).split(","))
+             if t]
     unknown = [t for t in types if t not in SUPPORTED_TYPES]
     if unknown or not types:
         raise UsageError(f"Unsupported file type(s): {', '.join(unknown) or '(none given)'}",

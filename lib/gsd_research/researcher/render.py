@@ -44,8 +44,7 @@ MIN_WIDTH, MAX_WIDTH = 40, 200  # COLUMNS outside this prints nothing (0), a wor
 def console(stderr: bool = False) -> Console:
     out = Console(stderr=stderr, emoji=False, highlight=False)
     if not MIN_WIDTH <= out.width <= MAX_WIDTH:
-        out = Console(stderr=stderr, emoji=False, highlight=False,
-                      width=80 if out.width <= 0 else min(max(out.width, MIN_WIDTH), MAX_WIDTH))
+        out.width = 80 if out.width <= 0 else min(max(out.width, MIN_WIDTH), MAX_WIDTH)
     return out
 
 
