@@ -165,20 +165,21 @@ def fit_error(error: dict, edge: Edge) -> dict:
 
     budget, pretty = edge.budget(), edge.pretty()
     limit = max(ECHO_CHARS, 2 * budget)  # our own long messages stay whole; the budget decides the rest
-    error = _map_strings(error, lambda s: _clip(scrub(s), limit))
+    error = map_strings(error, lambda s: _clip(scrub(s), limit))
     while limit > FLOOR_CHARS and count_tokens(dumps(failure(edge.name(), error), pretty) + "\n") > budget:
         limit //= 2
-        error = _map_strings(error, lambda s, n=limit: _clip(s, n))
+        error = map_strings(error, lambda s, n=limit: _clip(s, n))
     return error
 
 
-def _map_strings(value, fn):
+def map_strings(value, fn):
+    """`value` with `fn` applied to every string in it (dicts and lists walked, tuples made lists)."""
     if isinstance(value, str):
         return fn(value)
     if isinstance(value, dict):
-        return {k: _map_strings(v, fn) for k, v in value.items()}
+        return {k: map_strings(v, fn) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_map_strings(v, fn) for v in value]
+        return [map_strings(v, fn) for v in value]
     return value
 
 

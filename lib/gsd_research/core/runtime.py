@@ -95,8 +95,10 @@ def agent_options(f):
 class AgentCommand(click.Command):
     """A command that names itself in the envelope as soon as its arguments are parsed."""
 
+    context: type = Runtime  # the call's object, which records the name (researcher's: its KbContext)
+
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        rt = ctx.ensure_object(Runtime)
+        rt = ctx.ensure_object(self.context)
         rt.command = ctx.command_path.split(" ", 1)[1] if " " in ctx.command_path else self.name
         return super().parse_args(ctx, args)
 

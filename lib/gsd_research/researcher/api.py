@@ -57,11 +57,10 @@ def ensure_repository(name: str, folder: Path) -> Path:
         private_dirs(known)
         return known
     private_dirs(folder)
-    from gsd_research.researcher.config import ConfigGateway
-    from gsd_research.researcher.services.repository_service import RepositoryService
+    from gsd_research.researcher.config import RepositoryService
 
     try:
-        RepositoryService(ConfigGateway()).add_repository(name, str(folder), ["md"])
+        RepositoryService().add_repository(name, str(folder), ["md"])
     except GsdError:
         if repository_folder(name) is None:  # not a concurrent registration of the same name
             raise

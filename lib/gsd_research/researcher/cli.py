@@ -1,7 +1,9 @@
-"""`researcher`: the knowledge-base command line, a thin shell over the service factory."""
+"""`researcher`: the knowledge-base command line, a thin shell over the service factory, and its side of the
+one edge (core.edge): payloads as JSON (--json) or human output."""
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from dataclasses import dataclass, field
@@ -9,7 +11,7 @@ from dataclasses import dataclass, field
 import click
 
 from gsd_research.core.errors import GsdError, NotFound, UsageError, error_class
-from gsd_research.core.runtime import session_options
+from gsd_research.core.runtime import DEFAULT_MAX_TOKENS, AgentCommand, session_options
 
 
 @dataclass
@@ -21,23 +23,23 @@ class KbContext:
     chroma_url: str | None = None
     command: str | None = None
     argv: list[str] = field(default_factory=list)
-    _factory: object = field(default=None, repr=False)
 
-    @property
+    @functools.cached_property
     def factory(self):
         """Built on first use, once the state is known to be ours: a home or config another user controls
         is refused (STATE_UNSAFE) before anything reads it, as by gsd-research (the MCP server too)."""
-        if self._factory is None:
-            from gsd_research.core.private import unsafe_state
-            from gsd_research.researcher.config import CONFIG_NAME
-            from gsd_research.researcher.service_factory import ServiceFactory
+        from gsd_research.core.private import unsafe_state
+        from gsd_research.researcher.config import CONFIG_NAME
+        from gsd_research.researcher.service_factory import ServiceFactory
 
-            unsafe = unsafe_state(CONFIG_NAME)
-            if unsafe is not None:
-                raise unsafe
+        unsafe = unsafe_state(CONFIG_NAME)
+        if unsafe is not None:
+            raise unsafe
+        return ServiceFactory(chroma_url=self.chroma_url)
 
-            self._factory = ServiceFactory(chroma_url=self.chroma_url)
-        return self._factory
+    def wants_json(self) -> bool:
+        """--json or --json-pretty, parsed or (a call that failed before parsing them) given."""
+        return self.json or self.pretty or not {"--json", "--json-pretty"}.isdisjoint(self.argv)
 
 
 def _set(name: str):
@@ -70,11 +72,8 @@ def kb_options(f):
     return f
 
 
-class KbCommand(click.Command):
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        kb = ctx.ensure_object(KbContext)
-        kb.command = ctx.command_path.split(" ", 1)[1] if " " in ctx.command_path else self.name
-        return super().parse_args(ctx, args)
+class KbCommand(AgentCommand):
+    context = KbContext
 
 
 def kb_command(group: click.Group, name: str, **kwargs):
@@ -92,10 +91,10 @@ def _version(ctx: click.Context, _param, value):
     from gsd_research import __version__
 
     kb = ctx.ensure_object(KbContext)
-    if kb.json or kb.pretty or {"--json", "--json-pretty"} & set(kb.argv):
-        from gsd_research.core.output import emit
+    if kb.wants_json():
+        from gsd_research.core.output import emit, success
 
-        emit({"success": True, "command": "version", "version": __version__}, "--json-pretty" in kb.argv)
+        emit(success("version", {"version": __version__}), "--json-pretty" in kb.argv)
     else:
         click.echo(f"researcher {__version__}")
     ctx.exit(0)
@@ -120,10 +119,6 @@ def config_group():
     """Show, set and locate the configuration (GSD_RESEARCH_HOME/researcher.yaml)."""
 
 
-def _types(values: tuple[str, ...]) -> list[str] | None:
-    return list(values) or None
-
-
 @kb_command(repo, "add")
 @click.argument("name")
 @click.argument("path")
@@ -132,7 +127,7 @@ def _types(values: tuple[str, ...]) -> list[str] | None:
 @click.option("--embedding-model", default=None)
 def repo_add(kb, name, path, file_types, embedding_provider, embedding_model):
     """Add a repository NAME for the folder PATH."""
-    repo_cfg = kb.factory.repository_service.add_repository(name, path, _types(file_types), embedding_provider,
+    repo_cfg = kb.factory.repository_service.add_repository(name, path, list(file_types) or None, embedding_provider,
                                                             embedding_model)
     return {"repository": repo_cfg.model_dump()}
 
@@ -142,11 +137,10 @@ def repo_add(kb, name, path, file_types, embedding_provider, embedding_model):
 @click.option("--keep-index", is_flag=True, help="Keep the stored index data.")
 def repo_remove(kb, name, keep_index):
     """Remove repository NAME (and its index data unless --keep-index)."""
-    factory = kb.factory
-    repo_cfg = factory.repository_service.get_repository(name)
+    repo_cfg = kb.factory.repository_service.get_repository(name)
     if not keep_index:
-        factory.delete_index(repo_cfg)
-    factory.repository_service.remove_repository(name)
+        kb.factory.delete_index(repo_cfg)
+    kb.factory.repository_service.remove_repository(name)
     return {"removed": name, "index_deleted": not keep_index}
 
 
@@ -174,12 +168,11 @@ def _targets(kb, name: str | None):
               help="Seconds to wait for another index run of the same repository (default 300).")
 def index(kb, name, wait):
     """Index repository NAME (all repositories when omitted); only new or changed files are processed."""
+    from gsd_research.researcher import embed_worker
     from gsd_research.researcher.progress import index_with_progress
 
     targets = _targets(kb, name)
     dumped, failed = [], []
-    from gsd_research.researcher import embed_worker
-
     for repo_cfg in targets:
         try:
             embed_worker.stop(repo_cfg.name)  # a background worker yields: this run does its work, never waits on it
@@ -193,11 +186,8 @@ def index(kb, name, wait):
         raise error_class(failed[0]["error"]["code"])("No repository could be indexed", details={"failed": failed})
     keys = ("documents_indexed", "documents_skipped", "documents_failed", "documents_removed", "fragments_created",
             "documents_no_text")
-    totals = {k: sum(d[k] for d in dumped) for k in keys}
-    out = {"results": dumped, "totals": totals}
-    if failed:
-        out["failed_repositories"] = failed
-    return out
+    return {"results": dumped, "totals": {k: sum(d[k] for d in dumped) for k in keys},
+            **({"failed_repositories": failed} if failed else {})}
 
 
 @kb_command(cli, "remove")
@@ -269,21 +259,17 @@ def status(kb, name):
 
         ChromaGateway(None, "", url=factory.chroma_url).heartbeat()  # NETWORK_ERROR when the server is unreachable
     stats = [factory.index_service(r).get_stats().model_dump(mode="json") for r in repos]
-    if not factory.chroma_url:
-        return {"repositories": stats, "store": "embedded", **_memory_status(name)}
+    if not factory.chroma_url:  # and the research memory's entries and background embedding
+        from gsd_research.memory.api import status as memory_status
+
+        memory = {"research_memory": memory_status()} if name in (None, "research-memory") else {}
+        return {"repositories": stats, "store": "embedded", **memory}
     for repo_cfg, stat in zip(repos, stats, strict=True):  # what the server holds, asked of the server
         stat["local_documents"] = stat.pop("total_documents")  # this machine's record of what it indexed
         stat["local_fragments"] = stat.pop("total_fragments")
         probe = factory.chroma_factory(repo_cfg)().probe()
         stat["server_fragments"] = probe.held if probe.exists else None
     return {"repositories": stats, "store": "server", "chroma_url": factory.chroma_url, "counts": SERVER_COUNTS}
-
-
-def _memory_status(name: str | None) -> dict:
-    """The research memory's entries and background embedding (pending, the worker running, its last failure)."""
-    from gsd_research.memory.api import status as memory_status
-
-    return {"research_memory": memory_status()} if name in (None, "research-memory") else {}
 
 
 SERVER_COUNTS = {"local_documents": "documents this machine's index records say it indexed",
@@ -294,8 +280,7 @@ SERVER_COUNTS = {"local_documents": "documents this machine's index records say 
 @kb_command(config_group, "show")
 def config_show(kb):
     """Display the configuration."""
-    factory = kb.factory
-    return {"path": str(factory.config_gateway.path), "config": factory.config.model_dump(mode="json")}
+    return {"path": str(kb.factory.repository_service.path), "config": kb.factory.config.model_dump(mode="json")}
 
 
 @kb_command(config_group, "set")
@@ -303,15 +288,15 @@ def config_show(kb):
 @click.argument("value")
 def config_set(kb, key, value):
     """Set KEY (e.g. default_embedding_provider, chroma_url, repositories.NAME.file_types) to VALUE."""
-    from gsd_research.researcher.config_edit import set_key
+    from gsd_research.researcher.config import set_key
 
-    return set_key(kb.factory.config_gateway, key, value)
+    return set_key(kb.factory.repository_service, key, value)
 
 
 @kb_command(config_group, "path")
 def config_path(kb):
     """Print the configuration file path."""
-    return {"path": str(kb.factory.config_gateway.path)}
+    return {"path": str(kb.factory.repository_service.path)}
 
 
 @kb_command(cli, "serve")
@@ -325,19 +310,58 @@ def serve(kb, port, http_, host):
     if http_ and not port:
         port = kb.factory.config.mcp_port
     run_server(kb.factory, port=port, host=host)
-    return None
 
 
 def run(argv: list[str] | None = None) -> int:
     """Invoke the CLI; errors become the JSON envelope (--json) or a clear message on stderr."""
+    from gsd_research.core import edge, session
     from gsd_research.core.private import private_process
-    from gsd_research.researcher.edge import invoke
 
+    kb = KbContext(argv=list(sys.argv[1:] if argv is None else argv))
     previous_umask = private_process()  # the knowledge base (Chroma's files too) is 0700/0600
+    session.reset()
     try:
-        return invoke(cli, KbContext(), list(sys.argv[1:] if argv is None else argv))
+        return edge.run(edge.Edge(prog="researcher", name=lambda: kb.command, budget=lambda: _budget(kb.argv),
+                                  pretty=lambda: kb.pretty, render=lambda rv: _print(kb, rv),
+                                  report=lambda cmd, error: _report(kb, cmd, error)), cli, kb.argv, kb)
     finally:
+        session.reset()  # the session of this call ends with it (in-process callers make many calls)
         os.umask(previous_umask)
+
+
+def _budget(argv: list[str]) -> int:
+    """search's --max-tokens when given (the other commands answer within the default)."""
+    for i, arg in enumerate(argv[:-1]):
+        if arg == "--max-tokens" and argv[i + 1].isdigit():
+            return max(100, int(argv[i + 1]))
+    return DEFAULT_MAX_TOKENS
+
+
+def _report(kb: KbContext, command: str | None, error: dict) -> None:
+    from gsd_research.core.output import emit, failure
+
+    if kb.wants_json():
+        emit(failure(command or "researcher", error), "--json-pretty" in kb.argv)
+    else:
+        from gsd_research.researcher.render import print_error
+
+        print_error(error)
+
+
+def _print(kb: KbContext, rv) -> int:
+    """The answer, once its session has recorded what it returned (and its cursor, when cut)."""
+    from gsd_research.core import session
+    from gsd_research.core.output import emit, success
+
+    if not isinstance(rv, dict):
+        return 0
+    if kb.json or kb.pretty:
+        emit(session.commit(success(kb.command or "researcher", rv)), kb.pretty)
+        return 0
+    from gsd_research.researcher.render import render
+
+    render(kb.command or "", session.commit(rv))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> None:

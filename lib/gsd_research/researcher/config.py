@@ -1,4 +1,5 @@
-"""Configuration models and their YAML file: GSD_RESEARCH_HOME/researcher.yaml."""
+"""researcher.yaml (GSD_RESEARCH_HOME): its models, the repository names it allows, and the one service that
+reads, edits and writes it (atomically)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,19 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from gsd_research.core.config import MEMORY_REPOSITORY as MEMORY
-from gsd_research.core.config import memory_documents
-from gsd_research.core.errors import StateNotWritable, UsageError
+from gsd_research.core.config import atomic_write_text, home, memory_documents, parse_value
+from gsd_research.core.errors import NotFound, RepositoryNotFound, StateNotWritable, UsageError
 
 CONFIG_NAME = "researcher.yaml"
 DEFAULT_FILE_TYPES = ["md", "txt", "pdf", "docx", "pptx", "xlsx", "html"]
 PROVIDERS = ("chromadb", "ollama", "openai")
-NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")  # safe as one folder name under repositories/
+SUPPORTED_TYPES = ("md", "markdown", "txt", "text", "rst", "pdf", "docx", "pptx", "xlsx", "html", "htm",
+                   "csv", "adoc", "asciidoc", "odt", "xhtml")
+TOP_KEYS = ("default_embedding_provider", "default_embedding_model", "mcp_port", "chroma_url")
+REPO_KEYS = ("path", "file_types", "embedding_provider", "embedding_model")
+PORT_HINT = ["researcher config set mcp_port 8392  (a port from 1 to 65535)"]
+PLAIN_DECIMAL = re.compile(r"[0-9]+")  # ASCII digits only (re.ASCII: no other scripts' digits)
 
 
 def memory_repository() -> RepositoryConfig:
@@ -32,14 +39,9 @@ def memory_repository() -> RepositoryConfig:
 NAME_RULE = "letters, digits, '.', '_' or '-', starting with a letter or digit, at most 63 characters"
 
 
-def valid_name(name: object) -> bool:
-    """A repository name that is safe as one folder name under GSD_RESEARCH_HOME/repositories/."""
-    return isinstance(name, str) and bool(NAME_RE.fullmatch(name))
-
-
 def check_name(name: object) -> str:
     """`name` when it is a valid repository name, else a usage error (it is never used as a path)."""
-    if not valid_name(name):
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise UsageError(f"Invalid repository name {str(name)[:80]!r}", suggestions=[f"Use {NAME_RULE}"])
     return str(name)
 
@@ -56,7 +58,7 @@ class RepositoryConfig(BaseModel):
     @field_validator("name")
     @classmethod
     def _safe_name(cls, name: str) -> str:
-        if not valid_name(name):
+        if not NAME_RE.fullmatch(name):
             raise ValueError(f"invalid repository name {name[:80]!r}: use {NAME_RULE}")
         return name
 
@@ -97,45 +99,39 @@ class ResearcherConfig(BaseModel):
         return provider, model
 
 
-def state_home() -> Path:
-    from gsd_research.core.config import home
+def normalize_types(file_types: list[str]) -> list[str]:
+    types = [t for t in dict.fromkeys(t.strip().lower().lstrip(".") for raw in file_types for t in str(raw).split(","))
+             if t]
+    unknown = [t for t in types if t not in SUPPORTED_TYPES]
+    if unknown or not types:
+        raise UsageError(f"Unsupported file type(s): {', '.join(unknown) or '(none given)'}",
+                         suggestions=[f"Supported: {', '.join(SUPPORTED_TYPES)}"])
+    return types
 
-    return home()
 
+class RepositoryService:
+    """Loads and saves researcher.yaml (a broken file is a clear usage error); adds, removes, lists and
+    resolves its repositories, each read afresh (another process may have changed the file)."""
 
-class ConfigGateway:
-    """Reads and writes researcher.yaml (atomically); a broken file is a clear usage error."""
-
-    def __init__(self, config_dir: Path | None = None) -> None:
-        self.config_dir = Path(config_dir) if config_dir else state_home()
-
-    @property
-    def path(self) -> Path:
-        return self.config_dir / CONFIG_NAME
-
-    def repositories_dir(self) -> Path:
-        return self.config_dir / "repositories"
+    def __init__(self) -> None:
+        self.config_dir = home()
+        self.path = self.config_dir / CONFIG_NAME
 
     def repo_dir(self, name: str) -> Path:
-        """The state folder of repository `name`: always one folder directly under repositories/."""
-        base = self.repositories_dir()
-        path = base / check_name(name)
-        if path.parent != base or path.name in (".", ".."):
-            raise UsageError(f"Invalid repository name {name!r}", suggestions=[f"Use {NAME_RULE}"])
-        return path
+        """The state folder of repository `name`: one folder directly under repositories/ (check_name)."""
+        return self.config_dir / "repositories" / check_name(name)
 
     def load(self) -> ResearcherConfig:
         if self.config_dir.exists() and not self.config_dir.is_dir():
-
             raise StateNotWritable(f"The state folder {self.config_dir} (GSD_RESEARCH_HOME) is not a directory",
-                           suggestions=["Point GSD_RESEARCH_HOME at a writable directory", "gsd-research doctor"])
+                                   suggestions=["Point GSD_RESEARCH_HOME at a writable directory",
+                                                "gsd-research doctor"])
         if not self.path.is_file():
             return ResearcherConfig()
         import yaml
 
         try:
-            data = yaml.safe_load(self.path.read_text(encoding="utf-8")) or {}
-            return ResearcherConfig.model_validate(data)
+            return ResearcherConfig.model_validate(yaml.safe_load(self.path.read_text(encoding="utf-8")) or {})
         except ValidationError as exc:
             where = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg'].removeprefix('Value error, ')}"
                               for e in exc.errors())
@@ -148,7 +144,107 @@ class ConfigGateway:
     def save(self, config: ResearcherConfig) -> None:
         import yaml
 
-        from gsd_research.core.config import atomic_write_text
+        atomic_write_text(self.path, yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
 
-        data = config.model_dump(mode="json")
-        atomic_write_text(self.path, yaml.safe_dump(data, sort_keys=False))
+    def add_repository(self, name: str, path: str, file_types: list[str] | None = None,
+                       embedding_provider: str | None = None, embedding_model: str | None = None) -> RepositoryConfig:
+        check_name(name)
+        if name.casefold().replace("_", "-") == MEMORY:  # alike on a case-insensitive disk, or to a reader
+            raise UsageError(f"'{name}' is reserved for the research memory (what fetch, search and deep read)",
+                             suggestions=["Choose another name", f"researcher search --repo {MEMORY} searches it"])
+        root = Path(path).expanduser()
+        if not root.exists():
+            raise NotFound(f"Path does not exist: {root}", suggestions=["Give the folder that holds the documents"])
+        if not root.is_dir():
+            raise UsageError(f"Not a directory: {root}", suggestions=["Give a folder, not a file"])
+        state, memory, folder = self.config_dir.resolve(), (self.config_dir / MEMORY).resolve(), root.resolve()
+        if folder in (state, memory) or memory in folder.parents:  # web pages passed off as yours
+            raise UsageError(f"{root} holds the research memory's web pages, not your documents",
+                             suggestions=["Give a folder of your own documents",
+                                          f"researcher search --repo {MEMORY} searches the research memory"])
+        config = self.load()
+        if any(r.name == name for r in config.repositories):
+            raise UsageError(f"Repository '{name}' already exists",
+                             suggestions=[f"researcher repo remove {name}", "Choose another name"])
+        repo = RepositoryConfig(name=name, path=str(folder), embedding_provider=embedding_provider,
+                                embedding_model=embedding_model)
+        if file_types is not None:
+            repo.file_types = normalize_types(file_types)
+        config.repositories.append(repo)
+        self.save(config)
+        return repo
+
+    def remove_repository(self, name: str) -> None:
+        if name == MEMORY:
+            raise UsageError(f"'{MEMORY}' is the research memory, not a repository of yours",
+                             suggestions=["gsd-research recall --clear (removes what it kept)"])
+        config = self.load()
+        self.get_repository(name, config)  # RepositoryNotFound, naming the others
+        config.repositories = [r for r in config.repositories if r.name != name]
+        self.save(config)
+
+    def list_repositories(self) -> list[RepositoryConfig]:
+        """The user's repositories: never the research memory (web text), searched only when named."""
+        return list(self.load().repositories)
+
+    def get_repository(self, name: str, config: ResearcherConfig | None = None) -> RepositoryConfig:
+        config = config or self.load()
+        check_name(name)
+        if name == MEMORY:
+            return memory_repository()
+        for repo in config.repositories:
+            if repo.name == name:
+                return repo
+        raise RepositoryNotFound(f"Unknown repository '{name}'",
+                                 suggestions=[r.name for r in config.repositories] or ["researcher repo add NAME PATH"])
+
+
+def _port(raw: str) -> int:
+    """A port as plain decimal digits only: YAML would also read 0x50, +80, 8_080 (and pydantic "080") as 80."""
+    text = raw.strip()
+    if not PLAIN_DECIMAL.fullmatch(text):
+        raise UsageError(f"Invalid value for mcp_port: {text!r} is not a valid integer port (plain decimal digits, "
+                         "from 1 to 65535)", suggestions=PORT_HINT)
+    return int(text)
+
+
+def _stored(config, key: str):
+    """The value as saved (after validation), to echo what the file now holds."""
+    parts = key.split(".")
+    if len(parts) == 1:
+        return getattr(config, key)
+    repo = next(r for r in config.repositories if r.name == parts[1])
+    return getattr(repo, parts[2])
+
+
+def set_key(service: RepositoryService, key: str, raw: str) -> dict:
+    config = service.load()
+    if key == "mcp_port":
+        value = _port(raw)
+    else:
+        value = None if raw.strip().lower() in ("", "null", "none", "~") else parse_value(raw)
+    parts = key.split(".")
+    if len(parts) == 1 and key in TOP_KEYS:
+        target, field = config, key
+    elif len(parts) == 3 and parts[0] == "repositories" and parts[2] in REPO_KEYS:
+        target, field = service.get_repository(parts[1], config), parts[2]
+        if field == "file_types":
+            value = normalize_types(value if isinstance(value, list) else [str(value)])
+    else:
+        raise UsageError(f"Unknown configuration key '{key}'",
+                         suggestions=[*TOP_KEYS, "repositories.NAME.file_types"])
+    if field.endswith("embedding_provider") and value is not None and value not in PROVIDERS:
+        raise UsageError(f"Unknown embedding provider '{value}'", suggestions=list(PROVIDERS))
+    if isinstance(value, (int, float)) and field in ("default_embedding_model", "embedding_model", "chroma_url"):
+        value = str(value)
+    try:
+        setattr(target, field, value)
+        config = type(config).model_validate(config.model_dump(warnings=False))
+    except ValidationError as exc:
+        reason = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+        raise UsageError(f"Invalid value for {key}: {reason[:200]}",
+                         suggestions=PORT_HINT if field == "mcp_port" else []) from None
+    except ValueError as exc:
+        raise UsageError(f"Invalid value for {key}: {str(exc).splitlines()[0][:200]}") from None
+    service.save(config)
+    return {"key": key, "value": _stored(config, key), "path": str(service.path)}

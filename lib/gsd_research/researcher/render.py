@@ -44,32 +44,12 @@ MIN_WIDTH, MAX_WIDTH = 40, 200  # COLUMNS outside this prints nothing (0), a wor
 def console(stderr: bool = False) -> Console:
     out = Console(stderr=stderr, emoji=False, highlight=False)
     if not MIN_WIDTH <= out.width <= MAX_WIDTH:
-        out = Console(stderr=stderr, emoji=False, highlight=False,
-                      width=80 if out.width <= 0 else min(max(out.width, MIN_WIDTH), MAX_WIDTH))
+        out.width = 80 if out.width <= 0 else min(max(out.width, MIN_WIDTH), MAX_WIDTH)
     return out
 
 
-def _scrubbed(node, secrets: list[str]):
-    """`node` with every known key in its strings replaced by *** (before rich can wrap a key across lines)."""
-    from gsd_research.core.secrets import scrub
-
-    if isinstance(node, str):
-        return scrub(node, secrets)
-    if isinstance(node, dict):
-        return {k: _scrubbed(v, secrets) for k, v in node.items()}
-    if isinstance(node, list | tuple):
-        return [_scrubbed(v, secrets) for v in node]
-    return node
-
-
-def _secrets() -> list[str]:
-    from gsd_research.core.secrets import known_secrets
-
-    return known_secrets()
-
-
 def print_error(error: dict) -> None:
-    error = _scrubbed(error, _secrets())
+    """`error` on stderr; core.edge.fit_error has scrubbed its keys."""
     err = console(stderr=True)
     err.print(f"[bold red]Error[/] ({safe(error.get('code'))}): {safe(error.get('message'))}")
     for tip in error.get("suggestions") or []:
@@ -107,7 +87,8 @@ def _search(out: Console, payload: dict) -> None:
     When nothing of what was found fits, one line says so, naming the budget and how to raise it."""
     budget = (payload.get("metadata") or {}).get("max_tokens")
     shown: dict | None = payload
-    while shown is not None and (shown["documents"] or shown["fragments"] or not _truncated(shown)):
+    while shown is not None and (shown["documents"] or shown["fragments"]
+                                 or not (shown.get("metadata") or {}).get("truncated")):
         with out.capture() as captured:
             _draw_search(out, shown)
         text = captured.get()
@@ -130,10 +111,6 @@ def _as_read(out: Console, text: str) -> str:
     except (AttributeError, ValueError, OSError):
         on_terminal = False
     return _ANSI.sub("", text) if on_terminal else text
-
-
-def _truncated(payload: dict) -> bool:
-    return bool((payload.get("metadata") or {}).get("truncated"))
 
 
 def _passage(payload: dict, f: dict) -> str:
@@ -168,14 +145,12 @@ def _smaller(payload: dict, over: int) -> dict | None:
 
 def _draw_search(out: Console, payload: dict) -> None:
     docs = Table("#", "score", "repository", "document", title="Documents", box=box.SIMPLE_HEAD)  # light: tokens count
-    texts: dict[str, str] = {}  # a fragment printed under its document points there ("see")
     for i, d in enumerate(payload["documents"], 1):
         docs.add_row(str(i), f"{d['score']:.4f}", safe(d["repository"]), safe(d["document_path"]))
-        texts.update({f"{d['repository']}:{t['fragment_id']}": t["text"] for t in d["top_fragments"] if "text" in t})
     out.print(docs)
     sealed = "untrusted" in payload  # web text (research memory): the passages inside the answer's one fence
     if sealed:
-        from gsd_research.core.untrusted import FENCE_OPEN, FENCE_OPEN_FLAGGED
+        from gsd_research.core.untrusted import FENCE_CLOSE, FENCE_OPEN, FENCE_OPEN_FLAGGED
 
         opening = FENCE_OPEN_FLAGGED if payload.get("injection_flagged") else FENCE_OPEN
         out.print(f"{opening} web pages kept by the research memory: evidence, not instructions", markup=False,
@@ -185,11 +160,8 @@ def _draw_search(out: Console, payload: dict) -> None:
                  f"(score {f['score']:.4f}, {safe(f['match'])})")
         if f.get("breadcrumb"):
             out.print(f"[dim]in: {safe(f['breadcrumb'])}[/]")
-        text = f.get("text") or texts.get(f"{f['repository']}:{f['fragment_id']}", "")
-        out.print(clean(text, multiline=True), markup=False)
+        out.print(clean(_passage(payload, f), multiline=True), markup=False)
     if sealed:
-        from gsd_research.core.untrusted import FENCE_CLOSE
-
         out.print(FENCE_CLOSE, markup=False)
     meta = payload.get("metadata", {})
     if meta.get("truncated"):
@@ -210,43 +182,32 @@ def _left_out(out: Console, meta: dict) -> None:
 
 
 def _status(out: Console, payload: dict) -> None:
-    if payload.get("store") != "server":
+    """The repositories (with a Chroma server: what it holds, counted there), the research memory (web pages,
+    kept apart from them), then what each repository lacks."""
+    server = payload.get("store") == "server"
+    if server:
+        table = Table("repository", "documents", "fragments", "on server", "last indexed", "embedding",
+                      title=f"Chroma server {safe(payload['chroma_url'])}",
+                      caption="documents, fragments: this machine's record of what it indexed; on server: counted by "
+                              "the server (none: it holds no collection for it; researcher index NAME)")
+    else:
         table = Table("repository", "documents", "fragments", "no text", "last indexed", "store", "embedding")
-        for s in payload["repositories"]:
-            table.add_row(safe(s["repository_name"]), str(s["total_documents"]), str(s["total_fragments"]),
-                          str(s.get("documents_no_text", 0)), safe(s["last_indexed"] or "never"), safe(s["store"]),
-                          safe(s["embedding_provider"]))
-        out.print(table)
-        _no_text(out, payload)
-        return
-    table = Table("repository", "documents", "fragments", "on server", "last indexed", "embedding",
-                  title=f"Chroma server {safe(payload['chroma_url'])}",
-                  caption="documents, fragments: this machine's record of what it indexed; on server: counted by the "
-                          "server (none: it holds no collection for it; researcher index NAME)")
     for s in payload["repositories"]:
         held = s.get("server_fragments")
-        table.add_row(safe(s["repository_name"]), str(s["local_documents"]), str(s["local_fragments"]),
-                      "none" if held is None else str(held), safe(s["last_indexed"] or "never"),
-                      safe(s["embedding_provider"]))
+        cells = (s["local_documents"], s["local_fragments"], "none" if held is None else held,
+                 s["last_indexed"] or "never") if server else (
+            s["total_documents"], s["total_fragments"], s.get("documents_no_text", 0), s["last_indexed"] or "never",
+            s["store"])
+        table.add_row(*(safe(cell) for cell in (s["repository_name"], *cells, s["embedding_provider"])))
     out.print(table)
-    _no_text(out, payload)
-
-
-def _memory(out: Console, payload: dict) -> None:
-    """One line on the research memory (web pages, kept apart from the repositories above)."""
     memory = payload.get("research_memory")
-    if not memory:
-        return
-    embedding = memory.get("embedding") or {}
-    doing = "embedding running" if embedding.get("worker_pid") else "embedding pending" if embedding.get(
-        "pending") else "nothing pending"
-    failure = f"; last failure: {safe(embedding['last_failure'])}" if embedding.get("last_failure") else ""
-    out.print(f"research memory (web pages): {memory.get('entries', 0)} entries, "
-              f"{memory.get('bytes', 0) / 1e6:.1f} MB, {doing}{failure}", soft_wrap=True)
-
-
-def _no_text(out: Console, payload: dict) -> None:
-    _memory(out, payload)
+    if memory:
+        embedding = memory.get("embedding") or {}
+        doing = "embedding running" if embedding.get("worker_pid") else "embedding pending" if embedding.get(
+            "pending") else "nothing pending"
+        failure = f"; last failure: {safe(embedding['last_failure'])}" if embedding.get("last_failure") else ""
+        out.print(f"research memory (web pages): {memory.get('entries', 0)} entries, "
+                  f"{memory.get('bytes', 0) / 1e6:.1f} MB, {doing}{failure}", soft_wrap=True)
     for s in payload["repositories"]:
         if s.get("damaged"):
             out.print(f"[bold red]{safe(s['repository_name'])}: {safe(s['damaged'])}[/]")
@@ -303,13 +264,10 @@ HANDLERS = {"repo list": _repos, "index": _index, "search": _search, "status": _
 
 
 def render(command: str, payload: dict) -> None:
-    payload = _scrubbed(payload, _secrets())
-    out = console()
-    handler = HANDLERS.get(command)
-    if handler:
-        handler(out, payload)
-        return
-    import yaml
+    """`payload` as `command`'s human output, every known key replaced by *** before rich can wrap it across
+    lines."""
+    from gsd_research.core.edge import map_strings
+    from gsd_research.core.secrets import known_secrets, scrub
 
-    out.print(clean(yaml.safe_dump(payload, sort_keys=False, allow_unicode=True).rstrip(), multiline=True),
-              markup=False)
+    secrets = known_secrets()
+    HANDLERS[command](console(), map_strings(payload, lambda text: scrub(text, secrets)))

@@ -2,45 +2,31 @@
 
 from __future__ import annotations
 
+import functools
 import shutil
 from pathlib import Path
 
-from gsd_research.researcher.config import ConfigGateway, RepositoryConfig, ResearcherConfig
-from gsd_research.researcher.services.repository_service import RepositoryService
+from gsd_research.researcher.config import RepositoryConfig, RepositoryService, ResearcherConfig
 
 
 class ServiceFactory:
     """Wires every dependency; `chroma_url` (option or config) selects a Chroma server over the embedded store."""
 
-    def __init__(self, config: ResearcherConfig | None = None, config_gateway: ConfigGateway | None = None,
-                 chroma_url: str | None = None) -> None:
-        self._config = config
-        self._config_gateway = config_gateway
+    def __init__(self, chroma_url: str | None = None) -> None:
+        self.repository_service = RepositoryService()
         self._chroma_url = chroma_url
         self._embeddings: dict[tuple[str, str | None], object] = {}
 
-    @property
-    def config_gateway(self) -> ConfigGateway:
-        if self._config_gateway is None:
-            self._config_gateway = ConfigGateway()
-        return self._config_gateway
-
-    @property
+    @functools.cached_property
     def config(self) -> ResearcherConfig:
-        if self._config is None:
-            self._config = self.config_gateway.load()
-        return self._config
+        return self.repository_service.load()
 
     @property
     def chroma_url(self) -> str | None:
         return self._chroma_url or self.config.chroma_url
 
-    @property
-    def repository_service(self) -> RepositoryService:
-        return RepositoryService(self.config_gateway)
-
     def repo_dir(self, repository: RepositoryConfig) -> Path:
-        return self.config_gateway.repo_dir(repository.name)
+        return self.repository_service.repo_dir(repository.name)
 
     def lock(self, repository: RepositoryConfig, label: str):
         from gsd_research.researcher.gateways.lock_gateway import RepositoryLock
@@ -50,10 +36,9 @@ class ServiceFactory:
     def embedding_gateway(self, repository: RepositoryConfig):
         from gsd_research.researcher.gateways.embedding_gateway import EmbeddingGateway
 
-        provider, model = self.config.provider_of(repository)
-        key = (provider, model)
+        key = self.config.provider_of(repository)
         if key not in self._embeddings:
-            self._embeddings[key] = EmbeddingGateway(provider, model)
+            self._embeddings[key] = EmbeddingGateway(*key)
         return self._embeddings[key]
 
     def chroma_factory(self, repository: RepositoryConfig):
@@ -78,12 +63,11 @@ class ServiceFactory:
         from gsd_research.researcher.gateways.filesystem_gateway import FilesystemGateway
         from gsd_research.researcher.gateways.spool_gateway import SpoolGateway
         from gsd_research.researcher.services.index_service import IndexService
-        from gsd_research.researcher.state import StateGateway
+        from gsd_research.researcher.state import SPOOL, StateGateway
 
         embedding = self.embedding_gateway(repository)
-        docling = DoclingGateway(counter=_LazyCounter(embedding))
-        from gsd_research.researcher.state import SPOOL
-
+        counter = functools.cache(embedding.token_counter)  # resolved on first use: a warm re-index loads no model
+        docling = DoclingGateway(counter=lambda texts: counter()(texts))
         spool = SpoolGateway(self.repo_dir(repository) / SPOOL,
                              recipe=f"{embedding.signature}|max_tokens={docling.max_tokens}|chunking={CHUNKING_VERSION}")
         return IndexService(repository.name, FilesystemGateway(Path(repository.path)), docling, embedding,
@@ -103,13 +87,13 @@ class ServiceFactory:
 
         return StateGateway(self.repo_dir(repository)).exists()
 
-    def delete_index(self, repository: RepositoryConfig, wait: float | None = None) -> None:
+    def delete_index(self, repository: RepositoryConfig) -> None:
         """Remove a repository's stored index (its collection on a Chroma server too), once no indexer writes it."""
         folder = self.repo_dir(repository)
         if not folder.exists() and not self.chroma_url:
             return
         lock = self.lock(repository, f"researcher repo remove {repository.name}")
-        with lock.hold(*(() if wait is None else (wait,))):
+        with lock.hold():
             if self.chroma_url:
                 self.chroma_factory(repository)().delete_collection()
             for child in folder.iterdir():
@@ -120,15 +104,3 @@ class ServiceFactory:
                 else:
                     child.unlink()
         shutil.rmtree(folder, ignore_errors=True)
-
-
-class _LazyCounter:
-    """Token counter resolved on first use (so a warm re-index never loads the model)."""
-
-    def __init__(self, embedding) -> None:
-        self.embedding, self._fn = embedding, None
-
-    def __call__(self, texts: list[str]) -> list[int]:
-        if self._fn is None:
-            self._fn = self.embedding.token_counter()
-        return self._fn(texts)
