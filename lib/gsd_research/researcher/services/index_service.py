@@ -138,7 +138,7 @@ class IndexService:
         single-document call; a killed run's documents in flight removed, so that this run redoes them."""
         in_flight = (self.state.head() or Head()).in_flight
         diagnosis = self.diagnose(remember=True)
-        if in_flight and diagnosis.resumable:  # a killed run's documents: dropped from both stores, redone now
+        if in_flight and (diagnosis.state != health.DAMAGED or diagnosis.interrupted):  # dropped, redone now
             log.event("index.recover", repository=self.name, documents=len(in_flight))
             self.checksums = self.state.load_checksums() or {}
             self._remove(in_flight)
