@@ -111,9 +111,6 @@ class StateGateway:
         """Change head fields only (the document lines are kept as they are)."""
         self._update(head, None, durable)
 
-    def set_in_flight(self, paths: list[str]) -> None:
-        self.update(in_flight=sorted(set(paths)))
-
     def mark_written(self) -> None:
         """Research memory wrote or removed documents: a fresh token the next complete run covers."""
         self.update(durable=False, writes=os.urandom(8).hex())

@@ -186,33 +186,25 @@ class IndexService:
         head = self.state.head()
         token = head.writes if head else ""  # research memory's writes this run covers
         with self.lock.hold(wait), self._failing_stores():
-            result = self._index_repository(progress, on_plan)
-        if token:
-            self.state.update(covered=token)
-        return result
-
-    def _index_repository(self, progress: Progress | None, on_plan: Callable[[int], None] | None) -> IndexingResult:
-        started = time.perf_counter()
-        _glibc("mallopt", -8, 2)  # M_ARENA_MAX, as MALLOC_ARENA_MAX=2
-        self._load_state(repair=True)
-        deleted = sorted(p for p in self.checksums if not self.fs.includes(p, self.file_types))
-        result = IndexingResult(repository_name=self.name)
-        if on_plan:
-            on_plan(self.fs.count_files(self.file_types))
-        expected, stale = self._embed_phase(result, progress)
-        if progress and expected:
-            progress(0, "storing")
-        self._store_phase(expected, deleted, stale, result)
-        head = self.state.head()  # a folder with nothing to index is indexed all the same; a total edited corrected
-        if head is None or head.fragments != sum(m.fragment_count for m in self.checksums.values()):
-            self.state.save_checksums(self.checksums)
-        result.repaired = self.repaired
+            started = time.perf_counter()
+            _glibc("mallopt", -8, 2)  # M_ARENA_MAX, as MALLOC_ARENA_MAX=2
+            self._load_state(repair=True)
+            deleted = sorted(p for p in self.checksums if not self.fs.includes(p, self.file_types))
+            result = IndexingResult(repository_name=self.name, repaired=self.repaired)
+            if on_plan:
+                on_plan(self.fs.count_files(self.file_types))
+            expected, stale = self._embed_phase(result, progress)
+            if progress and expected:
+                progress(0, "storing")
+            self._store_phase(expected, deleted, stale, result)
         result.skipped = sorted({s["document_path"]: s for s in self.fs.skipped + result.skipped}.values(),
                                 key=lambda s: s["document_path"])
         result.no_text = [{"document_path": p, "fix": no_text_fix(p, self.name)} for p in self._no_text()]
         result.documents_no_text = len(result.no_text)
         result.elapsed_seconds = round(time.perf_counter() - started, 3)
         log.event("index.done", repository=self.name, **result.model_dump(exclude={"errors"}))
+        if token:
+            self.state.update(covered=token)
         return result
 
     def _embed_phase(self, result: IndexingResult, progress: Progress | None) -> tuple[int, list[str]]:
@@ -262,6 +254,9 @@ class IndexService:
             result.documents_removed = len(deleted)
         stored = sum(self._write(group, result) for group in _batches(self._unstored(), lambda d: len(d.fragments)))
         self.spool.clear()
+        head = self.state.head()  # a folder with nothing to index is indexed all the same; a total edited corrected
+        if head is None or head.fragments != sum(m.fragment_count for m in self.checksums.values()):
+            self.state.save_checksums(self.checksums)
         missing = expected - stored
         if missing > 0:  # changed again while indexing, or the spool lost them (disk full): retried next run
             result.documents_failed += missing
@@ -335,7 +330,7 @@ class IndexService:
                 rows: list | None = None) -> None:
         """One transaction: `paths` named in flight, both stores written and stamped with the record's next
         generation, then the record written last (a run killed before it leaves the previous one answerable)."""
-        self.state.set_in_flight(paths)
+        self.state.update(in_flight=sorted(set(paths)))
         head = self.state.head()
         stamp = (head.repository_id, head.generation + 1)
         chroma, records = self.chroma, records or []
@@ -352,35 +347,35 @@ class IndexService:
     def _no_text(self) -> list[str]:
         return sorted(p for p, m in self.checksums.items() if m.text_source == "none")
 
-    def resolve(self, document_path: str) -> str:
-        """A repository-relative POSIX path from a relative or absolute path; never one outside the folder."""
-        p = Path(document_path).expanduser()
-        outside = DocumentNotFound(f"{document_path} is not inside repository '{self.name}' ({self.fs.base_path})",
-                           suggestions=[f"researcher status {self.name}"])
-        if p.is_absolute():
-            try:
-                return p.resolve().relative_to(self.fs.root).as_posix()
-            except ValueError:
-                raise outside from None
-        rel = Path(os.path.normpath(p.as_posix()))
-        if rel.is_absolute() or rel.parts[:1] == ("..",) or rel.as_posix() in (".", ""):
-            raise outside
-        return rel.as_posix()
-
-    def _single_documents(self) -> None:
-        """Documents added or removed one by one: the user's repositories only. The research memory's documents
-        come and go with its catalog (fetch, recall --clear); one removed here alone would be written back."""
+    @contextmanager
+    def _document(self, document_path: str, wait: float | None) -> Iterator[str]:
+        """The lock held and the record loaded for one document of the user's repositories (the research memory's
+        come and go with its catalog: one removed here alone would be written back); its repository-relative
+        POSIX path, never one outside the folder."""
         from gsd_research.core.config import MEMORY_REPOSITORY
 
         if self.name == MEMORY_REPOSITORY:
             raise UsageError(f"The documents of '{MEMORY_REPOSITORY}' are kept by the research memory, not added or "
                              "removed one by one", suggestions=["gsd-research recall --clear (removes what it kept)"])
-
-    def index_file(self, document_path: str, wait: float | None = None) -> ChunkResult:
-        self._single_documents()
-        rel = self.resolve(document_path)
+        p = Path(document_path).expanduser()
+        outside = DocumentNotFound(f"{document_path} is not inside repository '{self.name}' ({self.fs.base_path})",
+                                   suggestions=[f"researcher status {self.name}"])
+        if p.is_absolute():
+            try:
+                rel = p.resolve().relative_to(self.fs.root).as_posix()
+            except ValueError:
+                raise outside from None
+        else:
+            relative = Path(os.path.normpath(p.as_posix()))
+            if relative.is_absolute() or relative.parts[:1] == ("..",) or relative.as_posix() in (".", ""):
+                raise outside
+            rel = relative.as_posix()
         with self.lock.hold(wait), self._failing_stores():
             self._load_state()
+            yield rel
+
+    def index_file(self, document_path: str, wait: float | None = None) -> ChunkResult:
+        with self._document(document_path, wait) as rel:
             try:
                 exists = self.fs.absolute(rel).is_file()
             except OutsideRepository as exc:
@@ -398,12 +393,10 @@ class IndexService:
             return ChunkResult(document_path=rel, fragments=converted[0], text_source=converted[1])
 
     def remove_document(self, document_path: str, wait: float | None = None) -> str:
-        self._single_documents()
-        rel = self.resolve(document_path)
-        with self.lock.hold(wait), self._failing_stores():
-            self._load_state()
+        with self._document(document_path, wait) as rel:
             if rel not in self.checksums:
-                raise DocumentNotFound(f"Document '{rel}' is not in the index of '{self.name}'", suggestions=[f"researcher status {self.name}"])
+                raise DocumentNotFound(f"Document '{rel}' is not in the index of '{self.name}'",
+                                       suggestions=[f"researcher status {self.name}"])
             self._remove([rel])
             return rel
 
