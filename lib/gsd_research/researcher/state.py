@@ -103,20 +103,16 @@ class StateGateway:
 
     def save_checksums(self, checksums: dict[str, DocumentMetadata], **head: object) -> None:
         """Record the documents (and head fields), keeping what other writers set meanwhile."""
-        fragments = sum(m.fragment_count for m in checksums.values())
         lines = [checksums[k].model_dump_json().encode("utf-8") for k in sorted(checksums)]
-        self._update({**head, "fragments": fragments}, lines)
-
-    def update(self, durable: bool = True, **head: object) -> None:
-        """Change head fields only (the document lines are kept as they are)."""
-        self._update(head, None, durable)
+        self.update(lines, fragments=sum(m.fragment_count for m in checksums.values()), **head)
 
     def mark_written(self) -> None:
         """Research memory wrote or removed documents: a fresh token the next complete run covers."""
         self.update(durable=False, writes=os.urandom(8).hex())
 
-    def _update(self, fields: dict, lines: list[bytes] | None, durable: bool = True) -> None:
-        """Head fields changed as plain JSON (validated where the head is read), under the record's lock."""
+    def update(self, lines: list[bytes] | None = None, durable: bool = True, **fields: object) -> None:
+        """Head fields changed as plain JSON (validated where the head is read), and the document lines replaced
+        when given, under the record's lock."""
         from gsd_research.core.private import flock
 
         self._migrate()
