@@ -147,15 +147,13 @@ class IndexService:
             if not repair:
                 raise diagnosis.error()
             log.event("index.repair", repository=self.name, damaged=diagnosis.problem)
-            self.repaired = health.repair(diagnosis, self.lexical, self._chroma or self._chroma_factory(), self.state)
-            self._chroma = None
+            self.repaired = health.repair(diagnosis, self.lexical, self.chroma, self.state)
         checksums = self.state.load_checksums()
         head = self.state.head() or Head()
         if checksums is None or (head.embedding and head.embedding != self.embedding.signature) or \
                 (checksums and head.chunking != CHUNKING_VERSION):
             log.event("index.reset", repository=self.name, reason="corrupt state, embedding or chunking change")
-            health.reset(self.lexical, self._chroma or self._chroma_factory(), self.state)
-            self._chroma = None
+            health.reset(self.lexical, self.chroma, self.state)
         self.checksums = self.state.load_checksums() or {}
 
     @contextmanager
