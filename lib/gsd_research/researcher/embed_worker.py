@@ -111,8 +111,7 @@ def embed_now(name: str) -> dict:
 
 
 def run_once(name: str) -> dict:
-    """One index pass of repository `name` in this process (under the lock); the index run records the token it
-    covered."""
+    """One index pass in this process (under the lock); the index run records the write token it covered."""
     from gsd_research.researcher.service_factory import ServiceFactory
 
     factory = ServiceFactory()

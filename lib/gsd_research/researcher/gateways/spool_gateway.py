@@ -25,12 +25,9 @@ class SpooledDocument(NamedTuple):
 
 
 class SpoolGateway:
-    """An append-only file of embedded documents, one JSON line each (vectors as float32, base64).
-
-    The embedding phase appends to it; the store phase reads it back and deletes it once everything
-    is stored. A run that dies leaves it behind, and the next run takes the documents whose checksum
-    still matches from it instead of embedding them again. `recipe` names the embedding model and
-    chunking: records written under another recipe, torn last lines and damaged lines are ignored."""
+    """An append-only file of embedded documents, one JSON line each (vectors as float32, base64), deleted once
+    stored. A run that dies leaves it behind; the next takes from it the documents whose checksum still matches
+    instead of embedding them again. Lines of another `recipe` (model, chunking), torn or damaged are ignored."""
 
     def __init__(self, path: Path, recipe: str) -> None:
         self.path, self.recipe = Path(path), recipe
