@@ -169,6 +169,6 @@ def test_a_failing_worker_is_not_restarted_on_every_call(repo, monkeypatch, home
     monkeypatch.setattr(embed_worker, "run_once", broken)
 
     assert embed_worker.serve(REPO) == 1
-    assert embed_worker.failed_recently(REPO)
+    assert embed_worker.recent_failure(REPO) is not None
     assert api.schedule_embedding(REPO)["started"] is False
     assert "no embedding model" in (home / "repositories" / REPO / "embed.failed").read_text()

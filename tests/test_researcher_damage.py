@@ -198,7 +198,7 @@ def _killed_run(state: Path, root: Path, tmp: Path, mark: Callable) -> None:
 
     mark()
     next_process()
-    StateGateway(state).set_in_flight(["b.md"])
+    StateGateway(state).update(in_flight=["b.md"])
     empty_vectors(state / "chroma", "b.md")
 
 
@@ -335,7 +335,7 @@ def test_an_index_run_in_progress_is_no_damage_to_a_search(tmp_path, home):
     state = home / "repositories" / "r"
 
     with RepositoryLock(state, "researcher index r").hold():
-        StateGateway(state).set_in_flight(sorted(DOCS))
+        StateGateway(state).update(in_flight=sorted(DOCS))
         empty_vectors(state / "chroma", *sorted(DOCS))  # the run deleted their vectors, the collection stays
         next_process()
         during = kb("search", QUERY, "--repo", "r", "--mode", "vector", "--json")

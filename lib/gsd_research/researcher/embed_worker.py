@@ -11,6 +11,7 @@ does its work itself, never waiting on it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -26,7 +27,7 @@ _SPAWNED: list = []  # keep Popen objects alive for the life of this process
 
 
 def _dir(name: str) -> Path:
-    """The repository's state folder (as researcher.api.repo_dir)."""
+    """The repository's state folder (as researcher.api.repo_dir, which imports this module)."""
     from gsd_research.core.config import home
 
     return home() / "repositories" / name
@@ -67,11 +68,8 @@ def running_pid(name: str) -> int | None:
 def state(name: str) -> dict:
     """What `researcher status` says of the worker: pending writes, the running worker, the last failure."""
     out: dict = {"pending": pending(name), "worker_pid": running_pid(name)}
-    if failed_recently(name):
-        try:
-            out["last_failure"] = (_dir(name) / "embed.failed").read_text()[:300]
-        except OSError:
-            pass
+    if (failure := recent_failure(name)) is not None:
+        out["last_failure"] = failure
     return out
 
 
@@ -94,11 +92,13 @@ def stop(name: str, wait: float = STOP_WAIT) -> bool:
     return True
 
 
-def failed_recently(name: str) -> bool:
+def recent_failure(name: str) -> str | None:
+    """The last failure while it is recent (no worker is started again before RETRY_AFTER_FAILURE), or None."""
+    path = _dir(name) / "embed.failed"
     try:
-        return time.time() - (_dir(name) / "embed.failed").stat().st_mtime < RETRY_AFTER_FAILURE
+        return path.read_text()[:300] if time.time() - path.stat().st_mtime < RETRY_AFTER_FAILURE else None
     except OSError:
-        return False
+        return None
 
 
 def embed_now(name: str) -> dict:
@@ -111,8 +111,7 @@ def embed_now(name: str) -> dict:
 
 
 def run_once(name: str) -> dict:
-    """One index pass of repository `name` in this process (under the lock); the index run records the token it
-    covered."""
+    """One index pass in this process (under the lock); the index run records the write token it covered."""
     from gsd_research.researcher.service_factory import ServiceFactory
 
     factory = ServiceFactory()
@@ -136,8 +135,9 @@ def serve(name: str) -> int:
                 try:
                     _log(f"pass {run_once(name)}")
                 except Exception as exc:  # noqa: BLE001 - remembered, retried later, never a crash loop
-                    (_dir(name) / "embed.failed").write_text(f"{exc.__class__.__name__}: {str(exc)[:300]}")
-                    _log(f"failed: {exc.__class__.__name__}: {str(exc)[:300]}")
+                    why = f"{exc.__class__.__name__}: {str(exc)[:300]}"
+                    (_dir(name) / "embed.failed").write_text(why)
+                    _log(f"failed: {why}")
                     running.unlink(missing_ok=True)
                     return 1
             running.unlink(missing_ok=True)
@@ -160,17 +160,15 @@ def spawn(name: str) -> int | None:
     if running.exists() and not alive(name):
         (_dir(name) / "embed.failed").write_text("the last worker died mid-pass (killed, or over its limits)")
         running.unlink(missing_ok=True)
-    if failed_recently(name):
+    if recent_failure(name) is not None:
         return None
     from gsd_research.core.config import home
 
     log = home() / "logs" / "embed-worker.log"
     log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    try:
+    with contextlib.suppress(OSError):
         if log.stat().st_size > LOG_MAX_BYTES:
             os.replace(log, log.with_suffix(".log.1"))
-    except OSError:
-        pass
     with open(log, "ab") as out:
         proc = subprocess.Popen([sys.executable, "-m", "gsd_research.researcher.embed_worker", name],
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=out, close_fds=True,
@@ -210,10 +208,8 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1:
         sys.stderr.write("usage: python -m gsd_research.researcher.embed_worker REPOSITORY\n")
         return 2
-    try:
+    with contextlib.suppress(OSError):
         os.nice(10)  # background work: the agent's foreground commands come first
-    except OSError:
-        pass
     limit()
     return serve(argv[0])
 

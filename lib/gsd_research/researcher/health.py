@@ -35,14 +35,10 @@ class Diagnosis:
     unreadable: bool = False  # its file cannot be read: set aside, not emptied
     interrupted: bool = False  # short by a killed run's documents in flight: the next run resumes them
 
-    @property
-    def resumable(self) -> bool:
-        return self.state != DAMAGED or self.interrupted
-
     def fix(self) -> str:
-        if self.interrupted:
-            return f"Run: researcher index {self.repository} (it resumes the interrupted run)"
-        return fix(self.repository)
+        why = "it resumes the interrupted run" if self.interrupted else \
+            "sets the damaged stores aside and indexes every document again"
+        return f"Run: researcher index {self.repository} ({why})"
 
     def error(self) -> IndexDamaged:
         return IndexDamaged(self.problem, suggestions=[self.fix()])
@@ -55,10 +51,6 @@ class Diagnosis:
         if self.state == DAMAGED:
             raise self.error()
         return self
-
-
-def fix(repository: str) -> str:
-    return f"Run: researcher index {repository} (sets the damaged stores aside and indexes every document again)"
 
 
 def unreadable(repository: str, exc: StoreUnreadable) -> IndexDamaged:
@@ -107,19 +99,10 @@ def _problem(head: Head, probe: Probe, writes_ahead: bool, documents: Path | Non
 
 
 def _holds_files(folder: Path | None) -> bool:
-    """Whether `folder` holds at least one file, anywhere below it (stops at the first; links not followed)."""
-    stack = [folder] if folder is not None else []
-    while stack:
-        try:
-            with os.scandir(stack.pop()) as entries:
-                for entry in entries:
-                    if entry.is_file(follow_symlinks=False):
-                        return True
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(Path(entry.path))
-        except OSError:
-            continue
-    return False
+    """Whether `folder` holds a regular file anywhere below it (stops at the first; links not followed)."""
+    walk = os.walk(folder) if folder is not None else ()
+    return any(Path(top, name).is_file() and not Path(top, name).is_symlink()
+               for top, _, files in walk for name in files)
 
 
 def repair(diagnosis: Diagnosis, lexical, vectors, state) -> str:

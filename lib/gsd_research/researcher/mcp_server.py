@@ -114,7 +114,7 @@ class KnowledgeBaseTools:
         out = {"success": True, "repository": repository, "document_path": chunked.document_path,
                "fragments": len(chunked.fragments), "text_source": chunked.text_source}
         if chunked.text_source == "none":
-            from gsd_research.researcher.services.index_report import no_text_fix
+            from gsd_research.researcher.services.index_service import no_text_fix
 
             out["no_text"] = True
             out["fix"] = no_text_fix(chunked.document_path, repository)

@@ -15,11 +15,7 @@ def index_with_progress(service, name: str, wait: float | None = None):
     with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
         task = bar.add_task("", total=None)
 
-        def on_plan(total: int) -> None:
-            bar.update(task, total=total)
-
         def advance(n: int, path: str) -> None:
             bar.update(task, advance=n, description=safe(path[-50:]))  # a file name is not markup
 
-        extra = {} if wait is None else {"wait": wait}
-        return service.index_repository(progress=advance, on_plan=on_plan, **extra)
+        return service.index_repository(progress=advance, on_plan=lambda total: bar.update(task, total=total), wait=wait)

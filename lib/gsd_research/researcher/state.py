@@ -103,27 +103,20 @@ class StateGateway:
 
     def save_checksums(self, checksums: dict[str, DocumentMetadata], **head: object) -> None:
         """Record the documents (and head fields), keeping what other writers set meanwhile."""
-        fragments = sum(m.fragment_count for m in checksums.values())
         lines = [checksums[k].model_dump_json().encode("utf-8") for k in sorted(checksums)]
-        self._update({**head, "fragments": fragments}, lines)
-
-    def update(self, durable: bool = True, **head: object) -> None:
-        """Change head fields only (the document lines are kept as they are)."""
-        self._update(head, None, durable)
-
-    def set_in_flight(self, paths: list[str]) -> None:
-        self.update(in_flight=sorted(set(paths)))
+        self.update(lines, fragments=sum(m.fragment_count for m in checksums.values()), **head)
 
     def mark_written(self) -> None:
         """Research memory wrote or removed documents: a fresh token the next complete run covers."""
         self.update(durable=False, writes=os.urandom(8).hex())
 
-    def _update(self, fields: dict, lines: list[bytes] | None, durable: bool = True) -> None:
-        """Head fields changed as plain JSON (validated where the head is read), under the record's lock."""
+    def update(self, lines: list[bytes] | None = None, durable: bool = True, **fields: object) -> None:
+        """Head fields changed as plain JSON (validated where the head is read), and the document lines replaced
+        when given, under the record's lock."""
         from gsd_research.core.private import flock
 
+        self._migrate()
         with flock(self.repo_dir / LOCK):
-            self._migrate_locked()
             try:
                 first, _, rest = self.path.read_bytes().partition(b"\n")
                 head = json.loads(first)
@@ -137,7 +130,6 @@ class StateGateway:
             self._write(json.dumps(head, ensure_ascii=False).encode("utf-8") + b"\n" + body, durable)
 
     def _write(self, data: bytes, durable: bool) -> None:
-        self.repo_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{RECORD}.", dir=self.repo_dir)
         try:
             with os.fdopen(fd, "wb") as fh:
@@ -153,46 +145,37 @@ class StateGateway:
     # -- the files it replaces ----------------------------------------------------------------
 
     def _migrate(self) -> None:
-        if not self.path.exists() and any((self.repo_dir / n).is_file() for n in LEGACY):
-            from gsd_research.core.private import flock
-
-            with flock(self.repo_dir / LOCK):
-                self._migrate_locked()
-
-    def _migrate_locked(self) -> None:
-        """An index written by an older version: its files read once into the record, then removed."""
+        """An index written by an older version: its files read once into the record (checked again under the
+        lock), then removed, so that it keeps answering without being embedded again."""
         if self.path.exists() or not any((self.repo_dir / n).is_file() for n in LEGACY):
             return
+        from gsd_research.core.private import flock
         from gsd_research.researcher.models import DocumentMetadata, Head
 
-        meta = _json(self.repo_dir / "meta.json", {}) or {}
-        raw = _json(self.repo_dir / "checksums.json", {})
-        try:
-            docs = {k: DocumentMetadata.model_validate(v) for k, v in (raw or {}).items()}
-        except (ValueError, AttributeError):
-            docs = {}
-        head = Head(embedding=meta.get("embedding"), chunking=meta.get("chunking"),
-                    precisions=list(meta.get("precisions") or []),
-                    fragments=sum(m.fragment_count for m in docs.values()),
-                    in_flight=list(_json(self.repo_dir / "journal.json", []) or []),
-                    writes=_text(self.repo_dir / "embed.dirty"), covered=_text(self.repo_dir / "embed.done"))
-        lines = [docs[k].model_dump_json() for k in sorted(docs)]
-        self._write("\n".join([head.model_dump_json(), *lines]).encode("utf-8") + b"\n", True)
-        for name in LEGACY:
-            (self.repo_dir / name).unlink(missing_ok=True)
+        with flock(self.repo_dir / LOCK):
+            if self.path.exists():
+                return
+            meta = _legacy(self.repo_dir / "meta.json") or {}
+            try:
+                docs = {k: DocumentMetadata.model_validate(v)
+                        for k, v in (_legacy(self.repo_dir / "checksums.json") or {}).items()}
+            except (ValueError, AttributeError):
+                docs = {}
+            head = Head(embedding=meta.get("embedding"), chunking=meta.get("chunking"),
+                        precisions=list(meta.get("precisions") or []),
+                        fragments=sum(m.fragment_count for m in docs.values()),
+                        in_flight=list(_legacy(self.repo_dir / "journal.json") or []),
+                        writes=_legacy(self.repo_dir / "embed.dirty", str.strip) or "",
+                        covered=_legacy(self.repo_dir / "embed.done", str.strip) or "")
+            lines = [docs[k].model_dump_json() for k in sorted(docs)]
+            self._write("\n".join([head.model_dump_json(), *lines]).encode("utf-8") + b"\n", True)
+            for name in LEGACY:
+                (self.repo_dir / name).unlink(missing_ok=True)
 
 
-def _json(path: Path, default):
+def _legacy(path: Path, parse=json.loads):
+    """A legacy file's content, or None when it is missing or cannot be read."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return default
+        return parse(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-
-
-def _text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return ""

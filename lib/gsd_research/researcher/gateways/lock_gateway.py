@@ -8,6 +8,7 @@ after `wait` seconds, fails naming the holder. While the lock is held, files are
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -35,20 +36,15 @@ def private_dir(path: Path) -> Path:
 
 def tighten(root: Path) -> None:
     """Folders 0700, files 0600 under `root` (Chroma and SQLite create theirs with the process umask)."""
-    root = Path(root)
-    if not root.is_dir():
-        return
-    os.chmod(root, 0o700)
-    for folder, dirs, files in os.walk(root):
-        for name in dirs:
-            _chmod(Path(folder) / name, 0o700)
+    for folder, _, files in os.walk(root):
+        _chmod(folder, 0o700)
         for name in files:
-            _chmod(Path(folder) / name, 0o600)
+            _chmod(os.path.join(folder, name), 0o600)
 
 
-def _chmod(path: Path, mode: int) -> None:
+def _chmod(path: str, mode: int) -> None:
     try:
-        if not path.is_symlink():
+        if not os.path.islink(path):
             os.chmod(path, mode)
     except OSError:  # a file removed meanwhile (SQLite's -shm, Chroma's temporary files)
         pass
@@ -59,10 +55,7 @@ class RepositoryLock:
 
     def __init__(self, repo_dir: Path, label: str = "researcher") -> None:
         self.repo_dir, self.label = Path(repo_dir), label
-
-    @property
-    def path(self) -> Path:
-        return self.repo_dir / LOCK_NAME
+        self.path = self.repo_dir / LOCK_NAME
 
     def holder(self) -> str:
         """Who holds the lock, as its holder wrote it (best effort)."""
@@ -74,32 +67,29 @@ class RepositoryLock:
 
     def busy(self) -> bool:
         """Whether an index run holds the lock now (a read: no file is created, none is locked for long)."""
-        import fcntl
+        import fcntl  # not on a search's path while no run is in flight
 
         try:
-            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:
             return False
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            return False
-        except BlockingIOError:
-            return True
-        except OSError:
-            return False
+        except OSError as exc:
+            return isinstance(exc, BlockingIOError)
         finally:
             os.close(fd)
+        return False
 
     @contextmanager
-    def hold(self, wait: float = WAIT_SECONDS) -> Iterator[None]:
-        import fcntl
-
+    def hold(self, wait: float | None = None) -> Iterator[None]:
+        """The lock, waited for up to `wait` seconds (WAIT_SECONDS when None)."""
         private_dir(self.repo_dir.parent)
         private_dir(self.repo_dir)
         old_umask = os.umask(0o077)
         fd = open_private(self.path, os.O_RDWR | os.O_CREAT)  # never through a planted symlink (ftruncate below)
         try:
-            self._acquire(fd, wait, fcntl)
+            self._acquire(fd, WAIT_SECONDS if wait is None else wait)
             since = datetime.now(timezone.utc).astimezone().isoformat(timespec="seconds")
             os.ftruncate(fd, 0)
             os.pwrite(fd, json.dumps({"pid": os.getpid(), "label": self.label, "since": since}).encode(), 0)
@@ -112,22 +102,21 @@ class RepositoryLock:
             os.close(fd)  # releases the lock
             os.umask(old_umask)
 
-    def _acquire(self, fd: int, wait: float, fcntl) -> None:
+    def _acquire(self, fd: int, wait: float) -> None:
+        import fcntl
+
         deadline = time.monotonic() + max(0.0, wait)
-        announced = False
-        while True:
+        for attempt in itertools.count():
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 return
             except BlockingIOError:
-                pass
-            holder = self.holder()
+                holder = self.holder()
             if time.monotonic() >= deadline:
                 raise Locked(f"The index of '{self.repo_dir.name}' is being written by {holder}",
-                               suggestions=["Run the command again when it has finished",
-                                                           "Or wait longer: researcher index NAME --wait SECONDS"])
-            if not announced:
+                             suggestions=["Run the command again when it has finished",
+                                          "Or wait longer: researcher index NAME --wait SECONDS"])
+            if not attempt:
                 print(f"researcher: waiting for the index of '{self.repo_dir.name}', held by {holder} "
                       f"(up to {wait:.0f}s)", file=sys.stderr, flush=True)
-                announced = True
             time.sleep(POLL_SECONDS)

@@ -25,39 +25,32 @@ class SpooledDocument(NamedTuple):
 
 
 class SpoolGateway:
-    """An append-only file of embedded documents, one JSON line each (vectors as float32, base64).
-
-    The embedding phase appends to it; the store phase reads it back and deletes it once everything
-    is stored. A run that dies leaves it behind, and the next run takes the documents whose checksum
-    still matches from it instead of embedding them again. `recipe` names the embedding model and
-    chunking: records written under another recipe, torn last lines and damaged lines are ignored."""
+    """An append-only file of embedded documents, one JSON line each (vectors as float32, base64), deleted once
+    stored. A run that dies leaves it behind; the next takes from it the documents whose checksum still matches
+    instead of embedding them again. Lines of another `recipe` (model, chunking), torn or damaged are ignored."""
 
     def __init__(self, path: Path, recipe: str) -> None:
         self.path, self.recipe = Path(path), recipe
 
     def append(self, documents: list[SpooledDocument]) -> None:
-        """One write per record, after cutting a torn last line (a kill in the middle of a write): the first
-        record of the next run would otherwise be glued to it and lost with it."""
+        """Records appended after cutting a torn last line (a kill in the middle of a write): the first record of
+        the next run would otherwise be glued to it and lost with it."""
         import numpy as np
 
         from gsd_research.core.private import open_private
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = open_private(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
-        try:
-            _cut_torn_tail(fd)
+        with os.fdopen(open_private(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT), "ab") as fh:
+            _cut_torn_tail(fh.fileno())
             for doc in documents:
                 vectors = np.asarray(doc.vectors, dtype=np.float32).reshape(len(doc.fragments), -1) \
                     if doc.fragments else np.zeros((0, 0), dtype=np.float32)  # a document without text
-                line = json.dumps({
+                fh.write(json.dumps({
                     "v": VERSION, "recipe": self.recipe, "path": doc.path, "checksum": doc.checksum,
                     "indexes": [f.fragment_index for f in doc.fragments], "texts": [f.text for f in doc.fragments],
                     "breadcrumbs": [f.breadcrumb for f in doc.fragments], "source": doc.text_source,
                     "dim": int(vectors.shape[1]), "vectors": base64.b64encode(vectors.tobytes()).decode("ascii"),
-                }, ensure_ascii=False) + "\n"
-                _write_all(fd, line.encode("utf-8"))
-        finally:
-            os.close(fd)
+                }, ensure_ascii=False).encode("utf-8") + b"\n")
 
     def sync(self) -> None:
         """Make what was appended durable (once per run, before the stores are written)."""
@@ -98,38 +91,25 @@ class SpoolGateway:
         """A record written by this recipe whose every field is present and consistent, else None."""
         try:
             raw = json.loads(line)
-            if not isinstance(raw, dict) or raw.get("v") != VERSION or raw.get("recipe") != self.recipe:
-                return None
             texts, indexes, dim = raw["texts"], raw["indexes"], int(raw["dim"])
-            crumbs = raw["breadcrumbs"]
             data = base64.b64decode(raw["vectors"], validate=True)
-            ok = (isinstance(texts, list) and isinstance(indexes, list) and len(indexes) == len(texts)
-                  and isinstance(crumbs, list) and len(crumbs) == len(texts) and isinstance(raw["source"], str)
-                  and all(isinstance(i, int) for i in indexes) and isinstance(raw["path"], str)
-                  and isinstance(raw["checksum"], str) and (not texts or dim > 0)
-                  and len(data) == 4 * dim * len(texts))
+            ok = (raw["v"] == VERSION and raw["recipe"] == self.recipe
+                  and all(isinstance(x, list) and len(x) == len(texts) for x in (texts, indexes, raw["breadcrumbs"]))
+                  and all(isinstance(i, int) for i in indexes)
+                  and all(isinstance(raw[k], str) for k in ("path", "checksum", "source"))
+                  and (not texts or dim > 0) and len(data) == 4 * dim * len(texts))
             return (raw, data) if ok else None
         except (ValueError, TypeError, KeyError):
             return None
 
 
-def _cut_torn_tail(fd: int, step: int = 1 << 16) -> None:
+def _cut_torn_tail(fd: int) -> None:
     """Truncate the file after its last newline (to nothing when it has none)."""
-    end = os.fstat(fd).st_size
-    pos = end
-    while pos > 0:
-        start = max(0, pos - step)
-        at = os.pread(fd, pos - start, start).rfind(b"\n")
-        if at >= 0:
-            if start + at + 1 < end:
-                os.ftruncate(fd, start + at + 1)
-            return
-        pos = start
-    if end:
-        os.ftruncate(fd, 0)
+    import mmap
 
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+    size = os.fstat(fd).st_size
+    if size:
+        with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as view:
+            keep = view.rfind(b"\n") + 1
+        if keep < size:
+            os.ftruncate(fd, keep)

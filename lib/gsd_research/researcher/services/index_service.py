@@ -5,10 +5,11 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TypeVar
 
 from gsd_research.core.errors import DocumentNotFound, NotFound, UsageError
 from gsd_research.researcher import health, log
@@ -22,7 +23,8 @@ from gsd_research.researcher.gateways.filesystem_gateway import (
     OutsideRepository,
 )
 from gsd_research.researcher.gateways.lexical_gateway import LexicalGateway
-from gsd_research.researcher.gateways.lock_gateway import WAIT_SECONDS, RepositoryLock
+from gsd_research.researcher.gateways.lock_gateway import RepositoryLock
+from gsd_research.researcher.gateways.ocr_gateway import INSTALL_FIX, tesseract
 from gsd_research.researcher.gateways.spool_gateway import SpooledDocument, SpoolGateway
 from gsd_research.researcher.models import (
     ChunkResult,
@@ -32,23 +34,59 @@ from gsd_research.researcher.models import (
     IndexingResult,
     IndexStats,
 )
-from gsd_research.researcher.services.heap import limit_malloc_arenas, release_freed_memory
-from gsd_research.researcher.services.index_report import (
-    no_text_fix,
-    ocr_pending,
-    ocr_retry,
-    tesseract_on_path,
-)
 from gsd_research.researcher.state import StateGateway, StoreUnreadable
 
 BATCH_FRAGMENTS = 128
 BATCH_DOCUMENTS = 32
+NO_TEXT_LISTED = 20  # no_text documents named in `status` (all are counted)
 Progress = Callable[[int, str], None]
 Converted = tuple[list[Fragment], str]  # fragments and text source (text | ocr | none)
+T = TypeVar("T")
 
 
 def fragment_id(document_path: str, index: int) -> str:
+    """As researcher.api.fragment_id (importing api here would close an import cycle through the worker)."""
     return hashlib.sha1(document_path.encode("utf-8")).hexdigest()[:16] + f":{index}"
+
+
+def no_text_fix(rel: str, repository: str) -> str:
+    """What would make a document without text readable."""
+    if not rel.lower().endswith(".pdf"):
+        return "The file holds no extractable text (empty, or images only); nothing to do"
+    if tesseract():
+        return "OCR (tesseract) found no legible text on its pages; nothing to do"
+    return INSTALL_FIX.format(name=repository)
+
+
+def _ocr_pending(rel: str, known: DocumentMetadata) -> bool:
+    """A PDF recorded without text that tesseract has not read yet (it was not installed then)."""
+    return known.text_source == "none" and not known.ocr_tried and rel.lower().endswith(".pdf")
+
+
+def _glibc(call: str, *args: int) -> None:
+    """glibc's heap settings of an index run (no-ops elsewhere): few malloc arenas, set before Chroma's,
+    onnxruntime's and the tokenizer's threads start, and each batch's freed heap given back (`malloc_trim`);
+    without them the held-but-free memory grows with the number of batches."""
+    try:
+        import ctypes
+
+        getattr(ctypes.CDLL("libc.so.6"), call)(*args)
+    except (OSError, AttributeError):
+        pass
+
+
+def _batches(items: Iterable[T], fragments: Callable[[T], int]) -> Iterator[list[T]]:
+    """Items grouped up to BATCH_FRAGMENTS fragments or BATCH_DOCUMENTS documents."""
+    batch: list[T] = []
+    pending = 0
+    for item in items:
+        batch.append(item)
+        pending += fragments(item)
+        if pending >= BATCH_FRAGMENTS or len(batch) >= BATCH_DOCUMENTS:
+            yield batch
+            batch, pending = [], 0
+    if batch:
+        yield batch
 
 
 class IndexService:
@@ -57,16 +95,16 @@ class IndexService:
     def __init__(self, repository_name: str, filesystem_gateway: FilesystemGateway,
                  docling_gateway: DoclingGateway, embedding_gateway: EmbeddingGateway,
                  chroma_factory: Callable, lexical_gateway: LexicalGateway, state_gateway: StateGateway,
-                 file_types: list[str], spool_gateway: SpoolGateway, store_label: str = "embedded",
-                 lock: RepositoryLock | None = None) -> None:
+                 file_types: list[str], spool_gateway: SpoolGateway, store_label: str,
+                 lock: RepositoryLock) -> None:
         self.name = repository_name
         self.fs, self.docling, self.embedding = filesystem_gateway, docling_gateway, embedding_gateway
         self._chroma_factory, self._chroma = chroma_factory, None
         self.lexical, self.state, self.file_types, self.store_label = (lexical_gateway, state_gateway,
                                                                         file_types, store_label)
-        self.spool = spool_gateway
-        self.lock = lock or RepositoryLock(state_gateway.repo_dir, f"researcher index {repository_name}")
+        self.spool, self.lock = spool_gateway, lock
         self.checksums: dict[str, DocumentMetadata] = {}
+        self.repaired: str | None = None
 
     @property
     def chroma(self):
@@ -99,7 +137,7 @@ class IndexService:
         single-document call; a killed run's documents in flight removed, so that this run redoes them."""
         in_flight = (self.state.head() or Head()).in_flight
         diagnosis = self.diagnose(remember=True)
-        if in_flight and diagnosis.resumable:  # a killed run's documents: dropped from both stores, redone now
+        if in_flight and (diagnosis.state != health.DAMAGED or diagnosis.interrupted):  # dropped, redone now
             log.event("index.recover", repository=self.name, documents=len(in_flight))
             self.checksums = self.state.load_checksums() or {}
             self._remove(in_flight)
@@ -108,22 +146,14 @@ class IndexService:
             if not repair:
                 raise diagnosis.error()
             log.event("index.repair", repository=self.name, damaged=diagnosis.problem)
-            self.repaired = health.repair(diagnosis, self.lexical, self._store(), self.state)
-            self._chroma = None
+            self.repaired = health.repair(diagnosis, self.lexical, self.chroma, self.state)
         checksums = self.state.load_checksums()
         head = self.state.head() or Head()
         if checksums is None or (head.embedding and head.embedding != self.embedding.signature) or \
                 (checksums and head.chunking != CHUNKING_VERSION):
             log.event("index.reset", repository=self.name, reason="corrupt state, embedding or chunking change")
-            self._reset()
+            health.reset(self.lexical, self.chroma, self.state)
         self.checksums = self.state.load_checksums() or {}
-
-    def _store(self):
-        return self._chroma or self._chroma_factory()
-
-    def _reset(self) -> None:
-        health.reset(self.lexical, self._store(), self.state)
-        self._chroma = None
 
     @contextmanager
     def _failing_stores(self):
@@ -135,24 +165,6 @@ class IndexService:
 
     # -- pipeline -------------------------------------------------------------------------------
 
-    def deleted(self) -> list[str]:
-        """Recorded documents whose file is gone (or no longer matches the repository's file types)."""
-        return sorted(p for p in self.checksums if not self.fs.includes(p, self.file_types))
-
-    def changes(self, result: IndexingResult, progress: Progress | None = None) -> Iterator[tuple[str, str]]:
-        """(path, SHA-256) of every new or changed file, streamed from the folder walk; unchanged files
-        are only counted, so nothing per file is held while the folder is read."""
-        retry_no_text = ocr_retry(self.checksums)
-        for rel in self.fs.iter_files(self.file_types):
-            digest = self._digest(rel)
-            known = self.checksums.get(rel)
-            if known and known.checksum == digest and not (retry_no_text and ocr_pending(rel, known)):
-                result.documents_skipped += 1
-                if progress:
-                    progress(1, rel)
-            else:
-                yield rel, digest
-
     def _digest(self, rel: str) -> str:
         try:
             return self.fs.compute_checksum(rel)
@@ -160,7 +172,7 @@ class IndexService:
             return "unreadable"
 
     def index_repository(self, progress: Progress | None = None, on_plan: Callable[[int], None] | None = None,
-                         wait: float = WAIT_SECONDS) -> IndexingResult:
+                         wait: float | None = None) -> IndexingResult:
         if not self.fs.base_path.is_dir():
             raise NotFound(f"Repository folder is missing: {self.fs.base_path}",
                            suggestions=[f"researcher repo remove {self.name}", "Restore the folder"])
@@ -171,107 +183,95 @@ class IndexService:
         head = self.state.head()
         token = head.writes if head else ""  # research memory's writes this run covers
         with self.lock.hold(wait), self._failing_stores():
-            result = self._index_repository(progress, on_plan)
-        if token:
-            self.state.update(covered=token)
-        return result
-
-    def _index_repository(self, progress: Progress | None, on_plan: Callable[[int], None] | None) -> IndexingResult:
-        started = time.perf_counter()
-        limit_malloc_arenas()
-        self._load_state(repair=True)
-        deleted = self.deleted()
-        result = IndexingResult(repository_name=self.name)
-        if on_plan:
-            on_plan(self.fs.count_files(self.file_types))
-        expected, stale = self._embed_phase(result, progress)
-        if progress and expected:
-            progress(0, "storing")
-        self._store_phase(expected, deleted, stale, result)
-        head = self.state.head()  # a folder with nothing to index is indexed all the same; a total edited corrected
-        if head is None or head.fragments != sum(m.fragment_count for m in self.checksums.values()):
-            self.state.save_checksums(self.checksums)
-        result.repaired = getattr(self, "repaired", None)
+            started = time.perf_counter()
+            _glibc("mallopt", -8, 2)  # M_ARENA_MAX, as MALLOC_ARENA_MAX=2
+            self._load_state(repair=True)
+            deleted = sorted(p for p in self.checksums if not self.fs.includes(p, self.file_types))
+            result = IndexingResult(repository_name=self.name, repaired=self.repaired)
+            if on_plan:
+                on_plan(self.fs.count_files(self.file_types))
+            expected, stale = self._embed_phase(result, progress)
+            if progress and expected:
+                progress(0, "storing")
+            self._store_phase(expected, deleted, stale, result)
         result.skipped = sorted({s["document_path"]: s for s in self.fs.skipped + result.skipped}.values(),
                                 key=lambda s: s["document_path"])
         result.no_text = [{"document_path": p, "fix": no_text_fix(p, self.name)} for p in self._no_text()]
         result.documents_no_text = len(result.no_text)
         result.elapsed_seconds = round(time.perf_counter() - started, 3)
         log.event("index.done", repository=self.name, **result.model_dump(exclude={"errors"}))
+        if token:
+            self.state.update(covered=token)
         return result
 
     def _embed_phase(self, result: IndexingResult, progress: Progress | None) -> tuple[int, list[str]]:
         """Convert, chunk and embed every changed document into the spool, batch by batch, before the
         vector store is opened: the embedding model's memory and Chroma's in-memory index are never held
-        at once, so peak memory does not grow with the size of the index. Documents an interrupted run
-        already embedded are taken from the spool. Returns how many documents await storage and the
-        recorded documents that no longer convert."""
-        spooled = self.spool.checksums()
-        expected, stale = 0, []
-        batch: list[tuple[str, str, Converted]] = []
-        pending = 0
-        for rel, digest in self.changes(result, progress):
-            if spooled.get(rel) == digest:
-                expected += 1
-                result.documents_resumed += 1
-            else:
-                converted = self._convert(rel, digest, result)
-                if converted is None:
-                    stale += [rel] if rel in self.checksums else []
-                else:
-                    expected += 1
-                    batch.append((rel, digest, converted))
-                    pending += len(converted[0])
-            if progress:
-                progress(1, rel)
-            if batch and (pending >= BATCH_FRAGMENTS or len(batch) >= BATCH_DOCUMENTS):
-                self.spool.append(self._embed(batch))
-                batch, pending = [], 0
-        if batch:
+        at once, so peak memory does not grow with the size of the index. Returns how many documents await
+        storage and the recorded documents that no longer convert."""
+        stale: list[str] = []
+        embedded = 0
+        for batch in _batches(self._changed(result, progress, stale), lambda item: len(item[2][0])):
             self.spool.append(self._embed(batch))
+            embedded += len(batch)
         self.spool.sync()
-        self._record_precision(self.embedding.precision)
-        self.embedding.release()
-        release_freed_memory()
-        return expected, stale
-
-    def _record_precision(self, precision: str | None) -> None:
-        """Remember which model precision embedded documents of this index (`status` shows it)."""
-        head = self.state.head()
+        head, precision = self.state.head(), self.embedding.precision  # `status` shows the precisions used
         known = set(head.precisions if head else [])
         if precision and precision not in known:
             self.state.update(precisions=sorted(known | {precision}))
+        self.embedding.release()
+        _glibc("malloc_trim", 0)
+        return result.documents_resumed + embedded, stale
+
+    def _changed(self, result: IndexingResult, progress: Progress | None,
+                 stale: list[str]) -> Iterator[tuple[str, str, Converted]]:
+        """Every new or changed file converted and chunked, streamed from the folder walk: unchanged files are
+        only counted, and those an interrupted run already embedded are taken from its spool."""
+        spooled = self.spool.checksums()
+        retry_no_text = any(_ocr_pending(p, m) for p, m in self.checksums.items()) and tesseract() is not None
+        for rel in self.fs.iter_files(self.file_types):
+            digest, known, converted = self._digest(rel), self.checksums.get(rel), None
+            if known and known.checksum == digest and not (retry_no_text and _ocr_pending(rel, known)):
+                result.documents_skipped += 1
+            elif spooled.get(rel) == digest:
+                result.documents_resumed += 1
+            else:
+                converted = self._convert(rel, digest, result)
+                if converted is None and rel in self.checksums:
+                    stale.append(rel)
+            if progress:
+                progress(1, rel)
+            if converted is not None:
+                yield rel, digest, converted
 
     def _store_phase(self, expected: int, deleted: list[str], stale: list[str], result: IndexingResult) -> None:
         """Remove deleted and no-longer-converting documents, then stream the spool into both stores."""
         if deleted or stale:
             self._remove(deleted + stale)
             result.documents_removed = len(deleted)
-        group: list[SpooledDocument] = []
-        pending = stored = 0
-        for doc in self.spool.read():
-            if any(d.path == doc.path for d in group) or not self._current(doc):
-                continue
-            group.append(doc)
-            pending += len(doc.fragments)
-            if pending >= BATCH_FRAGMENTS or len(group) >= BATCH_DOCUMENTS:
-                stored += self._write(group, result)
-                group, pending = [], 0
-        if group:
-            stored += self._write(group, result)
+        stored = sum(self._write(group, result) for group in _batches(self._unstored(), lambda d: len(d.fragments)))
         self.spool.clear()
+        head = self.state.head()  # a folder with nothing to index is indexed all the same; a total edited corrected
+        if head is None or head.fragments != sum(m.fragment_count for m in self.checksums.values()):
+            self.state.save_checksums(self.checksums)
         missing = expected - stored
         if missing > 0:  # changed again while indexing, or the spool lost them (disk full): retried next run
             result.documents_failed += missing
             result.errors.append(f"{missing} document(s) changed during indexing or were lost from the spool; "
                                  "run the index again")
 
-    def _current(self, doc: SpooledDocument) -> bool:
-        """A spooled document not stored yet whose file still has the content it was embedded from."""
-        known = self.checksums.get(doc.path)
-        if known and known.checksum == doc.checksum and known.text_source == doc.text_source != "none":
-            return False  # stored by the run that left this spool (a no-text document is simply recorded again)
-        return self.fs.includes(doc.path, self.file_types) and self._digest(doc.path) == doc.checksum
+    def _unstored(self) -> Iterator[SpooledDocument]:
+        """The spooled documents not stored yet (the first record of each) whose file still has the content they
+        were embedded from; a no-text document is simply recorded again."""
+        seen: set[str] = set()
+        for doc in self.spool.read():
+            known = self.checksums.get(doc.path)
+            if doc.path in seen or known and known.checksum == doc.checksum and \
+                    known.text_source == doc.text_source != "none":
+                continue
+            if self.fs.includes(doc.path, self.file_types) and self._digest(doc.path) == doc.checksum:
+                seen.add(doc.path)
+                yield doc
 
     def _convert(self, rel: str, digest: str, result: IndexingResult) -> Converted | None:
         try:
@@ -295,9 +295,9 @@ class IndexService:
                 for rel, digest, (frags, source) in batch]
 
     def _write(self, documents: list[SpooledDocument], result: IndexingResult) -> int:
-        """Both stores, then the checksums; the journal names the documents in flight meanwhile."""
-        paths = [doc.path for doc in documents]
-        records, rows = [], []
+        """The documents' fragments into both stores and their checksums into the record, in one commit."""
+        previously = [doc.path for doc in documents if doc.path in self.checksums]
+        records, rows, now = [], [], datetime.now(timezone.utc)
         for doc in documents:
             file_type = Path(doc.path).suffix.lstrip(".").lower()
             for f, vector in zip(doc.fragments, doc.vectors, strict=True):
@@ -306,84 +306,73 @@ class IndexService:
                         "checksum": doc.checksum, "breadcrumb": f.breadcrumb}
                 records.append((fid, f.text, meta, vector))
                 rows.append((fid, f.text, doc.path, f.fragment_index, f.breadcrumb))
-        self.state.set_in_flight(paths)
-        stamp = self._next_stamp()
-        previously = [p for p in paths if p in self.checksums]
-        chroma = self.chroma
-        chroma.delete_documents(previously)
-        for start in range(0, len(records), 1000):
-            chroma.add_fragments_with_embeddings(records[start:start + 1000])
-        chroma.stamp_with(stamp)
-        self.lexical.replace_documents(paths, rows, stamp)
-        now = datetime.now(timezone.utc)
-        for doc in documents:
             self.checksums[doc.path] = DocumentMetadata(
-                file_path=doc.path, file_name=Path(doc.path).name, file_type=Path(doc.path).suffix.lstrip(".").lower(),
-                checksum=doc.checksum, indexed_at=now, fragment_count=len(doc.fragments), text_source=doc.text_source,
-                ocr_tried=doc.text_source == "none" and doc.path.lower().endswith(".pdf") and tesseract_on_path())
-        self._commit(stamp)
+                file_path=doc.path, file_name=Path(doc.path).name, file_type=file_type, checksum=doc.checksum,
+                indexed_at=now, fragment_count=len(doc.fragments), text_source=doc.text_source,
+                ocr_tried=doc.text_source == "none" and doc.path.lower().endswith(".pdf") and tesseract() is not None)
+        self._commit([doc.path for doc in documents], previously, records, rows)
         result.documents_indexed += sum(1 for doc in documents if doc.text_source != "none")
         result.documents_ocr += sum(1 for doc in documents if doc.text_source == "ocr")
         result.fragments_created += len(records)
         del records, rows
-        release_freed_memory()
+        _glibc("malloc_trim", 0)
         return len(documents)
 
     def _remove(self, paths: list[str]) -> None:
-        self.state.set_in_flight(paths)
-        stamp = self._next_stamp()
-        for start in range(0, len(paths), 500):
-            self.chroma.delete_documents(paths[start:start + 500])
-            self.lexical.replace_documents(paths[start:start + 500], [], stamp)
-        self.chroma.stamp_with(stamp)
         for p in paths:
             self.checksums.pop(p, None)
-        self._commit(stamp)
+        self._commit(paths, paths)
 
-    def _next_stamp(self) -> tuple[str, int]:
-        """The stamp this write gives the stores: the record's next generation (its in-flight write made it)."""
+    def _commit(self, paths: list[str], delete: list[str], records: list | None = None,
+                rows: list | None = None) -> None:
+        """One transaction: `paths` named in flight, both stores written and stamped with the record's next
+        generation, then the record written last (a run killed before it leaves the previous one answerable)."""
+        self.state.update(in_flight=sorted(set(paths)))
         head = self.state.head()
-        return head.repository_id, head.generation + 1
-
-    def _commit(self, stamp: tuple[str, int]) -> None:
-        """The record written last: the generation the stores now carry, nothing in flight."""
-        self.state.save_checksums(self.checksums, in_flight=[], generation=stamp[1],
-                                  vector_file=self.chroma.file_state())
+        stamp = (head.repository_id, head.generation + 1)
+        chroma, records = self.chroma, records or []
+        for start in range(0, len(delete), 500):
+            chroma.delete_documents(delete[start:start + 500])
+        for start in range(0, len(records), 1000):
+            chroma.add_fragments_with_embeddings(records[start:start + 1000])
+        chroma.stamp_with(stamp)
+        self.lexical.replace_documents(paths, rows or [], stamp)
+        self.state.save_checksums(self.checksums, in_flight=[], generation=stamp[1], vector_file=chroma.file_state())
 
     # -- single documents -----------------------------------------------------------------------
 
     def _no_text(self) -> list[str]:
         return sorted(p for p, m in self.checksums.items() if m.text_source == "none")
 
-    def resolve(self, document_path: str) -> str:
-        """A repository-relative POSIX path from a relative or absolute path; never one outside the folder."""
-        p = Path(document_path).expanduser()
-        outside = DocumentNotFound(f"{document_path} is not inside repository '{self.name}' ({self.fs.base_path})",
-                           suggestions=[f"researcher status {self.name}"])
-        if p.is_absolute():
-            try:
-                return p.resolve().relative_to(self.fs.root).as_posix()
-            except ValueError:
-                raise outside from None
-        rel = Path(os.path.normpath(p.as_posix()))
-        if rel.is_absolute() or rel.parts[:1] == ("..",) or rel.as_posix() in (".", ""):
-            raise outside
-        return rel.as_posix()
-
-    def _single_documents(self) -> None:
-        """Documents added or removed one by one: the user's repositories only. The research memory's documents
-        come and go with its catalog (fetch, recall --clear); one removed here alone would be written back."""
+    @contextmanager
+    def _document(self, document_path: str, wait: float | None) -> Iterator[str]:
+        """The lock held and the record loaded for one document of the user's repositories (the research memory's
+        come and go with its catalog: one removed here alone would be written back); its repository-relative
+        POSIX path, never one outside the folder."""
         from gsd_research.core.config import MEMORY_REPOSITORY
 
         if self.name == MEMORY_REPOSITORY:
             raise UsageError(f"The documents of '{MEMORY_REPOSITORY}' are kept by the research memory, not added or "
                              "removed one by one", suggestions=["gsd-research recall --clear (removes what it kept)"])
-
-    def index_file(self, document_path: str, wait: float = WAIT_SECONDS) -> ChunkResult:
-        self._single_documents()
-        rel = self.resolve(document_path)
+        p = Path(document_path).expanduser()
+        outside = DocumentNotFound(f"{document_path} is not inside repository '{self.name}' ({self.fs.base_path})",
+                                   suggestions=[f"researcher status {self.name}"])
+        if p.is_absolute():
+            try:
+                rel = p.resolve().relative_to(self.fs.root).as_posix()
+            except ValueError:
+                raise outside from None
+        else:
+            relative = Path(os.path.normpath(p.as_posix()))
+            if relative.is_absolute() or relative.parts[:1] == ("..",) or relative.as_posix() in (".", ""):
+                raise outside
+            rel = relative.as_posix()
         with self.lock.hold(wait), self._failing_stores():
             self._load_state()
+            yield rel
+
+    def index_file(self, document_path: str, wait: float | None = None) -> ChunkResult:
+        with self._document(document_path, wait) as rel:
             try:
                 exists = self.fs.absolute(rel).is_file()
             except OutsideRepository as exc:
@@ -400,17 +389,27 @@ class IndexService:
             self._write(self._embed([(rel, digest, converted)]), result)
             return ChunkResult(document_path=rel, fragments=converted[0], text_source=converted[1])
 
-    def remove_document(self, document_path: str, wait: float = WAIT_SECONDS) -> str:
-        self._single_documents()
-        rel = self.resolve(document_path)
-        with self.lock.hold(wait), self._failing_stores():
-            self._load_state()
+    def remove_document(self, document_path: str, wait: float | None = None) -> str:
+        with self._document(document_path, wait) as rel:
             if rel not in self.checksums:
-                raise DocumentNotFound(f"Document '{rel}' is not in the index of '{self.name}'", suggestions=[f"researcher status {self.name}"])
+                raise DocumentNotFound(f"Document '{rel}' is not in the index of '{self.name}'",
+                                       suggestions=[f"researcher status {self.name}"])
             self._remove([rel])
             return rel
 
     def get_stats(self) -> IndexStats:
-        from gsd_research.researcher.services.index_report import repository_stats
-
-        return repository_stats(self)
+        """`status` of this repository: what its index records, and its diagnosis."""
+        head = self.state.head() or Head()
+        self.checksums = self.state.load_checksums() or {}
+        no_text = self._no_text()
+        return IndexStats(
+            repository_name=self.name, total_documents=len(self.checksums) - len(no_text),
+            total_fragments=sum(m.fragment_count for m in self.checksums.values()),
+            last_indexed=max((m.indexed_at for m in self.checksums.values()), default=None),
+            path=str(self.fs.base_path), store=self.store_label, embedding_provider=self.embedding.signature,
+            embedding_precision="+".join(head.precisions) or None,
+            documents_ocr=sum(1 for m in self.checksums.values() if m.text_source == "ocr"),
+            documents_no_text=len(no_text), no_text=no_text[:NO_TEXT_LISTED],
+            fix=no_text_fix(next((p for p in no_text if p.lower().endswith(".pdf")), no_text[0]),
+                            self.name) if no_text else None,
+            damaged=self.diagnose(writing=bool(head.in_flight) and self.lock.busy()).report())
