@@ -9,7 +9,7 @@ NO_TEXT_LISTED = 20  # no_text documents named in `status` (all are counted)
 
 def no_text_fix(rel: str, repository: str) -> str:
     """What would make a document without text readable."""
-    from gsd_research.researcher.gateways.ocr_gateway import INSTALL_FIX, tesseract
+    from gsd_research.researcher.gateways.docling_gateway import INSTALL_FIX, tesseract
 
     if not rel.lower().endswith(".pdf"):
         return "The file holds no extractable text (empty, or images only); nothing to do"
@@ -19,7 +19,7 @@ def no_text_fix(rel: str, repository: str) -> str:
 
 
 def tesseract_on_path() -> bool:
-    from gsd_research.researcher.gateways.ocr_gateway import tesseract
+    from gsd_research.researcher.gateways.docling_gateway import tesseract
 
     return tesseract() is not None
 
