@@ -81,7 +81,7 @@ class ServiceFactory:
         from gsd_research.researcher.state import StateGateway
 
         embedding = self.embedding_gateway(repository)
-        docling = DoclingGateway(counter=_LazyCounter(embedding))
+        docling = DoclingGateway(counter=embedding.count_tokens)
         from gsd_research.researcher.state import SPOOL
 
         spool = SpoolGateway(self.repo_dir(repository) / SPOOL,
@@ -121,14 +121,3 @@ class ServiceFactory:
                     child.unlink()
         shutil.rmtree(folder, ignore_errors=True)
 
-
-class _LazyCounter:
-    """Token counter resolved on first use (so a warm re-index never loads the model)."""
-
-    def __init__(self, embedding) -> None:
-        self.embedding, self._fn = embedding, None
-
-    def __call__(self, texts: list[str]) -> list[int]:
-        if self._fn is None:
-            self._fn = self.embedding.token_counter()
-        return self._fn(texts)
