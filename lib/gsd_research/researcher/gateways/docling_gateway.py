@@ -70,9 +70,8 @@ class DoclingGateway:
                               backend=PyPdfiumDocumentBackend)
         return DocumentConverter(format_options={InputFormat.PDF: pdf})
 
-    def convert(self, file_path: Path, rel: str | None = None) -> ConvertedDocument:
+    def convert(self, file_path: Path, rel: str) -> ConvertedDocument:
         """The document's text; raises ConversionError for unreadable or corrupt files."""
-        rel = rel or file_path.name
         suffix = file_path.suffix.lower()
         try:
             if suffix in TEXT_TYPES:

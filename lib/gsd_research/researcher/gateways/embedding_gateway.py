@@ -86,9 +86,10 @@ class DefaultEmbedder:
     Batches of 8 keep the attention activations small: peak RSS of embedding alone 386 MiB vs 983 MiB at 32
     (float model), and faster on this 2-core machine."""
 
-    def __init__(self, batch_size: int = 8) -> None:
+    BATCH = 8
+
+    def __init__(self) -> None:
         folder = ensure_chroma_model()
-        self.batch_size = batch_size
         self.tokenizer, self.counter = _tokenizers(folder / "tokenizer.json")
         self.model_path = folder / "model.onnx"
         self.precision: str | None = None  # of the documents' session, once open: "int8" or "fp32"
@@ -133,15 +134,12 @@ class DefaultEmbedder:
         encoded = self.tokenizer.encode_batch(list(texts))
         order = sorted(range(len(texts)), key=lambda i: len(encoded[i].ids))
         out = np.zeros((len(texts), 384), dtype=np.float32)
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start:start + self.batch_size]
-            width = max(len(encoded[i].ids) for i in idx)
-            ids = np.zeros((len(idx), width), dtype=np.int64)
-            mask = np.zeros((len(idx), width), dtype=np.int64)
-            for row, i in enumerate(idx):
-                n = len(encoded[i].ids)
-                ids[row, :n] = encoded[i].ids
-                mask[row, :n] = 1
+        for start in range(0, len(order), self.BATCH):
+            idx = order[start:start + self.BATCH]
+            rows = [encoded[i].ids for i in idx]
+            width = max(len(row) for row in rows)  # padded to the batch's longest text, not to 256
+            ids = np.array([row + [0] * (width - len(row)) for row in rows], dtype=np.int64)
+            mask = np.array([[1] * len(row) + [0] * (width - len(row)) for row in rows], dtype=np.int64)
             hidden = session.run(None, {"input_ids": ids, "attention_mask": mask,
                                              "token_type_ids": np.zeros_like(ids)})[0]
             m = mask[:, :, None].astype(hidden.dtype)
@@ -161,7 +159,7 @@ class HttpEmbedder:
 
     BATCH = 64
 
-    def __init__(self, provider: str, model: str | None, config=None) -> None:
+    def __init__(self, provider: str, model: str | None) -> None:
         from gsd_research.core.config import Config
         from gsd_research.core.http import HttpClient
 
@@ -169,7 +167,7 @@ class HttpEmbedder:
             raise UsageError(f"The {provider} embedding provider needs a model",
                              suggestions=["researcher config set default_embedding_model nomic-embed-text"])
         self.provider, self.model = provider, model
-        self.config = config or Config()
+        self.config = Config()
         self.base_url = self.config.base_url(provider)
         self.api_key = self.config.api_key(provider)
         if provider == "openai" and not self.api_key:
@@ -218,11 +216,11 @@ class EmbeddingGateway:
     """One embedding backend per repository, made on first use (a warm re-index or a lexical search loads
     no model)."""
 
-    def __init__(self, provider: str = "chromadb", model: str | None = None, config=None) -> None:
+    def __init__(self, provider: str = "chromadb", model: str | None = None) -> None:
         if provider not in ("chromadb", "ollama", "openai"):
             raise UsageError(f"Unknown embedding provider '{provider}'",
                              suggestions=["Use one of: chromadb, ollama, openai"])
-        self.provider, self.model, self._config = provider, model, config
+        self.provider, self.model = provider, model
         self.signature = f"{provider}:{model or 'all-MiniLM-L6-v2'}"  # identifies the vector space
         self._backend = None
 
@@ -230,7 +228,7 @@ class EmbeddingGateway:
     def backend(self):
         if self._backend is None:
             chroma = self.provider == "chromadb"
-            self._backend = DefaultEmbedder() if chroma else HttpEmbedder(self.provider, self.model, self._config)
+            self._backend = DefaultEmbedder() if chroma else HttpEmbedder(self.provider, self.model)
         return self._backend
 
     @property
