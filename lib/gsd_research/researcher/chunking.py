@@ -94,14 +94,11 @@ class _Parser:
             self.close()
             return
         if self.markdown:
-            fence = _FENCE.match(line)
-            if fence:
-                self.close()
+            if fence := _FENCE.match(line):
                 self.fence = fence.group(1)
-                self.open = Block(start, end, "code", self._heading_path())
+                self._extend("code", start, end)  # no code block is open here: a fence closes its own
                 return
-            heading = _HEADING.match(line)
-            if heading:
+            if heading := _HEADING.match(line):
                 self.close()
                 level, title = len(heading.group(1)), _ATTRIBUTES.sub("", heading.group(2) or "").strip()
                 self.blocks.append(Block(start, end, "heading", self._heading_path(), title))

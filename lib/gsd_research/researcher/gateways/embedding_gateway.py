@@ -81,12 +81,9 @@ class DefaultEmbedder:
     matrices in int8 for the documents being indexed (`int8_model`: built once from Chroma's local model file;
     several times faster). Queries, one short text at a time, are embedded with the float model: with the
     error on one side only, SciFact's nDCG@10 stays within 0.005 of the float index's (BENCHMARKS.md).
-    GSD_RESEARCH_EMBEDDING_PRECISION=fp32 keeps the float model for documents too (vectors equal to Chroma's).
-    Sessions open on first use, so a search never loads the int8 model nor an index run the float one.
-    Batches of 8 keep the attention activations small: peak RSS of embedding alone 386 MiB vs 983 MiB at 32
-    (float model), and faster on this 2-core machine."""
+    Sessions open on first use, so a search never loads the int8 model nor an index run the float one."""
 
-    BATCH = 8
+    BATCH = 8  # small attention activations: peak RSS 386 MiB vs 983 MiB at 32 (float), and faster on 2 cores
 
     def __init__(self) -> None:
         folder = ensure_chroma_model()
