@@ -19,6 +19,7 @@ from gsd_research.researcher.models import Fragment
 
 Counter = Callable[[list[str]], list[int]]
 VERSION = 3  # part of the spool recipe and of the state record: fragments of another version are rebuilt
+MAX_TOKENS = 254  # a fragment with its breadcrumb, within the model's 256 with [CLS] and [SEP]
 BREADCRUMB_SEPARATOR = " > "
 MIN_BUDGET = 16
 TAIL_SHARE = 0.25  # a full fragment ends at a section boundary found in its last quarter
@@ -236,7 +237,7 @@ def _section_tail(units: list[_Unit], budget: int) -> list[_Unit]:
     return units[i:]
 
 
-def chunk_text(text: str, document_path: str, count: Counter | None = None, max_tokens: int = 254,
+def chunk_text(text: str, document_path: str, count: Counter | None = None, max_tokens: int = MAX_TOKENS,
                markdown: bool = True) -> list[Fragment]:
     """Fragments of a document, in order: contiguous slices of `text`, each with its breadcrumb within
     `max_tokens` (counted by `count`, the embedding model's tokenizer)."""

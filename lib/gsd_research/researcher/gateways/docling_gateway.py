@@ -12,8 +12,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from gsd_research.researcher.chunking import Counter, chunk_text, normalize_newlines
-from gsd_research.researcher.models import Fragment
+from gsd_research.researcher.chunking import normalize_newlines
 
 TEXT_TYPES = {".md": True, ".markdown": True, ".txt": False, ".text": False, ".rst": False}
 DPI = 300
@@ -46,12 +45,10 @@ def _decode_text(data: bytes, path: str) -> str:
 
 
 class DoclingGateway:
-    """Converts files with docling (imported only when a non-text file is met) and chunks them."""
+    """Converts files with docling, imported only when a non-text file is met."""
 
-    def __init__(self, counter: Counter | None = None, max_tokens: int = 254) -> None:
+    def __init__(self) -> None:
         self._converter = None
-        self.counter = counter
-        self.max_tokens = max_tokens
 
     def _build_converter(self):
         """The full pipeline when docling's layout models (PyTorch) are installed, else the native PDF one."""
@@ -96,9 +93,6 @@ class DoclingGateway:
             raise ConversionError(f"{rel}: cannot read ({exc.strerror or exc.__class__.__name__})") from None
         except Exception as exc:  # noqa: BLE001 - docling raises many types for corrupt input
             raise ConversionError(f"{rel}: conversion failed ({exc.__class__.__name__}: {str(exc)[:160]})") from None
-
-    def chunk(self, document: ConvertedDocument) -> list[Fragment]:
-        return chunk_text(document.text, document.path, self.counter, self.max_tokens, document.markdown)
 
 
 def tesseract() -> str | None:
