@@ -341,7 +341,7 @@ def fragments_faithful(env: dict) -> dict:
     conn.close()
     bad = [(p, i, t[:160]) for p, i, t in rows if p in normalized and not _is_slice(t, normalized[p])]
     checked = sum(1 for p, _, _ in rows if p in normalized)
-    counter = EmbeddingGateway().token_counter()
+    counter = EmbeddingGateway().count_tokens
     old = _old_chunker()
     old_bad = old_total = 0
     for rel, (text, markdown) in sources.items():

@@ -136,20 +136,19 @@ def test_plain_text_prose_and_edge_cases():
                                   "table_with_heading_01.html"])
 def test_docling_documents_are_chunked_by_their_own_structure(name):
     require(MIXED / name, "docling's sample documents")
-    from gsd_research.researcher.chunking import approx_counter
+    from gsd_research.researcher.chunking import approx_counter, chunk_text
     from gsd_research.researcher.gateways.docling_gateway import DoclingGateway
 
+    doc = DoclingGateway().convert(MIXED / name, name)
     for max_tokens in (60, 254):
-        gateway = DoclingGateway(counter=approx_counter, max_tokens=max_tokens)
-        doc = gateway.convert(MIXED / name, name)
-        frags = gateway.chunk(doc)
+        frags = chunk_text(doc.text, doc.path, approx_counter, max_tokens, doc.markdown)
 
         assert frags
         assert_slices(frags, doc.text)
     if name == "word_sample.docx":
         table = [f for f in frags if "| Leaves" in f.text]
         assert table and "| Grain" in table[0].text  # the table (fits the budget) is kept whole
-        small = DoclingGateway(counter=approx_counter, max_tokens=60).chunk(doc)
+        small = chunk_text(doc.text, doc.path, approx_counter, 60, doc.markdown)
         assert any(f.breadcrumb.startswith("Swimming in the lake") for f in small)
 
 

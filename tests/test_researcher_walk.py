@@ -108,7 +108,7 @@ def test_an_unchanged_blank_scan_is_no_text_and_not_read_again(tmp_path, model, 
     first = kb("index", "s", "--json").json["results"][0]
     assert (first["documents_failed"], first["documents_no_text"]) == (0, 1), first
     calls = []
-    import gsd_research.researcher.gateways.ocr_gateway as ocr
+    import gsd_research.researcher.gateways.docling_gateway as ocr
 
     real = ocr.ocr_pdf
     monkeypatch.setattr(ocr, "ocr_pdf", lambda *a, **k: calls.append(a) or real(*a, **k))

@@ -19,6 +19,7 @@ from gsd_research.researcher.models import Fragment
 
 Counter = Callable[[list[str]], list[int]]
 VERSION = 3  # part of the spool recipe and of the state record: fragments of another version are rebuilt
+MAX_TOKENS = 254  # a fragment with its breadcrumb, within the model's 256 with [CLS] and [SEP]
 BREADCRUMB_SEPARATOR = " > "
 MIN_BUDGET = 16
 TAIL_SHARE = 0.25  # a full fragment ends at a section boundary found in its last quarter
@@ -54,18 +55,6 @@ class Block:
     kind: str
     path: tuple[str, ...]
     title: str = ""  # a heading's own title
-
-
-@dataclass
-class _Span:
-    """A fragment being packed: its slice, breadcrumb, the heading path of its first block, and the titles
-    of its headings while it holds nothing else."""
-
-    start: int
-    end: int
-    crumb: str
-    path: tuple[str, ...]
-    headings: list[str] | None
 
 
 class _Parser:
@@ -106,14 +95,11 @@ class _Parser:
             self.close()
             return
         if self.markdown:
-            fence = _FENCE.match(line)
-            if fence:
-                self.close()
+            if fence := _FENCE.match(line):
                 self.fence = fence.group(1)
-                self.open = Block(start, end, "code", self._heading_path())
+                self._extend("code", start, end)  # no code block is open here: a fence closes its own
                 return
-            heading = _HEADING.match(line)
-            if heading:
+            if heading := _HEADING.match(line):
                 self.close()
                 level, title = len(heading.group(1)), _ATTRIBUTES.sub("", heading.group(2) or "").strip()
                 self.blocks.append(Block(start, end, "heading", self._heading_path(), title))
@@ -136,36 +122,58 @@ def parse_blocks(text: str, markdown: bool = True) -> list[Block]:
     return parser.blocks
 
 
-class _Splitter:
-    """Cuts one oversized span into slices that each fit the budget: lines, sentences (prose), words, characters."""
+_Unit = tuple[int, int, int, Block]  # start, end, tokens, block
+_CUTS = {"lines": re.compile(r"\n"), "sentences": _SENTENCE_END, "words": re.compile(r"(?<=\S)\s+(?=\S)")}
+_LEVELS = {True: ("lines", "sentences", "words", "chars"), False: ("lines", "words", "chars")}  # by prose
 
-    def __init__(self, text: str, count: Counter) -> None:
-        self.text, self.count = text, count
 
-    def split(self, start: int, end: int, budget: int, prose: bool) -> list[tuple[int, int, int]]:
-        levels = ("lines", "sentences", "words", "chars") if prose else ("lines", "words", "chars")
-        return self._split(start, end, budget, levels)
+class _Chunker:
+    """One document's text and token counter, and the sizes of the breadcrumbs met so far."""
 
-    def _cuts(self, start: int, end: int, level: str) -> list[int]:
-        span = self.text[start:end]
-        if level == "lines":
-            return [start + m.end() for m in re.finditer(r"\n", span)]
-        if level == "sentences":
-            return [start + m.end() for m in _SENTENCE_END.finditer(span)]
-        return [start + m.end() for m in re.finditer(r"(?<=\S)\s+(?=\S)", span)]
+    def __init__(self, text: str, count: Counter, max_tokens: int) -> None:
+        self.text, self.count, self.max_tokens = text, count, max_tokens
+        self.crumb_sizes: dict[str, int] = {"": 0}
 
-    def _split(self, start: int, end: int, budget: int, levels: tuple[str, ...]) -> list[tuple[int, int, int]]:
+    def crumb_size(self, crumb: str) -> int:
+        if crumb not in self.crumb_sizes:
+            self.crumb_sizes[crumb] = self.count([crumb])[0]
+        return self.crumb_sizes[crumb]
+
+    def crumb(self, path: tuple[str, ...]) -> str:
+        """The heading path as a breadcrumb; a runaway one (over half the budget) keeps only its nearest headings."""
+        parts = list(path)
+        while parts and self.crumb_size(BREADCRUMB_SEPARATOR.join(parts)) > self.max_tokens // 2:
+            parts.pop(0)
+        return BREADCRUMB_SEPARATOR.join(parts)
+
+    def budget(self, path: tuple[str, ...]) -> int:
+        """The text's share of a fragment whose breadcrumb is `path`'s."""
+        return max(MIN_BUDGET, self.max_tokens - self.crumb_size(self.crumb(path)))
+
+    def units(self, blocks: list[Block]):
+        """(start, end, tokens, block) per block; blocks over their budget cut into pieces."""
+        sizes = self.count([self.text[b.start:b.end] for b in blocks])
+        for block, n in zip(blocks, sizes, strict=True):
+            budget = self.budget(block.path)
+            if n <= budget:
+                yield block.start, block.end, n, block
+                continue
+            for a, b, pn in self.split(block.start, block.end, budget, _LEVELS[block.kind == "text"]):
+                yield a, b, pn, Block(a, b, block.kind, block.path)
+
+    def split(self, start: int, end: int, budget: int, levels: tuple[str, ...]) -> list[tuple[int, int, int]]:
+        """Slices of an oversized span that each fit the budget, cut at the first level that cuts it."""
         if levels[0] == "chars":
-            return self._chars(start, end, budget)
-        cuts = [c for c in self._cuts(start, end, levels[0]) if start < c < end]
-        bounds = [start, *cuts, end]
+            return self.split_chars(start, end, budget)
+        cuts = [start + m.end() for m in _CUTS[levels[0]].finditer(self.text[start:end])]
+        bounds = [start, *(c for c in cuts if start < c < end), end]
         segments = [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if self.text[a:b].strip()]
         if len(segments) <= 1:
-            return self._split(start, end, budget, levels[1:])
+            return self.split(start, end, budget, levels[1:])
         sizes = self.count([self.text[a:b] for a, b in segments])
         pieces: list[tuple[int, int, int]] = []
         for (a, b), n in zip(segments, sizes, strict=True):
-            parts = [(a, b, n)] if n <= budget else self._split(a, b, budget, levels[1:])
+            parts = [(a, b, n)] if n <= budget else self.split(a, b, budget, levels[1:])
             for pa, pb, pn in parts:
                 if pieces and pieces[-1][2] + pn <= budget:
                     pieces[-1] = (pieces[-1][0], pb, pieces[-1][2] + pn)
@@ -173,7 +181,7 @@ class _Splitter:
                     pieces.append((pa, pb, pn))
         return pieces
 
-    def _chars(self, start: int, end: int, budget: int) -> list[tuple[int, int, int]]:
+    def split_chars(self, start: int, end: int, budget: int) -> list[tuple[int, int, int]]:
         pieces = []
         while start < end:
             n_total = self.count([self.text[start:end]])[0]
@@ -187,33 +195,27 @@ class _Splitter:
             start += width
         return pieces
 
+    def start_fragment(self, packed: list[list[_Unit]], unit: _Unit, budget: int) -> None:
+        """Start a new fragment with `unit`, taking over the previous fragment's section tail when it fits (see
+        `_section_tail`); trailing headings that do not fit with it become a fragment of their own (left out
+        when the next fragment's breadcrumb shows them)."""
+        carry = _section_tail(packed[-1], budget) if packed else []
+        fits = bool(carry) and sum(u[2] for u in carry) + unit[2] <= self.budget(carry[0][3].path)
+        bare = bool(carry) and all(u[3].kind == "heading" for u in carry)
+        if fits or bare:
+            del packed[-1][-len(carry):]
+            packed += [[*carry, unit]] if fits else [carry, [unit]]
+        else:
+            packed.append([unit])
 
-def _fitting_crumb(path: tuple[str, ...], max_tokens: int, crumb_size: Callable[[str], int]) -> str:
-    """The heading path as a breadcrumb; a runaway one (over half the budget) keeps only its nearest headings."""
-    parts = list(path)
-    while parts and crumb_size(BREADCRUMB_SEPARATOR.join(parts)) > max_tokens // 2:
-        parts.pop(0)
-    return BREADCRUMB_SEPARATOR.join(parts)
-
-
-def _budget(crumb_tokens: int, max_tokens: int) -> int:
-    return max(MIN_BUDGET, max_tokens - crumb_tokens)
-
-
-def _units(text: str, blocks: list[Block], count: Counter, max_tokens: int, crumb_size: Callable[[str], int]):
-    """(start, end, tokens, block) per block; blocks over their budget cut into pieces."""
-    splitter = _Splitter(text, count)
-    sizes = count([text[b.start:b.end] for b in blocks])
-    for block, n in zip(blocks, sizes, strict=True):
-        budget = _budget(crumb_size(_fitting_crumb(block.path, max_tokens, crumb_size)), max_tokens)
-        if n <= budget:
-            yield block.start, block.end, n, block
-            continue
-        for a, b, pn in splitter.split(block.start, block.end, budget, prose=block.kind == "text"):
-            yield a, b, pn, Block(a, b, block.kind, block.path)
-
-
-_Unit = tuple[int, int, int, Block]  # start, end, tokens, block
+    def carried_by_next(self, units: list[_Unit], following: list[_Unit] | None) -> bool:
+        """A fragment of headings alone whose headings the next fragment's breadcrumb shows in full: left out
+        (the headings are not lost, and a title-only fragment would only be noise in both rankings)."""
+        if following is None or any(u[3].kind != "heading" for u in units):
+            return False
+        shown = units[0][3].path + tuple(u[3].title for u in units)
+        path = following[0][3].path
+        return path[:len(shown)] == shown and self.crumb(path) == BREADCRUMB_SEPARATOR.join(path)
 
 
 def _section_tail(units: list[_Unit], budget: int) -> list[_Unit]:
@@ -235,68 +237,28 @@ def _section_tail(units: list[_Unit], budget: int) -> list[_Unit]:
     return units[i:]
 
 
-def _start_fragment(packed: list[list[_Unit]], unit: _Unit, budget: int, budget_of: Callable) -> None:
-    """Start a new fragment with `unit`, taking over the previous fragment's section tail when it fits (see
-    `_section_tail`); trailing headings that do not fit with it become a fragment of their own (left out
-    when the next fragment's breadcrumb shows them)."""
-    carry = _section_tail(packed[-1], budget) if packed else []
-    fits = bool(carry) and sum(u[2] for u in carry) + unit[2] <= budget_of(carry[0][3].path)
-    bare = bool(carry) and all(u[3].kind == "heading" for u in carry)
-    if fits or bare:
-        del packed[-1][-len(carry):]
-        packed += [[*carry, unit]] if fits else [carry, [unit]]
-    else:
-        packed.append([unit])
-
-
-def _span(units: list[_Unit], max_tokens: int, crumb_size: Callable[[str], int]) -> _Span:
-    first = units[0][3]
-    titles = [u[3].title for u in units]
-    return _Span(units[0][0], units[-1][1], _fitting_crumb(first.path, max_tokens, crumb_size), first.path,
-                 titles if all(u[3].kind == "heading" for u in units) else None)
-
-
-def _carried_by_next(span: _Span, following: _Span | None) -> bool:
-    """A fragment of headings alone whose headings the next fragment's breadcrumb shows in full: left out (the
-    headings are not lost, and a title-only fragment would only be noise in both rankings)."""
-    if span.headings is None or following is None:
-        return False
-    shown = span.path + tuple(span.headings)
-    return (following.path[:len(shown)] == shown
-            and following.crumb == BREADCRUMB_SEPARATOR.join(following.path))
-
-
-def chunk_text(text: str, document_path: str, count: Counter | None = None, max_tokens: int = 254,
+def chunk_text(text: str, document_path: str, count: Counter | None = None, max_tokens: int = MAX_TOKENS,
                markdown: bool = True) -> list[Fragment]:
     """Fragments of a document, in order: contiguous slices of `text`, each with its breadcrumb within
     `max_tokens` (counted by `count`, the embedding model's tokenizer)."""
-    count = count or approx_counter
     text = normalize_newlines(text)
-    crumbs: dict[str, int] = {"": 0}
-
-    def crumb_size(crumb: str) -> int:
-        if crumb not in crumbs:
-            crumbs[crumb] = count([crumb])[0]
-        return crumbs[crumb]
-
+    chunker = _Chunker(text, count or approx_counter, max_tokens)
     packed: list[list[_Unit]] = []
-    used, budget = 0, max_tokens
-    for unit in _units(text, parse_blocks(text, markdown), count, max_tokens, crumb_size):
+    used = budget = 0
+    for unit in chunker.units(parse_blocks(text, markdown)):
         if packed and used + unit[2] <= budget:
             packed[-1].append(unit)
             used += unit[2]
             continue
-        _start_fragment(packed, unit, budget, lambda path: _budget(
-            crumb_size(_fitting_crumb(path, max_tokens, crumb_size)), max_tokens))
-        budget = _budget(crumb_size(_fitting_crumb(packed[-1][0][3].path, max_tokens, crumb_size)), max_tokens)
+        chunker.start_fragment(packed, unit, budget)
+        budget = chunker.budget(packed[-1][0][3].path)
         used = sum(u[2] for u in packed[-1])
-    spans = [_span(units, max_tokens, crumb_size) for units in packed]
     out = []
-    for i, span in enumerate(spans):
-        if _carried_by_next(span, spans[i + 1] if i + 1 < len(spans) else None):
+    for i, units in enumerate(packed):
+        if chunker.carried_by_next(units, packed[i + 1] if i + 1 < len(packed) else None):
             continue
-        piece = text[span.start:span.end].lstrip("\n").rstrip()
+        piece = text[units[0][0]:units[-1][1]].lstrip("\n").rstrip()
         if piece:
             out.append(Fragment(text=piece, document_path=document_path, fragment_index=len(out),
-                                breadcrumb=span.crumb))
+                                breadcrumb=chunker.crumb(units[0][3].path)))
     return out

@@ -58,6 +58,7 @@ class ServiceFactory:
         return LexicalGateway(self.repo_dir(repository) / KEYWORDS)
 
     def index_service(self, repository: RepositoryConfig):
+        from gsd_research.researcher.chunking import MAX_TOKENS
         from gsd_research.researcher.chunking import VERSION as CHUNKING_VERSION
         from gsd_research.researcher.gateways.docling_gateway import DoclingGateway
         from gsd_research.researcher.gateways.filesystem_gateway import FilesystemGateway
@@ -66,12 +67,10 @@ class ServiceFactory:
         from gsd_research.researcher.state import SPOOL, StateGateway
 
         embedding = self.embedding_gateway(repository)
-        counter = functools.cache(embedding.token_counter)  # resolved on first use: a warm re-index loads no model
-        docling = DoclingGateway(counter=lambda texts: counter()(texts))
         spool = SpoolGateway(self.repo_dir(repository) / SPOOL,
-                             recipe=f"{embedding.signature}|max_tokens={docling.max_tokens}|chunking={CHUNKING_VERSION}")
-        return IndexService(repository.name, FilesystemGateway(Path(repository.path)), docling, embedding,
-                            self.chroma_factory(repository), self.lexical_gateway(repository),
+                             recipe=f"{embedding.signature}|max_tokens={MAX_TOKENS}|chunking={CHUNKING_VERSION}")
+        return IndexService(repository.name, FilesystemGateway(Path(repository.path)), DoclingGateway(),
+                            embedding, self.chroma_factory(repository), self.lexical_gateway(repository),
                             StateGateway(self.repo_dir(repository)), repository.file_types, spool,
                             store_label="server" if self.chroma_url else "embedded",
                             lock=self.lock(repository, f"researcher index {repository.name}"))

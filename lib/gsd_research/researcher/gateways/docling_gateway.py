@@ -1,49 +1,38 @@
-"""Document conversion (docling for rich formats, a direct path for Markdown/text, tesseract for PDFs without
-a text layer) and chunking."""
+"""Document conversion: docling for rich formats, a direct path for Markdown/text, and for PDFs without a text
+layer OCR by the `tesseract` command (Debian package tesseract-ocr) on pages rendered by pypdfium2, docling's
+PDF backend. No PyTorch: docling's own OCR options need its layout models, which this install leaves out."""
 
 from __future__ import annotations
 
 import importlib.util
 import logging
 import re
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
-from gsd_research.researcher.chunking import Counter, chunk_text, normalize_newlines
-from gsd_research.researcher.models import Fragment
+from gsd_research.researcher.chunking import normalize_newlines
 
 TEXT_TYPES = {".md": True, ".markdown": True, ".txt": False, ".text": False, ".rst": False}
+DPI = 300
+PAGE_TIMEOUT = 180  # seconds of tesseract per page
+INSTALL_FIX = ("Install the tesseract OCR command (Debian/Ubuntu: sudo apt-get install tesseract-ocr; macOS: "
+               "brew install tesseract), then run: researcher index {name}")
+_PLACEHOLDER = re.compile(r"<!--.*?-->", re.DOTALL)  # docling's "<!-- image -->" and the like
 
 
 class ConversionError(Exception):
     """A file that cannot be read or converted (unreadable, corrupt, unsupported)."""
 
 
-_PLACEHOLDER = re.compile(r"<!--.*?-->", re.DOTALL)  # docling's "<!-- image -->" and the like
-
-
-def has_text(text: str) -> bool:
-    """Whether a converted document holds any text besides image placeholders and whitespace."""
-    return bool(_PLACEHOLDER.sub("", text).strip())
-
-
-def export_markdown(document) -> str:
-    """docling's Markdown of a document with its text as written: no backslash before underscores and no HTML
-    entities (an identifier like `retry_after_ms` stays findable and quotable), tables without padding."""
-    return document.export_to_markdown(escape_underscores=False, escape_html=False, compact_tables=True)
-
-
 class ConvertedDocument:
     """The text of a converted document (Markdown when structure is known) and where it came from:
-    `text` (the file's own text), `ocr` (read by tesseract) or `none` (no text found)."""
+    `text` (the file's own text), `ocr` (read by tesseract) or `none` (no text besides image placeholders)."""
 
     def __init__(self, path: str, text: str, markdown: bool, source: str = "text") -> None:
         self.path, self.text, self.markdown = path, normalize_newlines(text), markdown
-        self.source = source if has_text(self.text) else "none"
-
-
-def layout_models_available() -> bool:
-    """True when docling's layout models (PyTorch) are installed: then the full PDF pipeline is used."""
-    return all(importlib.util.find_spec(m) is not None for m in ("torch", "docling_ibm_models"))
+        self.source = source if _PLACEHOLDER.sub("", self.text).strip() else "none"
 
 
 def _decode_text(data: bytes, path: str) -> str:
@@ -56,20 +45,19 @@ def _decode_text(data: bytes, path: str) -> str:
 
 
 class DoclingGateway:
-    """Converts files with docling (imported only when a non-text file is met) and chunks them."""
+    """Converts files with docling, imported only when a non-text file is met."""
 
-    def __init__(self, counter: Counter | None = None, max_tokens: int = 254) -> None:
+    def __init__(self) -> None:
         self._converter = None
-        self.counter = counter
-        self.max_tokens = max_tokens
 
     def _build_converter(self):
+        """The full pipeline when docling's layout models (PyTorch) are installed, else the native PDF one."""
         for name in ("docling", "docling_core", "RapidOCR", "pypdfium2"):
             logging.getLogger(name).setLevel(logging.ERROR)
         from docling.datamodel.base_models import InputFormat
         from docling.document_converter import DocumentConverter, PdfFormatOption
 
-        if layout_models_available():
+        if all(importlib.util.find_spec(m) is not None for m in ("torch", "docling_ibm_models")):
             return DocumentConverter()
         from docling.backend.pypdfium2_backend import PyPdfiumDocumentBackend
         from docling.datamodel.pipeline_options import NativePdfPipelineOptions
@@ -79,9 +67,8 @@ class DoclingGateway:
                               backend=PyPdfiumDocumentBackend)
         return DocumentConverter(format_options={InputFormat.PDF: pdf})
 
-    def convert(self, file_path: Path, rel: str | None = None) -> ConvertedDocument:
+    def convert(self, file_path: Path, rel: str) -> ConvertedDocument:
         """The document's text; raises ConversionError for unreadable or corrupt files."""
-        rel = rel or file_path.name
         suffix = file_path.suffix.lower()
         try:
             if suffix in TEXT_TYPES:
@@ -89,9 +76,16 @@ class DoclingGateway:
             if self._converter is None:
                 self._converter = self._build_converter()
             result = self._converter.convert(str(file_path), raises_on_error=True)
-            doc = ConvertedDocument(rel, export_markdown(result.document), True)
-            if doc.source == "none" and suffix == ".pdf":
-                return self._ocr(file_path, rel, doc)
+            # The text as written: no backslash before underscores and no HTML entities (an identifier like
+            # `retry_after_ms` stays findable and quotable), tables without padding.
+            markdown = result.document.export_to_markdown(escape_underscores=False, escape_html=False,
+                                                          compact_tables=True)
+            doc = ConvertedDocument(rel, markdown, True)
+            if doc.source == "none" and suffix == ".pdf" and (command := tesseract()):
+                try:
+                    return ConvertedDocument(rel, ocr_pdf(file_path, command), False, source="ocr")
+                except ConversionError as exc:
+                    raise ConversionError(f"{rel}: no text layer, and OCR failed ({exc})") from None
             return doc
         except ConversionError:
             raise
@@ -100,16 +94,40 @@ class DoclingGateway:
         except Exception as exc:  # noqa: BLE001 - docling raises many types for corrupt input
             raise ConversionError(f"{rel}: conversion failed ({exc.__class__.__name__}: {str(exc)[:160]})") from None
 
-    def _ocr(self, file_path: Path, rel: str, converted: ConvertedDocument) -> ConvertedDocument:
-        """A PDF without a text layer, read by tesseract when it is installed (else returned as it is: no text)."""
-        from gsd_research.researcher.gateways.ocr_gateway import OcrError, ocr_pdf, tesseract
 
-        if not tesseract():
-            return converted
-        try:
-            return ConvertedDocument(rel, ocr_pdf(file_path), False, source="ocr")
-        except OcrError as exc:
-            raise ConversionError(f"{rel}: no text layer, and OCR failed ({exc})") from None
+def tesseract() -> str | None:
+    """The tesseract command, when it is on PATH."""
+    return shutil.which("tesseract")
 
-    def chunk(self, document: ConvertedDocument) -> list[Fragment]:
-        return chunk_text(document.text, document.path, self.counter, self.max_tokens, document.markdown)
+
+def ocr_pdf(path: Path, command: str) -> str:
+    """The text of every page (pages separated by a blank line), as tesseract reads the rendered page."""
+    import pypdfium2 as pdfium
+
+    pages: list[str] = []
+    pdf = pdfium.PdfDocument(str(path))
+    try:
+        with tempfile.TemporaryDirectory(prefix="researcher-ocr-") as tmp:
+            image = Path(tmp) / "page.png"
+            for index in range(len(pdf)):
+                page = pdf[index]
+                try:
+                    page.render(scale=DPI / 72).to_pil().save(image)
+                finally:
+                    page.close()
+                pages.append(_read(command, image, index + 1))
+    finally:
+        pdf.close()
+    return "\n\n".join(p for p in pages if p)
+
+
+def _read(command: str, image: Path, number: int) -> str:
+    try:
+        proc = subprocess.run([command, str(image), "stdout"], capture_output=True, timeout=PAGE_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ConversionError(f"tesseract failed on page {number} ({exc.__class__.__name__})") from None
+    if proc.returncode != 0:
+        raise ConversionError(f"tesseract failed on page {number}: "
+                              f"{proc.stderr.decode(errors='replace').strip()[:160]}")
+    text = proc.stdout.decode("utf-8", errors="replace").replace("\f", "")
+    return "\n".join(line.rstrip() for line in text.strip().splitlines())

@@ -63,61 +63,50 @@ def _tokenizers(path: Path) -> tuple:
 _TOKENIZERS: dict[tuple, tuple] = {}
 
 
+def _session(model: Path):
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # Worker threads sleep instead of spinning between operators: on a shared 2-core machine spinning
+    # threads fight the busy ones (int8, 2 threads, load ~13: 28 texts/s without spinning, 14 with it).
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(str(model), sess_options=opts, providers=ort.get_available_providers())
+
+
 class DefaultEmbedder:
     """all-MiniLM-L6-v2 as Chroma computes it (truncate 256, mean-pool, L2-normalize), but batched by length
     with dynamic padding instead of padding every text to 256 tokens, and by default with the model's weight
     matrices in int8 for the documents being indexed (`int8_model`: built once from Chroma's local model file;
     several times faster). Queries, one short text at a time, are embedded with the float model: with the
     error on one side only, SciFact's nDCG@10 stays within 0.005 of the float index's (BENCHMARKS.md).
-    GSD_RESEARCH_EMBEDDING_PRECISION=fp32 keeps the float model for documents too (vectors equal to Chroma's).
-    Sessions open on first use, so a search never loads the int8 model nor an index run the float one.
-    Batches of 8 keep the attention activations small: peak RSS of embedding alone 386 MiB vs 983 MiB at 32
-    (float model), and faster on this 2-core machine."""
+    Sessions open on first use, so a search never loads the int8 model nor an index run the float one."""
 
-    def __init__(self, batch_size: int = 8) -> None:
+    BATCH = 8  # small attention activations: peak RSS 386 MiB vs 983 MiB at 32 (float), and faster on 2 cores
+
+    def __init__(self) -> None:
         folder = ensure_chroma_model()
-        self.batch_size = batch_size
         self.tokenizer, self.counter = _tokenizers(folder / "tokenizer.json")
         self.model_path = folder / "model.onnx"
         self.precision: str | None = None  # of the documents' session, once open: "int8" or "fp32"
         self.session = None  # documents
         self.query_session = None
 
-    @staticmethod
-    def _options():
-        import onnxruntime as ort
-
-        opts = ort.SessionOptions()
-        opts.log_severity_level = 3
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # Worker threads sleep instead of spinning between operators: on a shared 2-core machine spinning
-        # threads fight the busy ones (int8, 2 threads, load ~13: 28 texts/s without spinning, 14 with it).
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        return opts
-
-    def _float_session(self):
-        import onnxruntime as ort
-
-        return ort.InferenceSession(str(self.model_path), sess_options=self._options(),
-                                    providers=ort.get_available_providers())
-
     def _open_session(self):
         """The documents' session: the int8 model unless turned off or unavailable, else the float one."""
-        import onnxruntime as ort
-
         from gsd_research.researcher.gateways import int8_model
 
         quantized = int8_model.ensure(self.model_path) if int8_model.wanted() else None
         if quantized is not None:
             try:
-                session = ort.InferenceSession(str(quantized), sess_options=self._options(),
-                                               providers=ort.get_available_providers())
+                session = _session(quantized)
                 self.precision = "int8"
                 return session
             except Exception as exc:  # noqa: BLE001 - a damaged cached model: drop it (rebuilt next time), use the float one
                 int8_model.discard(quantized, f"onnxruntime could not load it: {exc.__class__.__name__}: {exc}")
         self.precision = "fp32"
-        return self.query_session or self._float_session()
+        return self.query_session or _session(self.model_path)
 
     def release(self) -> None:
         """Free the ONNX sessions (weights and activation arena, ~300 MiB); the next `embed` reopens them.
@@ -133,7 +122,7 @@ class DefaultEmbedder:
     def embed_queries(self, texts: list[str]) -> list[list[float]]:
         """Vectors of search queries, from the float model."""
         if self.query_session is None:
-            self.query_session = self.session if self.precision == "fp32" else self._float_session()
+            self.query_session = self.session if self.precision == "fp32" else _session(self.model_path)
         return self._run(self.query_session, texts)
 
     def _run(self, session, texts: list[str]) -> list[list[float]]:
@@ -142,15 +131,12 @@ class DefaultEmbedder:
         encoded = self.tokenizer.encode_batch(list(texts))
         order = sorted(range(len(texts)), key=lambda i: len(encoded[i].ids))
         out = np.zeros((len(texts), 384), dtype=np.float32)
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start:start + self.batch_size]
-            width = max(len(encoded[i].ids) for i in idx)
-            ids = np.zeros((len(idx), width), dtype=np.int64)
-            mask = np.zeros((len(idx), width), dtype=np.int64)
-            for row, i in enumerate(idx):
-                n = len(encoded[i].ids)
-                ids[row, :n] = encoded[i].ids
-                mask[row, :n] = 1
+        for start in range(0, len(order), self.BATCH):
+            idx = order[start:start + self.BATCH]
+            rows = [encoded[i].ids for i in idx]
+            width = max(len(row) for row in rows)  # padded to the batch's longest text, not to 256
+            ids = np.array([row + [0] * (width - len(row)) for row in rows], dtype=np.int64)
+            mask = np.array([[1] * len(row) + [0] * (width - len(row)) for row in rows], dtype=np.int64)
             hidden = session.run(None, {"input_ids": ids, "attention_mask": mask,
                                              "token_type_ids": np.zeros_like(ids)})[0]
             m = mask[:, :, None].astype(hidden.dtype)
@@ -170,27 +156,20 @@ class HttpEmbedder:
 
     BATCH = 64
 
-    def __init__(self, provider: str, model: str | None, config=None) -> None:
+    def __init__(self, provider: str, model: str | None) -> None:
         from gsd_research.core.config import Config
+        from gsd_research.core.http import HttpClient
 
         if not model:
             raise UsageError(f"The {provider} embedding provider needs a model",
                              suggestions=["researcher config set default_embedding_model nomic-embed-text"])
         self.provider, self.model = provider, model
-        self.config = config or Config()
+        self.config = Config()
         self.base_url = self.config.base_url(provider)
         self.api_key = self.config.api_key(provider)
         if provider == "openai" and not self.api_key:
             raise MissingApiKey("OPENAI_API_KEY is not set", suggestions=["export OPENAI_API_KEY=..."])
-        self._http = None
-
-    @property
-    def http(self):
-        if self._http is None:
-            from gsd_research.core.http import HttpClient
-
-            self._http = HttpClient(self.config)
-        return self._http
+        self.http = HttpClient(self.config)
 
     def _post(self, path: str, body: dict, cache: bool) -> dict:
         from gsd_research.core.http import parse_json
@@ -231,26 +210,22 @@ class HttpEmbedder:
 
 
 class EmbeddingGateway:
-    """One embedding backend per repository; `signature` identifies the vector space."""
+    """One embedding backend per repository, made on first use (a warm re-index or a lexical search loads
+    no model)."""
 
-    def __init__(self, provider: str = "chromadb", model: str | None = None, config=None) -> None:
+    def __init__(self, provider: str = "chromadb", model: str | None = None) -> None:
         if provider not in ("chromadb", "ollama", "openai"):
             raise UsageError(f"Unknown embedding provider '{provider}'",
                              suggestions=["Use one of: chromadb, ollama, openai"])
-        self.provider, self.model, self._config = provider, model, config
+        self.provider, self.model = provider, model
+        self.signature = f"{provider}:{model or 'all-MiniLM-L6-v2'}"  # identifies the vector space
         self._backend = None
-
-    @property
-    def signature(self) -> str:
-        return f"{self.provider}:{self.model or 'all-MiniLM-L6-v2'}"
 
     @property
     def backend(self):
         if self._backend is None:
-            if self.provider == "chromadb":
-                self._backend = DefaultEmbedder()
-            else:
-                self._backend = HttpEmbedder(self.provider, self.model, self._config)
+            chroma = self.provider == "chromadb"
+            self._backend = DefaultEmbedder() if chroma else HttpEmbedder(self.provider, self.model)
         return self._backend
 
     @property
@@ -282,10 +257,9 @@ class EmbeddingGateway:
         if release:
             release()
 
-    def token_counter(self):
-        """A fragment-size counter in the model's own tokens when available locally."""
-        if self.provider == "chromadb":
-            return self.backend.count_tokens
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        """Fragment sizes in the local model's own tokens (loaded on first count, so a warm re-index never
+        loads it); approximated for an HTTP provider."""
         from gsd_research.researcher.chunking import approx_counter
 
-        return approx_counter
+        return self.backend.count_tokens(texts) if self.provider == "chromadb" else approx_counter(texts)

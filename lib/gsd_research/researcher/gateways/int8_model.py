@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
@@ -23,18 +24,14 @@ def wanted() -> bool:
     return os.environ.get(ENV, "int8").strip().lower() not in ("fp32", "float", "float32")
 
 
-def cache_dir() -> Path:
-    from gsd_research.core.config import home
-
-    return home() / "models"
-
-
 def cached_path(source: Path) -> Path:
     """Where the int8 model built from `source` lives: keyed by the recipe and the source file's size and
     modification time (a stat, not a 90 MB hash, so that finding it costs a fresh process nothing)."""
+    from gsd_research.core.config import home
+
     st = source.stat()
     key = hashlib.sha256(f"{RECIPE}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:16]
-    return cache_dir() / f"all-MiniLM-L6-v2.int8.{key}.onnx"
+    return home() / "models" / f"all-MiniLM-L6-v2.int8.{key}.onnx"
 
 
 def sidecar(target: Path) -> Path:
@@ -44,11 +41,8 @@ def sidecar(target: Path) -> Path:
 
 def digest(path: Path) -> str:
     """SHA-256 of a file (~90 ms for the 28 MB model on a loaded 2-core machine; only an index run pays it)."""
-    sha = hashlib.sha256()
     with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            sha.update(block)
-    return sha.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def verified(target: Path) -> bool:
@@ -147,8 +141,8 @@ def _sensitive(model) -> list[str]:
 
 
 def build(source: Path, target: Path) -> None:
-    """Simplify and quantize `source` into `target` atomically (private temporary files renamed into place,
-    0600 in a 0700 directory); older builds in the directory are removed."""
+    """Simplify and quantize `source` into `target` atomically (files made in a private temporary directory,
+    0600, renamed into place in a 0700 directory); older builds in the directory are removed."""
     import logging
 
     import onnx
@@ -156,34 +150,27 @@ def build(source: Path, target: Path) -> None:
 
     target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(target.parent, 0o700)
-    temps = []
-    for suffix in (".float.onnx", ".onnx"):
-        fd, tmp = tempfile.mkstemp(prefix=".int8-", suffix=suffix, dir=target.parent)  # 0600
-        os.close(fd)
-        temps.append(tmp)
     level = logging.getLogger().level
     logging.getLogger().setLevel(logging.ERROR)  # the quantizer logs its advice through the root logger
     try:
-        model = onnx.load(str(source))
-        simplify(model)
-        onnx.checker.check_model(model)
-        onnx.save(model, temps[0])
-        keep_float = _sensitive(model)
-        del model
-        quantize_dynamic(temps[0], temps[1], weight_type=QuantType.QInt8, per_channel=True,
-                         op_types_to_quantize=["MatMul", "Gather"], nodes_to_exclude=keep_float,
-                         extra_options={"MatMulConstBOnly": True})
-        os.chmod(temps[1], 0o600)
-        fd = os.open(temps[0], os.O_WRONLY | os.O_TRUNC)  # the float copy's private file, reused
-        with os.fdopen(fd, "w", encoding="ascii") as fh:
-            fh.write(digest(Path(temps[1])) + "\n")
-        os.replace(temps[0], sidecar(target))
-        os.replace(temps[1], target)
+        with tempfile.TemporaryDirectory(prefix=".int8-", dir=target.parent) as tmp:  # 0700
+            simple, built, hashed = (Path(tmp) / name for name in ("float.onnx", "int8.onnx", "sha256"))
+            model = onnx.load(str(source))
+            simplify(model)
+            onnx.checker.check_model(model)
+            onnx.save(model, simple)
+            keep_float = _sensitive(model)
+            del model
+            quantize_dynamic(simple, built, weight_type=QuantType.QInt8, per_channel=True,
+                             op_types_to_quantize=["MatMul", "Gather"], nodes_to_exclude=keep_float,
+                             extra_options={"MatMulConstBOnly": True})
+            hashed.write_text(digest(built) + "\n", encoding="ascii")
+            for path in (built, hashed):
+                os.chmod(path, 0o600)
+            os.replace(hashed, sidecar(target))
+            os.replace(built, target)
     finally:
         logging.getLogger().setLevel(level)
-        for tmp in temps:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
     for old in target.parent.glob("all-MiniLM-L6-v2.int8.*"):
         if old not in (target, sidecar(target)):
             old.unlink(missing_ok=True)
@@ -196,7 +183,5 @@ def discard(path: Path, reason: str) -> None:
 
     log.event("embedding.int8_discarded", path=str(path), reason=reason[:300])
     for stale in (path, sidecar(path)):
-        try:
+        with contextlib.suppress(OSError):
             stale.unlink()
-        except OSError:
-            pass

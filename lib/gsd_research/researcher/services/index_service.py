@@ -14,8 +14,13 @@ from typing import TypeVar
 from gsd_research.core.errors import DocumentNotFound, NotFound, UsageError
 from gsd_research.researcher import health, log
 from gsd_research.researcher.chunking import VERSION as CHUNKING_VERSION
-from gsd_research.researcher.chunking import embedding_text
-from gsd_research.researcher.gateways.docling_gateway import ConversionError, DoclingGateway
+from gsd_research.researcher.chunking import chunk_text, embedding_text
+from gsd_research.researcher.gateways.docling_gateway import (
+    INSTALL_FIX,
+    ConversionError,
+    DoclingGateway,
+    tesseract,
+)
 from gsd_research.researcher.gateways.embedding_gateway import EmbeddingGateway
 from gsd_research.researcher.gateways.filesystem_gateway import (
     FilesystemGateway,
@@ -24,7 +29,6 @@ from gsd_research.researcher.gateways.filesystem_gateway import (
 )
 from gsd_research.researcher.gateways.lexical_gateway import LexicalGateway
 from gsd_research.researcher.gateways.lock_gateway import RepositoryLock
-from gsd_research.researcher.gateways.ocr_gateway import INSTALL_FIX, tesseract
 from gsd_research.researcher.gateways.spool_gateway import SpooledDocument, SpoolGateway
 from gsd_research.researcher.models import (
     ChunkResult,
@@ -278,7 +282,7 @@ class IndexService:
             if digest == "unreadable":
                 raise ConversionError(f"{rel}: cannot read")
             doc = self.docling.convert(self.fs.absolute(rel), rel)
-            fragments = self.docling.chunk(doc)
+            fragments = chunk_text(doc.text, doc.path, self.embedding.count_tokens, markdown=doc.markdown)
             return fragments, doc.source if fragments else "none"
         except NotIndexable as exc:  # swapped for a symlink out, a loop or a FIFO after the walk
             result.skipped.append({"document_path": rel, "reason": exc.reason})
