@@ -96,8 +96,13 @@ def _chromas_vectors():
     import numpy as np
     from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
 
+    from gsd_research.researcher.gateways.embedding_gateway import chroma_model_dir
+
     if not _CHROMA:
-        _CHROMA.append(np.array(ONNXMiniLM_L6_V2()(EMBED_TEXTS)))
+        reference = ONNXMiniLM_L6_V2()
+        # Chroma fixes the model's folder from HOME when first imported (maybe under another test's HOME)
+        reference.DOWNLOAD_PATH = chroma_model_dir().parent
+        _CHROMA.append(np.array(reference(EMBED_TEXTS)))
     return _CHROMA[0]
 
 
