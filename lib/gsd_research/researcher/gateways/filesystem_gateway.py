@@ -80,8 +80,12 @@ class FilesystemGateway:
 
     def _refused(self, path: Path, root: Path, directory: bool = False) -> bool:
         """Whether a walked entry is not followed (named in `skipped`); a folder is checked only as a symlink."""
-        reason = "not_utf8" if not _utf8(path.name) else \
-            None if directory and not path.is_symlink() else _problem(path, root, directory)
+        if not _utf8(path.name):
+            reason = "not_utf8"
+        elif directory and not path.is_symlink():
+            reason = None
+        else:
+            reason = _problem(path, root, directory)
         if reason:
             rel = os.fsencode(path.relative_to(self.base_path).as_posix()).decode("utf-8", "replace")
             self.skipped.append({"document_path": rel, "reason": reason})

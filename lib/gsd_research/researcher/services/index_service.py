@@ -270,8 +270,8 @@ class IndexService:
         seen: set[str] = set()
         for doc in self.spool.read():
             known = self.checksums.get(doc.path)
-            if doc.path in seen or known and known.checksum == doc.checksum and \
-                    known.text_source == doc.text_source != "none":
+            stored = known is not None and known.checksum == doc.checksum and known.text_source == doc.text_source
+            if doc.path in seen or (stored and doc.text_source != "none"):
                 continue
             if self.fs.includes(doc.path, self.file_types) and self._digest(doc.path) == doc.checksum:
                 seen.add(doc.path)
