@@ -257,3 +257,35 @@ def test_kill_9_while_embedding_then_reindex_resumes_and_staysconsistent(tmp_pat
     assert (count, paths) == (len(docs), set(docs))
     assert not (state / "spool.jsonl").exists()
     assert kb("search", "marker121", "--json").json["documents"][0]["document_path"] == "n121.md"
+
+
+# -- the vector store's search breadth ------------------------------------------------------------
+
+def _search_breadth(store: Path, narrow: bool = False) -> int:
+    from gsd_research.researcher.gateways.chroma_gateway import ChromaGateway
+    from tests.researcher_fixtures import next_process
+
+    next_process()
+    collection = ChromaGateway(store, "researcher-r").collection
+    if narrow:  # as versions before SEARCH_EF made it: Chroma's default
+        collection.modify(configuration={"hnsw": {"ef_search": 100}})
+    breadth = collection.configuration_json["hnsw"]["ef_search"]
+    next_process()
+    return breadth
+
+
+@pytest.mark.parametrize("made_before", [False, True], ids=["new store", "store made before"])
+def test_an_index_run_that_commits_leaves_the_vector_store_searched_wide(tmp_path, home, made_before):
+    from gsd_research.researcher.gateways.chroma_gateway import SEARCH_EF
+
+    repo = make_repo(tmp_path / "repo")
+    seed_model()
+    kb("repo", "add", "r", str(repo), "--json")
+    kb("index", "r", "--json")
+    store = home / "repositories" / "r" / "chroma"
+    if made_before:
+        assert _search_breadth(store, narrow=True) == 100
+        (repo / "guide" / "install.md").write_text("# Installation\n\nRun the installer twice.\n", encoding="utf-8")
+        assert kb("index", "r", "--json").code == 0
+
+    assert _search_breadth(store) == SEARCH_EF

@@ -20,6 +20,10 @@ from gsd_research.researcher.state import VECTOR_DB, Probe, StoreUnreadable
 
 QUERY_BATCH = 16
 STAMP_ID, STAMP_GENERATION = "gsd_repository", "gsd_generation"
+# The HNSW search breadth (Chroma's default is 100). A small repository whose fragments crowd together (one long
+# document) is searched nearly whole; at 100 its clearly nearest fragment was missed in about a third of the
+# processes (Chroma rebuilds the graph per process), and with it the repository's place in a search.
+SEARCH_EF = 1000
 REQUEST_TIMEOUT = 120.0  # seconds a Chroma server may take to answer one call once its heartbeat answered
 _OPENED: dict[str, list[int]] = {}  # embedded stores Chroma opened in this process: their file then
 _OPENING = threading.RLock()  # one client and collection made at a time: Chroma's start-up is not thread-safe
@@ -140,7 +144,8 @@ class ChromaGateway:
                 if self._collection is None:
                     try:
                         self._collection = self.client.get_or_create_collection(
-                            self.collection_name, embedding_function=None, metadata={"hnsw:space": "cosine"})
+                            self.collection_name, embedding_function=None,
+                            metadata={"hnsw:space": "cosine", "hnsw:search_ef": SEARCH_EF})
                     except GsdError:
                         raise
                     except Exception as exc:  # noqa: BLE001
@@ -173,9 +178,11 @@ class ChromaGateway:
 
     def stamp_with(self, stamp: tuple[str, int]) -> None:
         """Record which index run committed last (the collection's metadata; its distance lives in its
-        configuration, which this leaves alone)."""
+        configuration), and widen the search of a collection made before SEARCH_EF."""
+        hnsw = (self.collection.configuration_json or {}).get("hnsw") or {}
+        widen = {"configuration": {"hnsw": {"ef_search": SEARCH_EF}}} if hnsw.get("ef_search", 0) < SEARCH_EF else {}
         with self._writing():
-            self.collection.modify(metadata={STAMP_ID: stamp[0], STAMP_GENERATION: stamp[1]})
+            self.collection.modify(metadata={STAMP_ID: stamp[0], STAMP_GENERATION: stamp[1]}, **widen)
 
     @contextmanager
     def _writing(self):
