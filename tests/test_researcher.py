@@ -421,3 +421,30 @@ def test_human_errors_show_user_text_literally(tmp_path):
     res = kb("repo", "add", "bad[bold]name", str(tmp_path))
 
     assert res.code == 2 and "'bad[bold]name'" in res.stderr
+
+
+def _later(path: Path) -> None:
+    """Its modification time a minute past now: after any index run this test made."""
+    later = time.time() + 60
+    os.utime(path, (later, later))
+
+
+FOLDER_CHANGES = [  # (what happens to the indexed folder, what `status` says changed; None: nothing)
+    ("nothing", lambda root: None, None),
+    ("a file touched, its text the same", lambda root: _later(root / "guide" / "cooking.md"), None),
+    ("a file edited", lambda root: ((root / "guide" / "cooking.md").write_text("# Rye\n\nRye bread is dense.\n"),
+                                    _later(root / "guide" / "cooking.md")), "0 new, 1 edited, 0 removed"),
+    ("a file added", lambda root: (root / "new.md").write_text("# New\n\nA note.\n"), "1 new, 0 edited, 0 removed"),
+    ("a file removed", lambda root: (root / "guide" / "cooking.md").unlink(), "0 new, 0 edited, 1 removed"),
+]
+
+
+@pytest.mark.parametrize("change, said", [row[1:] for row in FOLDER_CHANGES], ids=[row[0] for row in FOLDER_CHANGES])
+def test_status_names_what_changed_in_the_folder_since_the_last_index_run(tmp_path, home, change, said):
+    root = indexed_copy(tmp_path, home, "r", DOCS)
+
+    change(root)
+    changed = kb("status", "r", "--json").json["repositories"][0]["changed"]
+
+    assert changed == (said and f"The folder changed since the last index run: {said} documents. "
+                                 "Run: researcher index r")

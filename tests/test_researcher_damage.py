@@ -210,7 +210,7 @@ def _file_for_state_folder(state: Path, root: Path, tmp: Path, mark: Callable) -
 
 
 Damage = Callable[[Path, Path, Path, Callable], None]  # calls its last argument just before it harms
-MATRIX: list[tuple[str, Damage, str | None]] = [  # (damage, what search says before the repair: None = answers)
+MATRIX: list[tuple] = [  # (damage, what search says before the repair (None: answers)[, what status says changed])
     ("keyword index deleted", _wipe_keywords, "is missing"),
     ("keyword index emptied", _empty_keywords, "holds 0 of the"),
     ("keyword index cut short", _cut_keywords, "holds 5 of the 6"),
@@ -232,14 +232,14 @@ MATRIX: list[tuple[str, Damage, str | None]] = [  # (damage, what search says be
     ("a killed run's documents in flight", _killed_run, "was interrupted"),
     ("another repository's keyword index copied in", _foreign_keywords, "belongs to another index"),
     ("an earlier index's vector store copied in", _foreign_vectors, "belongs to another index"),
-    ("state record restored from an older copy", _older_record, "is newer than the state record"),
-    ("state folder restored from an older copy", _older_folder, None),
+    ("state record restored from an older copy", _older_record, "is newer than the state record", "0 new, 1 edited"),
+    ("state folder restored from an older copy", _older_folder, None, "1 new, 1 edited, 0 removed"),
     ("a file in place of the state folder", _file_for_state_folder, "NOT_FOUND"),
 ]
 
 
-@pytest.mark.parametrize("harm, named", [row[1:] for row in MATRIX], ids=[row[0] for row in MATRIX])
-def test_every_damage_is_named_then_repaired_by_the_index_run(tmp_path, home, harm, named):
+@pytest.mark.parametrize("harm, named, changed", [(*row[1:], None)[:3] for row in MATRIX], ids=[row[0] for row in MATRIX])
+def test_every_damage_is_named_then_repaired_by_the_index_run(tmp_path, home, harm, named, changed):
     root = indexed_copy(tmp_path, home, "r", DOCS)
     state = home / "repositories" / "r"
     before: list[str] = []
@@ -269,8 +269,10 @@ def test_every_damage_is_named_then_repaired_by_the_index_run(tmp_path, home, ha
         if "interrupted" not in named:  # a killed run is resumed by any call; damage refused, nothing forgotten
             assert refused.json["error"]["code"] == "INDEX_DAMAGED" and kept == record, refused.stdout
     assert repaired["documents_failed"] == 0, repaired
+    assert changed is None or changed in status.json["repositories"][0]["changed"], status.stdout
     assert _top5() == before and before[0] == "b.md"
     assert kb("status", "r", "--json").json["repositories"][0]["damaged"] is None
+    assert kb("status", "r", "--json").json["repositories"][0]["changed"] is None
 
 
 def _memory_removed(n: int) -> Callable:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gsd_research.core.errors import IndexDamaged
+from gsd_research.researcher.gateways.filesystem_gateway import NotIndexable
 from gsd_research.researcher.models import Head
 from gsd_research.researcher.state import KEYWORDS as KEYWORDS_FILE
 from gsd_research.researcher.state import Probe, StoreUnreadable
@@ -120,3 +121,28 @@ def reset(lexical, vectors, state) -> None:
     vectors.discard()
     lexical.clear()
     state.save_checksums({}, in_flight=[])
+
+
+def changed_since(checksums: dict, fs, file_types: list[str]) -> str | None:
+    """What changed in the repository's folder since its index recorded it, or None: documents newer than the
+    index's last write and not in it, documents edited since their own record (newer, and their checksum
+    differs), documents gone. A stale index, or a state folder restored from an older copy; the stores agree
+    with the record either way, so only the folder tells. Unchanged files are only stat'ed."""
+    last_write = max((m.indexed_at.timestamp() for m in checksums.values()), default=0.0)
+    new = edited = 0
+    seen = set()
+    for rel in fs.iter_files(file_types):
+        seen.add(rel)
+        meta = checksums.get(rel)
+        try:
+            mtime = fs.absolute(rel).stat().st_mtime
+            if meta is None:
+                new += mtime > last_write
+            elif mtime > meta.indexed_at.timestamp() and fs.compute_checksum(rel) != meta.checksum:
+                edited += 1
+        except (OSError, NotIndexable):  # gone or unreadable since the walk: the index run names it
+            continue
+    gone = len(checksums.keys() - seen)
+    if not new + edited + gone:
+        return None
+    return f"The folder changed since the last index run: {new} new, {edited} edited, {gone} removed documents"

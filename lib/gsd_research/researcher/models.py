@@ -92,6 +92,7 @@ class IndexStats(BaseModel):
     no_text: list[str] = Field(default_factory=list)  # the first NO_TEXT_LISTED of them
     fix: str | None = None  # what makes the no_text documents readable
     damaged: str | None = None  # the index cannot be read: which file, why, and the command that rebuilds it
+    changed: str | None = None  # documents added, edited or removed since the last index run, and the fix
 
 
 class Head(BaseModel):

@@ -211,6 +211,8 @@ def _status(out: Console, payload: dict) -> None:
     for s in payload["repositories"]:
         if s.get("damaged"):
             out.print(f"[bold red]{safe(s['repository_name'])}: {safe(s['damaged'])}[/]")
+        if s.get("changed"):
+            out.print(f"[yellow]{safe(s['repository_name'])}: {safe(s['changed'])}[/]")
         if s.get("documents_no_text"):
             out.print(f"{safe(s['repository_name'])}: no text in {safe(', '.join(s['no_text']))}. {safe(s['fix'])}")
 

@@ -416,4 +416,15 @@ class IndexService:
             documents_no_text=len(no_text), no_text=no_text[:NO_TEXT_LISTED],
             fix=no_text_fix(next((p for p in no_text if p.lower().endswith(".pdf")), no_text[0]),
                             self.name) if no_text else None,
-            damaged=self.diagnose(writing=bool(head.in_flight) and self.lock.busy()).report())
+            damaged=self.diagnose(writing=bool(head.in_flight) and self.lock.busy()).report(),
+            changed=self._folder_changes())
+
+    def _folder_changes(self) -> str | None:
+        """`status`'s word on documents the index has not seen (never for the research memory: it writes its
+        own documents, and a folder that is gone is `index`'s error to report)."""
+        from gsd_research.core.config import MEMORY_REPOSITORY
+
+        if self.name == MEMORY_REPOSITORY or not self.fs.base_path.is_dir():
+            return None
+        changed = health.changed_since(self.checksums, self.fs, self.file_types)
+        return f"{changed}. Run: researcher index {self.name}" if changed else None
