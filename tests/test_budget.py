@@ -222,13 +222,29 @@ COMMANDS = {
 }
 
 
+def _session_near_a_thousand(monkeypatch, budget: int) -> None:
+    """A research session whose total, reserved at this answer's whole budget, reaches 1,001 (two cl100k tokens)
+    and falls below 1,000 (one) once the answer's real size is counted: its digits count in the answer too."""
+    from gsd_research.core import session
+
+    monkeypatch.setenv("GSD_RESEARCH_SESSION", "budget-spec")
+    led = session.Ledger("budget-spec", False)
+    led.path.parent.mkdir(parents=True, exist_ok=True)
+    led.path.write_text(json.dumps({"v": 1, "calls": 1, "tokens": 1001 - budget, "passages": {}}))
+
+
+@pytest.mark.parametrize("in_session", [False, True], ids=["alone", "in-a-session"])
 @pytest.mark.parametrize("budget", [100, 110, 120, 150, 200, 400])
 @pytest.mark.parametrize("command", sorted(COMMANDS))
-def test_an_answer_never_exceeds_its_budget_and_counts_what_it_prints(cli, sources, command, budget):
+def test_an_answer_never_exceeds_its_budget_and_counts_what_it_prints(cli, sources, monkeypatch, command, budget,
+                                                                      in_session):
     """Regression: at small budgets recall (100), docs (110) and search (150) printed a cut answer's cursor
-    that the envelope check had not counted, and answered over --max-tokens."""
+    that the envelope check had not counted, and answered over --max-tokens; in a session, the total it shows
+    was counted at its reserved width."""
     for url in (sources["article"], sources["bread"]):
         assert cli("fetch", url).code == 0  # into the research memory
+    if in_session:
+        _session_near_a_thousand(monkeypatch, budget)
 
     result = cli(*COMMANDS[command](sources), "--max-tokens", str(budget))
 
