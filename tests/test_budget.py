@@ -7,9 +7,9 @@ import json
 import pytest
 
 from gsd_research.core import output
-from gsd_research.core.budget import MIN_CUT_TOKENS, fit_results, fit_text
+from gsd_research.core.budget import MIN_CUT_TOKENS, fit_results, fit_text, settle_answer
 from gsd_research.core.errors import UsageError
-from gsd_research.core.output import dumps
+from gsd_research.core.output import document_tokens, dumps
 from gsd_research.core.tokens import count_tokens
 
 
@@ -145,6 +145,25 @@ def test_fit_text_too_small_is_a_usage_error():
         fit_text(doc, ("content",), 150)
 
 
+def test_an_answer_grown_after_fitting_is_counted_again():
+    doc = fit_results(envelope(), results(3), 1000)
+    doc["metadata"]["note"] = "a note a command added after fitting"
+
+    settle_answer(doc, 1000)
+
+    assert doc["metadata"]["tokens_used"] == document_tokens(doc)
+
+
+def test_an_answer_grown_over_the_budget_after_fitting_is_refused():
+    doc = fit_results(envelope(), results(40), 300)
+    doc["metadata"]["note"] = "words " * 50
+
+    with pytest.raises(UsageError) as info:
+        settle_answer(doc, 300)
+
+    assert "--max-tokens 300 is too small" in info.value.message
+
+
 def test_json_document_is_valid_after_cutting_inside_escapes():
     text = '\\"' * 3000
     doc = fit_text({"success": True, "content": text, "metadata": {}}, ("content",), 300)
@@ -170,3 +189,68 @@ def test_a_query_the_answer_cannot_repeat_is_refused_before_any_provider_call(cl
     cli("config", "set", "deep.autostart", "false")  # no background worker from a test
     ok = cli("deep", LONG, "--async", "--max-tokens", "9000")
     assert ok.code == 0 and ok.json["status"] == "pending"
+
+
+@pytest.fixture
+def sources(pages, monkeypatch, tmp_path):
+    """Research memory holding two fetched pages, a Tavily key, no keyless search, and a file citing a page:
+    every command below answers from the fake server (docs from its Context7)."""
+    from gsd_research.search import keyless
+    from tests.fakes.tavily import FakeKeyless
+    from tests.memory_fixtures import page
+
+    monkeypatch.setenv("TAVILY_API_KEY", "tvly-canary-XXXX-3f9a")
+    monkeypatch.setattr(keyless, "make_backend", lambda cfg: FakeKeyless())
+    article = pages.url + "/pages/article"
+    page(pages, "bread", "Sourdough basics", "Knead the sourdough for ten minutes and let it rise overnight.")
+    research = tmp_path / "RESEARCH.md"
+    research.write_text(f'# R\n\nThe toolkit "installs with pip on Python 3.10 and newer" [CITED: {article}].\n'
+                        f"It runs on Windows [CITED: {article}].\n")
+    notes = tmp_path / "notes.md"
+    notes.write_text("The widget toolkit needs Python 3.10. It runs on Linux, macOS and Windows. " * 40)
+    return {"article": article, "bread": f"{pages.url}/pages/state/bread", "research": str(research),
+            "notes": str(notes)}
+
+
+COMMANDS = {
+    "recall": lambda s: ("recall", "windows support"),
+    "search": lambda s: ("search", "EV market"),
+    "docs": lambda s: ("docs", "react", "useEffect cleanup"),
+    "fetch": lambda s: ("fetch", s["article"]),
+    "summarize": lambda s: ("summarize", s["notes"]),
+    "verify": lambda s: ("verify", s["research"]),
+}
+
+
+def _session_near_a_thousand(monkeypatch, budget: int) -> None:
+    """A research session whose total, reserved at this answer's whole budget, reaches 1,001 (two cl100k tokens)
+    and falls below 1,000 (one) once the answer's real size is counted: its digits count in the answer too."""
+    from gsd_research.core import session
+
+    monkeypatch.setenv("GSD_RESEARCH_SESSION", "budget-spec")
+    led = session.Ledger("budget-spec", False)
+    led.path.parent.mkdir(parents=True, exist_ok=True)
+    led.path.write_text(json.dumps({"v": 1, "calls": 1, "tokens": 1001 - budget, "passages": {}}))
+
+
+@pytest.mark.parametrize("in_session", [False, True], ids=["alone", "in-a-session"])
+@pytest.mark.parametrize("budget", [100, 110, 120, 150, 200, 400])
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_an_answer_never_exceeds_its_budget_and_counts_what_it_prints(cli, sources, monkeypatch, command, budget,
+                                                                      in_session):
+    """Regression: at small budgets recall (100), docs (110) and search (150) printed a cut answer's cursor
+    that the envelope check had not counted, and answered over --max-tokens; in a session, the total it shows
+    was counted at its reserved width."""
+    for url in (sources["article"], sources["bread"]):
+        assert cli("fetch", url).code == 0  # into the research memory
+    if in_session:
+        _session_near_a_thousand(monkeypatch, budget)
+
+    result = cli(*COMMANDS[command](sources), "--max-tokens", str(budget))
+
+    doc, printed = result.json, count_tokens(result.stdout)
+    assert printed <= budget
+    if doc["success"]:
+        assert doc["metadata"]["tokens_used"] == printed
+    else:
+        assert doc["error"]["code"] == "USAGE_ERROR" and "too small" in doc["error"]["message"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import sys
 import time
 
 import pytest
@@ -45,14 +47,15 @@ def _stop(pid: int | None) -> None:
 
 
 def _hold_lock(content: str | None = None) -> int:
-    """Hold this home's resident lock as a resident process would (this process's id in it)."""
+    """Hold this home's resident lock as a listening resident process would (this process's id and a measured
+    search time in it)."""
     import fcntl
 
     from gsd_research.researcher import resident
 
     fd = os.open(resident.run_dir() / "search.lock", os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX)
-    os.write(fd, (content or str(os.getpid())).encode())
+    os.write(fd, (content or f"{os.getpid()} 0.0100").encode())
     return fd
 
 
@@ -268,6 +271,56 @@ def test_a_resident_process_whose_socket_was_removed_is_retired_and_replaced(ind
     finally:
         _stop(pid)
         _stop(fresh)
+
+
+def _lock_holder(suffix: str, age: float) -> subprocess.Popen:
+    """Another process holding this home's lock with its id and `suffix` in it (" 0.0100": its measured
+    search time, as a listening resident process writes it; "": still starting), written `age` seconds ago.
+    No socket: one starting has none yet, one listening had its socket removed."""
+    from gsd_research.researcher import resident
+
+    lock = resident.run_dir() / "search.lock"
+    code = ("import fcntl, os, sys, time\n"
+            "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "os.write(fd, (str(os.getpid()) + sys.argv[2]).encode())\n"
+            "print('held', flush=True)\n"
+            "time.sleep(300)\n")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(lock), suffix], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    written = time.time() - age
+    os.utime(lock, (written, written))
+    return holder
+
+
+@pytest.mark.parametrize(("suffix", "age", "retired"), [
+    ("", 0, False),  # starting: loading the model, no socket yet
+    ("", 600, True),  # "starting" for ten minutes: hung before it could listen
+    (" 0.0100", 0, True),  # listened, then its socket was removed
+], ids=["starting", "hung-while-starting", "socket-removed"])
+def test_a_resident_process_is_retired_only_when_it_can_no_longer_answer(tmp_path, monkeypatch, suffix, age,
+                                                                        retired):
+    """Regression: a search 1-4 s after another retired the resident process the first one was still
+    starting (its lock held, no socket yet), so every search started cold."""
+    from gsd_research.researcher import resident
+
+    monkeypatch.setenv("GSD_RESEARCH_HOME", str(tmp_path / "h"))
+    monkeypatch.setenv("GSD_RESEARCH_RESIDENT_IDLE", "60")
+    if resident.socket_path() is None:
+        pytest.skip("the test home's path is too long for a Unix socket")
+    resident.run_dir().mkdir(parents=True)
+    holder = _lock_holder(suffix, age)
+    try:
+        answer = resident.ask(_search_request())
+
+        assert answer is None
+        if retired:
+            assert holder.wait(timeout=10) == -9
+        else:
+            assert holder.poll() is None and resident.pid() == holder.pid
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def test_an_idle_connection_and_hostile_requests_delay_nobody(indexed):

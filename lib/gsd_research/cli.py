@@ -150,12 +150,12 @@ def _refuse_unsafe_state(argv: list[str]) -> None:
 def _render(rv, rt: Runtime) -> int:
     """Print what a command returned (a payload dict or a whole document) and give the exit status."""
     from gsd_research.core import session
-    from gsd_research.core.output import emit, success
+    from gsd_research.core.output import document_tokens, emit, success
 
     if isinstance(rv, int):
         return rv
     if isinstance(rv, dict):
-        doc = session.commit(rv if "success" in rv else success(rt.command or "gsd-research", rv))
+        doc = session.commit(rv if "success" in rv else success(rt.command or "gsd-research", rv), document_tokens)
         emit(doc, rt.pretty)
         return 0 if doc.get("success", True) else int(doc.get("exit_code", 1))
     return 0

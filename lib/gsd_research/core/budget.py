@@ -33,6 +33,37 @@ def cut_json_text(text: str, room: int) -> tuple[str, bool]:
     return (f"{head}{cut}{tail}" if cut else ""), True
 
 
+def too_small(max_tokens: int, need: int, what: str = "its envelope alone needs") -> UsageError:
+    return UsageError(f"--max-tokens {max_tokens} is too small for this answer ({what} {need})",
+                      suggestions=[f"Use --max-tokens {max(need + 200, 500)} or more"])
+
+
+def envelope_tokens(doc: dict, max_tokens: int) -> int:
+    """The tokens of `doc` as it stands (its text left out, a cut answer's cursor in): refused when over the
+    budget, since no text added to it can bring it back under."""
+    overhead = document_tokens(doc)
+    if overhead > max_tokens:
+        raise too_small(max_tokens, overhead)
+    return overhead
+
+
+def settle_answer(doc: dict, max_tokens: int) -> dict:
+    """The last word on an answer that counts its tokens (core.runtime.AgentCommand, for every command):
+    `tokens_used` is the printed document's count, whatever was added after fitting, and an answer over
+    --max-tokens is refused rather than printed."""
+    meta = doc.get("metadata")
+    if not isinstance(meta, dict) or "tokens_used" not in meta:
+        return doc
+    for _ in range(4):  # the figure's own digits count: settles in one or two rounds
+        used = document_tokens(doc)
+        if meta["tokens_used"] == used:
+            break
+        meta["tokens_used"] = used
+    if used > max_tokens:
+        raise too_small(max_tokens, used, "it needs")
+    return doc
+
+
 def check_echo(text: str, max_tokens: int, what: str = "query", share: float = 0.5) -> None:
     """Refuse, before any provider is paid, a query the answer repeats but the budget cannot hold: it may
     take at most `share` of --max-tokens, the rest is for the answer itself."""
@@ -65,17 +96,12 @@ def fit_results(doc: dict, results: list[dict], max_tokens: int, *, text_key: st
                  "max_tokens": max_tokens, "truncated": False})
     _reserve_session(meta, led, max_tokens)
     doc[results_key] = []
-    overhead = document_tokens(doc)
-    if overhead > max_tokens:
-        raise UsageError(
-            f"--max-tokens {max_tokens} is too small for this answer (its envelope alone needs {overhead})",
-            suggestions=[f"Use --max-tokens {max(overhead + 200, 500)} or more"],
-        )
+    overhead = envelope_tokens(doc, max_tokens)
     window = _window(results, raw, pids, max_tokens - overhead, text_key, always_one)
     kept = _pack(results[:window], max_tokens - overhead, text_key, always_one)
     if len(kept) < len(results) or any(r.get("truncated") for r in kept):
         meta["next"] = PLACEHOLDER_NEXT  # room for the cursor, then the real token of the same length
-        kept = _pack(results[:window], max_tokens - document_tokens(doc), text_key, always_one)
+        kept = _pack(results[:window], max_tokens - envelope_tokens(doc, max_tokens), text_key, always_one)
     doc[results_key] = kept
     meta["returned"] = len(kept)
     meta["truncated"] = len(kept) < len(results) or any(r.get("truncated") for r in kept)
@@ -298,15 +324,10 @@ def fit_text(doc: dict, field_path: tuple[str, ...], max_tokens: int, *, dedupe:
     _reserve_session(meta, led, max_tokens)
     parent[last] = ""
     meta.setdefault("truncated", False)
-    overhead = document_tokens(doc)
-    if overhead > max_tokens:
-        raise UsageError(
-            f"--max-tokens {max_tokens} is too small for this answer (its envelope alone needs {overhead})",
-            suggestions=[f"Use --max-tokens {max(overhead + 200, 500)} or more"],
-        )
+    overhead = envelope_tokens(doc, max_tokens)
     if frame is not None and json_tokens(text) > max_tokens - overhead - 4:
         meta["next"] = PLACEHOLDER_NEXT
-        overhead = document_tokens(doc)
+        overhead = envelope_tokens(doc, max_tokens)
     cut, truncated = cut_json_text(text, max_tokens - overhead - 4)
     parent[last] = cut
     meta["truncated"] = bool(meta.get("truncated")) or truncated

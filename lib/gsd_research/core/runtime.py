@@ -102,6 +102,15 @@ class AgentCommand(click.Command):
         rt.command = ctx.command_path.split(" ", 1)[1] if " " in ctx.command_path else self.name
         return super().parse_args(ctx, args)
 
+    def invoke(self, ctx: click.Context):
+        """The command's answer, held to --max-tokens here once for every command (core.budget.settle_answer)."""
+        rv = super().invoke(ctx)
+        if isinstance(rv, dict) and isinstance(ctx.obj, Runtime):
+            from gsd_research.core.budget import settle_answer
+
+            settle_answer(rv, ctx.obj.max_tokens)
+        return rv
+
 
 def agent_command(name: str | None = None, **kwargs):
     """Declare a subcommand: global options accepted, envelope name set, Runtime passed first.

@@ -172,9 +172,10 @@ def _load(path: Path) -> dict:
         return _empty()
 
 
-def commit(doc: dict) -> dict:
+def commit(doc: dict, measure=None) -> dict:
     """At the output edge: write the cut answer's cursor, record the returned passages and the spend, and put
-    what the session has spent into the answer's metadata."""
+    what the session has spent into the answer's metadata. With `measure` (the printed document's tokens), an
+    answer's `tokens_used` and the session's total are settled together: the total's digits count too."""
     if not _CURRENT or not isinstance(doc, dict):
         return doc
     led = _CURRENT[0]
@@ -186,13 +187,12 @@ def commit(doc: dict) -> dict:
     from gsd_research.core.config import atomic_write_text
     from gsd_research.core.private import flock
 
-    tokens = int(meta.get("tokens_used", 0)) if meta else 0
     folder = root()
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     with flock(folder / ".lock"):
         data = _load(led.path)
         data["calls"] = int(data.get("calls", 0)) + 1
-        data["tokens"] = int(data.get("tokens", 0)) + tokens
+        data["tokens"] = int(data.get("tokens", 0)) + _spend(doc, meta, led.sid, data, measure)
         data["passages"].update(led.pending)
         if len(data["passages"]) > MAX_PASSAGES:
             newest = sorted(data["passages"].items(), key=lambda kv: kv[1].get("at", 0))[-MAX_PASSAGES:]
@@ -200,10 +200,30 @@ def commit(doc: dict) -> dict:
         atomic_write_text(led.path, _scrubbed(data))
         _prune(folder, "*.json", SESSION_DAYS * 86400, KEEP_SESSIONS, keep=led.path)
         _prune(folder, "*.damaged-*", SESSION_DAYS * 86400, 8, keep=led.path)
-    if meta is not None:
-        meta["session"] = {"id": led.sid[:12], "calls": data["calls"], "tokens": data["tokens"]}
     led.pending = {}
     return doc
+
+
+def _spend(doc: dict, meta: dict | None, sid: str, data: dict, measure) -> int:
+    """This answer's tokens, its metadata showing the session's total with them (settled by `measure`). The total
+    was reserved at the answer's whole budget, so it only gets shorter; should another call of the session have
+    grown it past the budget meanwhile, the answer goes without it."""
+    if meta is None:
+        return 0
+    base = int(data.get("tokens", 0))
+    for _ in range(4):
+        used = int(meta.get("tokens_used", 0))
+        meta["session"] = {"id": sid[:12], "calls": data["calls"], "tokens": base + used}
+        if measure is None or "tokens_used" not in meta:
+            return used
+        printed = measure(doc)
+        if printed == used:
+            break
+        meta["tokens_used"] = printed
+    if meta["tokens_used"] > int(meta.get("max_tokens", meta["tokens_used"])):
+        del meta["session"]
+        meta["tokens_used"] = measure(doc)
+    return int(meta["tokens_used"])
 
 
 def write_cursor(token: str, payload: dict) -> None:

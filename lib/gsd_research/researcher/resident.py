@@ -7,8 +7,10 @@ over a Unix socket in GSD_RESEARCH_HOME/run (0700, owner only); it exits after G
 seconds without a request (default 300; 0 turns the resident process off), when the code, the configuration
 or an index it has read changes, and never answers for another environment. Anything unexpected on either
 side makes the call search in its own process, as it always could; so does a resident process that does not
-answer within a few seconds (stopped, hung), which that call then stops (after checking that the process
-holds this home's lock) so that the next search starts a fresh one.
+answer within a few seconds (stopped, hung) or whose socket was removed, which that call then stops (after
+checking that the process holds this home's lock) so that the next search starts a fresh one. A process still
+starting (its lock held, its search time not yet written: no socket yet) is left alone unless it has been
+starting for longer than START_GRACE.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+import time
 from pathlib import Path
+from typing import NamedTuple
 
 IDLE_ENV = "GSD_RESEARCH_RESIDENT_IDLE"
 DEFAULT_IDLE = 300.0
@@ -25,6 +29,7 @@ PROTOCOL = 4  # 2: requests carry max_tokens; 3: and the session, whose ledger c
 CONNECT_TIMEOUT = 1.0  # seconds; a listening process accepts at once (the kernel does, even a stopped one)
 REPLY_MIN, REPLY_MAX, REPLY_DEFAULT = 2.0, 8.0, 5.0  # bounds of the wait for an answer (seconds)
 REPLY_MARGIN = 20  # times the resident process's own measured search time
+START_GRACE = 60.0  # seconds a resident process may spend loading and warming up before it counts as hung
 # What changes the answer besides the request and the code: these variables.
 CONTEXT_ENV = ("HOME", "GSD_RESEARCH_HOME", "GSD_RESEARCH_EMBEDDING_PRECISION")
 
@@ -93,8 +98,16 @@ def config_stamp() -> tuple:
     return stamp(home() / "researcher.yaml"), stamp(home() / "config.yaml")
 
 
-def _holder() -> tuple[int, float | None] | None:
-    """(process id, its measured search time in seconds) of the process holding this home's lock, if any."""
+class Holder(NamedTuple):
+    """The process holding this home's lock, as its lock file says."""
+
+    pid: int
+    took: float | None  # its measured search time, written once it listens; None while it starts
+    since: float  # when the lock file was last written (wall clock)
+
+
+def _holder() -> Holder | None:
+    """The process holding this home's lock, if any."""
     import fcntl
 
     try:
@@ -107,6 +120,7 @@ def _holder() -> tuple[int, float | None] | None:
         return None  # nobody holds the lock
     except OSError:
         fields = os.read(fd, 64).decode("ascii", "replace").split()
+        since = os.fstat(fd).st_mtime
     finally:
         os.close(fd)
     if not fields or not fields[0].isdigit():
@@ -115,7 +129,7 @@ def _holder() -> tuple[int, float | None] | None:
         took = float(fields[1]) if len(fields) > 1 else None
     except ValueError:
         took = None
-    return int(fields[0]), took
+    return Holder(int(fields[0]), took, since)
 
 
 def pid() -> int | None:
@@ -137,7 +151,7 @@ def ask(request: dict, timeout: float | None = None) -> dict | None:
     """The resident process's answer to a search request ({"ok": payload}), or None when there is no
     resident process, it declines (another environment, a changed index) or anything goes wrong. A
     resident process that does not answer in time, or whose socket was removed, is stopped (`retire`), so the
-    caller's `spawn` replaces it."""
+    caller's `spawn` replaces it; one still starting has no socket yet and is left to finish."""
     import json
     import socket
 
@@ -147,7 +161,11 @@ def ask(request: dict, timeout: float | None = None) -> dict | None:
     holder = _holder()
     if holder is None:
         return None  # nobody serves this home (a socket file alone is a leftover)
-    wait = timeout if timeout is not None else reply_timeout(request, holder[1])
+    if holder.took is None:  # starting: no socket until it is warm
+        if time.time() - holder.since > START_GRACE:
+            retire(holder.pid, "hung while starting")
+        return None
+    wait = timeout if timeout is not None else reply_timeout(request, holder.took)
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(min(CONNECT_TIMEOUT, wait))
@@ -158,8 +176,11 @@ def ask(request: dict, timeout: float | None = None) -> dict | None:
             data = b""
             while chunk := sock.recv(1 << 16):
                 data += chunk
-    except (TimeoutError, FileNotFoundError):  # hung, or its socket removed: it can never answer again
-        retire(holder[0])
+    except TimeoutError:  # hung: it can never answer again
+        retire(holder.pid, "no answer in time")
+        return None
+    except FileNotFoundError:  # it listened, then its socket was removed: nobody can reach it again
+        retire(holder.pid, "socket removed")
         return None
     except OSError:
         return None
@@ -192,9 +213,9 @@ def holds_lock(process: int) -> bool:
 _RETIRED: list[int] = []  # the process this call stopped: the fresh one waits for its lock
 
 
-def retire(process: int) -> None:
-    """Stop a resident process that did not answer in time (SIGKILL: a stopped process ignores the rest),
-    only if it is still this home's lock holder and ours; logged."""
+def retire(process: int, reason: str) -> None:
+    """Stop a resident process that cannot answer (SIGKILL: a stopped process ignores the rest), only if it is
+    still this home's lock holder and ours; logged with `reason`."""
     import signal
 
     from gsd_research.researcher import log
@@ -206,7 +227,7 @@ def retire(process: int) -> None:
         except OSError:
             return
         _RETIRED.append(process)
-    log.event("resident.unanswered", pid=process, stopped=stopped)
+    log.event("resident.unanswered", pid=process, stopped=stopped, reason=reason)
 
 
 def spawn() -> None:
