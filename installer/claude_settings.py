@@ -30,7 +30,10 @@ HOOK_EVENTS = [  # (event, matcher or None, hook sub-command)
     ("PreToolUse", "^mcp__(context7|plugin_context7_context7)__.*", "pre-context7"),
     # the plugin's hooks.json matcher and the handler's pattern: one rule on both install routes
     ("SubagentStart", "^([A-Za-z0-9_.-]+:)?gsd-[a-z0-9-]+-researcher$", "subagent-start"),
+    ("PreToolUse", "Bash", "pre-bash"),
 ]
+# handler filters (`if`) as in hooks.json: the hook starts only for our commands, not every Bash call
+HOOK_IFS = {"pre-bash": ("Bash(gsd-research *)", "Bash(researcher *)")}
 
 
 def _kind(value) -> str:
@@ -162,7 +165,8 @@ def merge(settings: dict, run: str) -> dict:
                 if matcher and group.get("matcher") != matcher:
                     group["matcher"] = matcher
             continue
-        group = {"hooks": [{"type": "command", "command": hook_command(run, sub), "timeout": 5}]}
+        handler = {"type": "command", "command": hook_command(run, sub), "timeout": 5}
+        group = {"hooks": [{**handler, "if": cond} for cond in HOOK_IFS[sub]] if sub in HOOK_IFS else [handler]}
         if matcher:
             group = {"matcher": matcher, **group}
         groups.append(group)

@@ -88,7 +88,8 @@ def our_commands(settings: dict) -> list[str]:
 def assert_registered(user: Path, settings: dict) -> None:
     run = user / RUN_REL
     assert our_commands(settings) == sorted(f"{run} {sub}" for sub in (
-        "session-start", "user-prompt-submit", "pre-webfetch", "pre-context7", "subagent-start"))
+        "session-start", "user-prompt-submit", "pre-webfetch", "pre-context7", "subagent-start", "pre-bash",
+        "pre-bash"))  # one handler per `if` filter
     assert {"Bash(gsd-research:*)", "Bash(researcher:*)"} <= set(settings["permissions"]["allow"])
 
 

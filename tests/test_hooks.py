@@ -188,7 +188,8 @@ def test_hooks_json_matchers_select_exactly_the_context7_tools():
     spec = json.loads((ROOT / "hooks" / "hooks.json").read_text())
     groups = {h["args"][0]: g.get("matcher") for event in spec["hooks"].values() for g in event
               for h in g["hooks"]}
-    assert set(groups) == {"session-start", "user-prompt-submit", "pre-webfetch", "pre-context7", "subagent-start"}
+    assert set(groups) == {"session-start", "user-prompt-submit", "pre-webfetch", "pre-context7", "subagent-start",
+                           "pre-bash"}
     assert groups["pre-webfetch"] == "WebFetch"
     pattern = re.compile(groups["pre-context7"])
     assert pattern.search("mcp__context7__query-docs")
@@ -198,6 +199,62 @@ def test_hooks_json_matchers_select_exactly_the_context7_tools():
         for g in event:
             for h in g["hooks"]:
                 assert h["command"] == "${CLAUDE_PLUGIN_ROOT}/hooks/run" and h["timeout"] <= 10
+
+
+# -- PreToolUse Bash: one research session per subagent ---------------------------------------------
+def _bash(command: str, **agent) -> dict:
+    return pre_tool("Bash", {"command": command, "description": "research"}, **agent)
+
+
+SCOPED = f" --session {COMMON['session_id']}.{SUBAGENT['agent_id']}"
+OURS = ["gsd-research docs react 'useEffect cleanup'", 'gsd-research --max-tokens 500 search "C# async"',
+        "gsd-research expand r714bb979cc", 'researcher search "retry policy" --json',
+        "researcher --chroma-url http://127.0.0.1:8000 --json search q"]
+
+
+@pytest.mark.parametrize("command", OURS)
+def test_pre_bash_gives_a_subagents_call_its_own_session_and_no_decision(home, command):
+    out = hook("pre-bash", _bash(command, **SUBAGENT)).json
+
+    assert out == {"hookSpecificOutput": {"hookEventName": "PreToolUse", "updatedInput": {
+        "command": command + SCOPED, "description": "research"}}}
+
+
+def test_pre_bash_leaves_the_main_conversations_session_alone(home):
+    assert hook("pre-bash", _bash(OURS[0])).stdout == ""
+
+
+NOT_ONE_CALL_OF_OURS = [
+    "ls -la", "echo gsd-research docs", "/opt/bin/gsd-research docs a", "GSD_RESEARCH_SESSION=s gsd-research docs a",
+    "researcher status", "researcher --chroma-url search status", "researcher index docs",
+    "gsd-research docs a | head", "gsd-research docs a && rm -rf x", "gsd-research docs a; ls", "gsd-research docs a &",
+    "gsd-research docs a > out.json", "gsd-research docs a 2>&1", "gsd-research docs (a)", "gsd-research docs a\nls",
+    "gsd-research docs \"$(cat f)\"", "gsd-research docs `id`", "gsd-research docs $Q", "gsd-research docs a # note",
+    "gsd-research docs 'open", "gsd-research docs a \\", "gsd-research docs -- --x",
+    "gsd-research docs a --session mine", "gsd-research --session=mine docs a"]
+
+
+@pytest.mark.parametrize("command", NOT_ONE_CALL_OF_OURS)
+def test_pre_bash_leaves_anything_but_one_plain_call_of_ours_alone(home, command):
+    assert hook("pre-bash", _bash(command, **SUBAGENT)).stdout == ""
+
+
+HOSTILE_IDS = [{"agent_id": "a1; rm -rf ~"}, {"agent_id": "a b"}, {"agent_id": ""}, {"agent_id": 7},
+               {"agent_id": "a" * 65}, {"agent_id": "../x"}, {"agent_id": "a\n"},
+               {"session_id": "s; rm -rf ~"}, {"session_id": ""}, {"session_id": "é"}, {"session_id": "s" * 129}]
+
+
+@pytest.mark.parametrize("ids", HOSTILE_IDS, ids=range(len(HOSTILE_IDS)))
+def test_pre_bash_refuses_ids_that_are_not_plain(home, ids):
+    assert hook("pre-bash", {**_bash(OURS[0], **SUBAGENT), **ids}).stdout == ""
+
+
+def test_hooks_json_runs_pre_bash_only_for_our_commands():
+    spec = json.loads((ROOT / "hooks" / "hooks.json").read_text())
+    handlers = [h for g in spec["hooks"]["PreToolUse"] if g.get("matcher") == "Bash" for h in g["hooks"]]
+
+    assert [(h["args"], h["if"]) for h in handlers] == [(["pre-bash"], "Bash(gsd-research *)"),
+                                                        (["pre-bash"], "Bash(researcher *)")]
 
 
 # -- SubagentStart (GSD's researchers) -----------------------------------------------------------
@@ -250,7 +307,8 @@ def test_every_event_has_its_own_small_stdlib_only_module():
     package = ROOT / "hooks" / "gsd_research_hooks"
     _module("common")  # puts hooks/ on sys.path
     events = importlib.import_module("gsd_research_hooks").EVENTS
-    assert set(events) == {"session-start", "user-prompt-submit", "pre-webfetch", "pre-context7", "subagent-start"}
+    assert set(events) == {"session-start", "user-prompt-submit", "pre-webfetch", "pre-context7", "subagent-start",
+                           "pre-bash"}
     for name in events.values():
         assert callable(_module(name).handle), name
     for path in package.glob("*.py"):
@@ -272,7 +330,7 @@ MALFORMED = ["", "not json", "{", "[1, 2, 3]", "null", '"a string"', "\x00\xff\x
 
 
 @pytest.mark.parametrize("event", ["session-start", "user-prompt-submit", "pre-webfetch", "pre-context7",
-                                   "subagent-start"])
+                                   "subagent-start", "pre-bash"])
 @pytest.mark.parametrize("payload", MALFORMED, ids=range(len(MALFORMED)))
 def test_malformed_stdin_never_crashes(home, event, payload):
     result = hook(event, payload)

@@ -105,7 +105,11 @@ def test_install_merges_hooks_and_permissions_keeping_the_users(user_home):
     assert settings["permissions"]["deny"] == ["Read(./.env)"]
     pre = settings["hooks"]["PreToolUse"]
     assert pre[0] == {"matcher": "Bash", "hooks": [{"type": "command", "command": "/home/me/bin/guard.sh"}]}
-    assert {g["matcher"] for g in pre[1:]} == {"WebFetch", "^mcp__(context7|plugin_context7_context7)__.*"}
+    assert {g["matcher"] for g in pre[1:]} == {"WebFetch", "^mcp__(context7|plugin_context7_context7)__.*", "Bash"}
+    plugin_bash = [g for g in json.loads((ROOT / "hooks" / "hooks.json").read_text())["hooks"]["PreToolUse"]
+                   if g["matcher"] == "Bash"]
+    assert [h["if"] for g in pre[1:] if g["matcher"] == "Bash" for h in g["hooks"]] == [
+        h["if"] for h in plugin_bash[0]["hooks"]]  # the plugin's filters: only our commands start the hook
     commands = [h["command"] for groups in settings["hooks"].values() for g in groups for h in g["hooks"]]
     run = user_home / ".claude" / "hooks" / "gsd-research" / "run"
     assert f"{run} session-start" in commands and f"{run} user-prompt-submit" in commands

@@ -11,5 +11,6 @@ EVENTS = {
     "user-prompt-submit": "user_prompt_submit",
     "pre-webfetch": "pre_webfetch",
     "pre-context7": "pre_context7",
+    "pre-bash": "pre_bash",
     "subagent-start": "subagent_start",
 }

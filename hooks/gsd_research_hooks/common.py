@@ -217,6 +217,12 @@ def mode(cfg: dict, key: str) -> str:
     return value if value in MODES else "suggest"
 
 
+def plain_id(value) -> str:
+    """A client-given id fit for a shell line and a file name (letters, digits, `-_.`; '' otherwise)."""
+    sid = str(value or "").strip()
+    return sid if 0 < len(sid) <= 128 and all(c.isalnum() and c.isascii() or c in "-_." for c in sid) else ""
+
+
 def tool_input(event: dict) -> dict:
     value = event.get("tool_input")
     return value if isinstance(value, dict) else {}

@@ -63,10 +63,10 @@ def export_line(line: str) -> bool:
 def export_session(session_id: str) -> bool:
     """Name the client's session for later Bash calls (GSD_RESEARCH_SESSION), so gsd-research answers within
     one session never repeat a passage in full. Only a plain id is written (it lands in a shell file)."""
-    sid = str(session_id or "").strip()
-    if not sid or len(sid) > 128 or not all(c.isalnum() or c in "-_." for c in sid):
-        return False
-    return export_line(f"export GSD_RESEARCH_SESSION={shlex.quote(sid)}")
+    from gsd_research_hooks.common import plain_id
+
+    sid = plain_id(session_id)
+    return bool(sid) and export_line(f"export GSD_RESEARCH_SESSION={shlex.quote(sid)}")
 
 
 def _exported(session: str, folder: str, record: bool = False) -> bool:

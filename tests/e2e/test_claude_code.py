@@ -161,3 +161,40 @@ def test_context7_mcp_call_in_a_subagent_is_pointed_at_gsd_research_docs(claude,
     assert "prefer `gsd-research docs /vercel/next.js middleware` (Bash)" in sub_after_call[-1]
     main_after_call = [t for t in texts if "Go. <<" in t and 'FAKE_MCP_DOCS {"libraryId": "/facebook/react"' in t]
     assert main_after_call and "gsd-research docs /facebook/react" not in main_after_call[-1]
+
+
+def test_parallel_subagents_each_get_the_passages_a_sibling_already_saw(claude, fake_api):
+    """GSD's researchers share one client session: each subagent's calls get its own research session."""
+    ask = steps(bash("gsd-research docs react 'useEffect cleanup' --max-tokens 400"))
+    agents = [{"tool": "Agent", "input": {"subagent_type": "general-purpose", "description": f"Research {n}",
+                                          "prompt": f"Researcher {n}. " + ask, "run_in_background": False}}
+              for n in "AB"]
+
+    claude("Plan phase 2. " + steps(*agents), "Bash(gsd-research:*)", "Agent")
+
+    answers = {}
+    for body in fake_api.messages():
+        first = request_text({"messages": body["messages"][:1]})
+        for n in "AB":
+            if f"Researcher {n}." in first and "Plan phase 2" not in first and tool_results(body):
+                answers[n] = result_json(tool_results(body)[0])
+    assert set(answers) == {"A", "B"}, "a subagent's call never returned"
+    for doc in answers.values():
+        assert doc["success"] is True and doc["results"]
+        assert all("content" in r and "repeat" not in r for r in doc["results"])
+    assert answers["A"]["results"][0]["content"] == answers["B"]["results"][0]["content"]
+
+
+def test_a_subagents_scoped_call_still_needs_the_users_permission(claude, fake_api, fake):
+    """The session hook rewrites the command but decides nothing: with no rule allowing it, it does not run."""
+    ask = steps(bash("gsd-research docs react 'useEffect cleanup' --max-tokens 400"))
+    agent = {"tool": "Agent", "input": {"subagent_type": "general-purpose", "description": "Research",
+                                        "prompt": "Researcher A. " + ask, "run_in_background": False}}
+
+    claude("Plan phase 2. " + steps(agent), "Agent")
+
+    sub = [b for b in fake_api.messages() if "Researcher A." in request_text({"messages": b["messages"][:1]})
+           and "Plan phase 2" not in request_text({"messages": b["messages"][:1]}) and tool_results(b)]
+    assert sub, "the subagent's call never returned"
+    assert "requires approval" in json.dumps(tool_results(sub[-1])[0])
+    assert not fake.hits("/api/v2/context")
