@@ -273,6 +273,40 @@ def test_every_damage_is_named_then_repaired_by_the_index_run(tmp_path, home, ha
     assert kb("status", "r", "--json").json["repositories"][0]["damaged"] is None
 
 
+HELD = [  # (store, what SQLite says while another process writes it): a lock, a WAL or hot journal it holds
+    ("vector store, a writer's WAL to recover", "chroma_gateway", sqlite3.SQLITE_READONLY_RECOVERY),
+    ("vector store, 'attempt to write a readonly database'", "chroma_gateway", sqlite3.SQLITE_READONLY),
+    ("vector store, busy in recovery", "chroma_gateway", sqlite3.SQLITE_BUSY_RECOVERY),
+    ("keyword index, shared memory a writer holds", "lexical_gateway", sqlite3.SQLITE_READONLY_CANTINIT),
+]
+
+
+@pytest.mark.parametrize("gateway, code", [row[1:] for row in HELD], ids=[row[0] for row in HELD])
+def test_a_store_another_process_holds_is_no_damage_and_no_run_repairs_it(tmp_path, home, monkeypatch, gateway,
+                                                                          code):
+    """The stores' read-only checks meet another process's lock: status names no damage, the index run sets
+    nothing aside and search answers as before."""
+    import importlib
+    import os
+
+    indexed_copy(tmp_path, home, "r", DOCS)
+    before = _top5()
+    db = home / "repositories" / "r" / "chroma" / "chroma.sqlite3"
+    os.utime(db, ns=(db.stat().st_atime_ns, db.stat().st_mtime_ns + 10**9))  # not as committed: SQLite checks it
+
+    def held(path):
+        exc = sqlite3.OperationalError("attempt to write a readonly database")
+        exc.sqlite_errorcode = code
+        raise exc
+
+    monkeypatch.setattr(importlib.import_module(f"gsd_research.researcher.gateways.{gateway}"), "read_only", held)
+    status = _alone("status", "r").json["repositories"][0]
+    run = _index()
+
+    assert status["damaged"] is None and run["repaired"] is None, (status, run)
+    assert _top5() == before
+
+
 def _memory_removed(n: int) -> Callable:
     def harm(store, lexical: Path) -> None:
         ids = [row[0] for row in store.conn.execute("SELECT id FROM entries ORDER BY id LIMIT ?", (n,))]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from gsd_research.core.errors import GsdError, ProviderError
 from gsd_research.researcher.gateways.chroma_server import PROBE_TIMEOUT, check_url, probe, unreachable
-from gsd_research.researcher.gateways.lexical_gateway import read_only, would_wait
+from gsd_research.researcher.gateways.lexical_gateway import read_only, transient
 from gsd_research.researcher.models import SearchResult
 from gsd_research.researcher.state import VECTOR_DB, Probe, StoreUnreadable
 
@@ -46,7 +46,7 @@ def _integrity(db: Path) -> str | None:
         with closing(read_only(db)) as conn:
             rows = conn.execute("PRAGMA quick_check(3)").fetchall()
     except sqlite3.DatabaseError as exc:
-        return None if would_wait(exc) else str(exc)[:200]
+        return None if transient(exc, read_only=True) else str(exc)[:200]
     return "; ".join(str(r[0]) for r in rows if r and r[0] != "ok")[:200] or None
 
 
