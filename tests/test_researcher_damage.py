@@ -307,6 +307,36 @@ def test_a_store_another_process_holds_is_no_damage_and_no_run_repairs_it(tmp_pa
     assert _top5() == before
 
 
+@pytest.mark.parametrize("committed", [False, True],
+                         ids=["between the stamps and the record's commit", "after the record's commit"])
+def test_a_search_racing_an_index_run_finds_it_pending_not_damaged(tmp_path, home, monkeypatch, committed):
+    """The search reads the record, then a run stamps the stores (and commits) before the search probes them:
+    a stamp one ahead of the record it read, never the advice to rebuild."""
+    from gsd_research.researcher import health
+    from gsd_research.researcher.gateways.lexical_gateway import LexicalGateway
+    from gsd_research.researcher.service_factory import ServiceFactory
+
+    root = indexed_copy(tmp_path, home, "r", DOCS)
+    factory = ServiceFactory()
+    search = factory.search_service(factory.repository_service.get_repository("r"))
+    assert search.head is not None and not search.head.in_flight  # read before the run begins
+    seen: list[health.Diagnosis] = []
+    replace = LexicalGateway.replace_documents
+
+    def stamping(self, paths, rows, stamp=None):
+        replace(self, paths, rows, stamp)
+        if not committed:
+            seen.append(search.diagnose("lexical"))
+
+    monkeypatch.setattr(LexicalGateway, "replace_documents", stamping)
+    (root / "e.md").write_text(DOCS["e.md"] + "\nRestarts are rare.\n")
+    _index()
+    if committed:
+        seen.append(search.diagnose("lexical"))
+
+    assert seen and {d.state for d in seen} == {health.PENDING}, seen
+
+
 def _memory_removed(n: int) -> Callable:
     def harm(store, lexical: Path) -> None:
         ids = [row[0] for row in store.conn.execute("SELECT id FROM entries ORDER BY id LIMIT ?", (n,))]

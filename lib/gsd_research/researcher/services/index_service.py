@@ -123,15 +123,17 @@ class IndexService:
 
     # -- the record and the stores ---------------------------------------------------------------
 
-    def diagnose(self, writing: bool = False, remember: bool = False) -> health.Diagnosis:
+    def diagnose(self, writing: bool = False, remember: bool = False, locked: bool = True) -> health.Diagnosis:
         """The stores against the record; the vector store read only when its file is not as the last commit
-        left it (a warm re-index never imports Chroma), and with `remember` its file then recorded as sound."""
+        left it (a warm re-index never imports Chroma), and with `remember` its file then recorded as sound.
+        Without the lock (`locked` False) a commit may land between the reads: the record is read again."""
         head = self.state.head()
         vectors = None
         if head is not None and head.fragments:
             store = self._chroma or self._chroma_factory()
             vectors = store.probe(trusted=head.vector_file or [])
-        diagnosis = health.diagnose(self.name, head, self.lexical.probe(), vectors, writing, self.fs.base_path)
+        diagnosis = health.diagnose(self.name, head, self.lexical.probe(), vectors, writing, self.fs.base_path,
+                                    reread=None if locked else self.state.head)
         if remember and vectors is not None and vectors.held is not None and diagnosis.state != health.DAMAGED:
             self.state.update(vector_file=store.file_state())  # read and sound: trusted unread from now on
         return diagnosis
@@ -416,4 +418,4 @@ class IndexService:
             documents_no_text=len(no_text), no_text=no_text[:NO_TEXT_LISTED],
             fix=no_text_fix(next((p for p in no_text if p.lower().endswith(".pdf")), no_text[0]),
                             self.name) if no_text else None,
-            damaged=self.diagnose(writing=bool(head.in_flight) and self.lock.busy()).report())
+            damaged=self.diagnose(writing=bool(head.in_flight) and self.lock.busy(), locked=False).report())

@@ -56,15 +56,17 @@ class SearchService:
         """The diagnosis of the stores `mode` reads, against the record's head. The vector store is probed
         only once the record counts fragments in it."""
         from gsd_research.researcher.gateways.lock_gateway import RepositoryLock
+        from gsd_research.researcher.state import StateGateway
 
         head = self.head
         vectors = self.chroma.probe() if mode != "lexical" and (head is None or head.fragments) else None
         self.vectors_held = vectors.held or 0 if vectors is not None and vectors.exists else 0
-        if head is None:  # nothing recorded (a service built in memory, or not indexed yet)
+        if self.repo_dir is None:  # a service built in memory: nothing recorded
             return health.Diagnosis(self.name)
         keywords = self.lexical.probe() if mode != "vector" else None
-        writing = bool(head.in_flight) and RepositoryLock(self.repo_dir).busy()
-        return health.diagnose(self.name, head, keywords, vectors, writing, self.documents)
+        writing = head is not None and bool(head.in_flight) and RepositoryLock(self.repo_dir).busy()
+        return health.diagnose(self.name, head, keywords, vectors, writing, self.documents,
+                               reread=StateGateway(self.repo_dir).head)
 
     def _vectors(self, queries: list[str], depth: int, embeddings: list[list[float]] | None = None,
                  where: dict | None = None) -> list[list[SearchResult]]:
