@@ -97,6 +97,16 @@ def _foreign_vectors(state: Path, root: Path, tmp: Path, mark: Callable) -> None
     shutil.copytree(tmp / "chroma-earlier", state / "chroma")
 
 
+def _other_repository_vectors(state: Path, root: Path, tmp: Path, mark: Callable) -> None:
+    """Another repository's vector store (its collection named for that repository) copied in."""
+    kb("repo", "add", "o", str(make_repo(tmp / "other", OTHER)), "--json")
+    _index("o")
+    mark()
+    next_process()
+    shutil.rmtree(state / "chroma")
+    shutil.copytree(state.parent / "o" / "chroma", state / "chroma")
+
+
 def _older_record(state: Path, root: Path, tmp: Path, mark: Callable) -> None:
     """The state record restored from an older copy, the stores newer (a file edited in between)."""
     shutil.copy(state / "state.jsonl", tmp / "state.jsonl")
@@ -232,6 +242,7 @@ MATRIX: list[tuple[str, Damage, str | None]] = [  # (damage, what search says be
     ("a killed run's documents in flight", _killed_run, "was interrupted"),
     ("another repository's keyword index copied in", _foreign_keywords, "belongs to another index"),
     ("an earlier index's vector store copied in", _foreign_vectors, "belongs to another index"),
+    ("another repository's vector store copied in", _other_repository_vectors, "belongs to another index"),
     ("state record restored from an older copy", _older_record, "is newer than the state record"),
     ("state folder restored from an older copy", _older_folder, None),
     ("a file in place of the state folder", _file_for_state_folder, "NOT_FOUND"),
@@ -271,6 +282,24 @@ def test_every_damage_is_named_then_repaired_by_the_index_run(tmp_path, home, ha
     assert repaired["documents_failed"] == 0, repaired
     assert _top5() == before and before[0] == "b.md"
     assert kb("status", "r", "--json").json["repositories"][0]["damaged"] is None
+
+
+def test_a_deleted_state_record_is_named_missing_and_the_index_run_repairs_it(tmp_path, home):
+    """Search answers NOT_FOUND ("Not indexed yet") without a record; status names what happened."""
+    indexed_copy(tmp_path, home, "r", DOCS)
+    state = home / "repositories" / "r"
+    before = _top5()
+    (state / "state.jsonl").unlink()
+    next_process()
+
+    damaged = _alone("status", "r").json["repositories"][0]["damaged"]
+    repaired = _index()
+    next_process()
+
+    assert damaged.startswith("The state record of repository 'r' is missing"), damaged
+    assert damaged.endswith(". Run: researcher index r (sets the damaged stores aside and indexes every document "
+                            "again)"), damaged
+    assert repaired["repaired"] and _top5() == before
 
 
 HELD = [  # (store, what SQLite says while another process writes it): a lock, a WAL or hot journal it holds

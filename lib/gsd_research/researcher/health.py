@@ -84,6 +84,9 @@ def _diagnose(repository: str, head: Head | None, keywords: Probe | None, vector
         return Diagnosis(repository, PENDING)
     recorded = head or Head()
     for what, probe in ((KEYWORDS, keywords), (VECTORS, vectors)):
+        if head is None and probe is not None and probe.stamp is not None:  # stores written, their record gone
+            return Diagnosis(repository, DAMAGED, f"The state record of repository '{repository}' is missing "
+                             f"(deleted, or unreadable) while its {what} {probe.where} holds an index", what)
         problem = _problem(recorded, probe, what == KEYWORDS and recorded.writes_pending, documents) if probe \
             else None
         if problem:

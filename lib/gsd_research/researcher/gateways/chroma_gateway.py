@@ -241,7 +241,7 @@ class ChromaGateway:
         try:
             collection = self._existing()
             if collection is None:
-                return Probe(where, exists=False)
+                return self._without_own(where)
             held, meta = collection.count(), collection.metadata or {}
         except _PASSED_ON:
             raise
@@ -252,6 +252,16 @@ class ChromaGateway:
         stamp = (str(meta[STAMP_ID]), int(meta[STAMP_GENERATION])) if STAMP_ID in meta and STAMP_GENERATION in meta \
             else None
         return Probe(where, held=held, stamp=stamp)
+
+    def _without_own(self, where: str) -> Probe:
+        """No collection of this repository's: an embedded store (one repository's alone) that holds another's was
+        copied in, its stamp that collection's (its name standing for a stamp it lacks); else nothing is stored."""
+        if self.url is None:
+            for other in self.client.list_collections():
+                meta = other.metadata or {}
+                return Probe(where, stamp=(str(meta.get(STAMP_ID, f"collection {other.name}")),
+                                           int(meta.get(STAMP_GENERATION, 0))))
+        return Probe(where, exists=False)
 
     def delete_collection(self) -> None:
         with suppress(Exception):  # an absent collection
