@@ -438,6 +438,21 @@ def test_an_index_run_in_progress_is_no_damage_to_a_search(tmp_path, home):
     assert after.json["error"]["code"] == "INDEX_DAMAGED" and "interrupted" in after.json["error"]["message"]
 
 
+def test_a_search_while_an_index_run_writes_says_so_in_a_note(tmp_path, home):
+    """A rebuild empties the record first: its searches answer nothing yet, never silently."""
+    from gsd_research.researcher.gateways.lock_gateway import RepositoryLock
+
+    indexed_copy(tmp_path, home, "r", DOCS)
+    state = home / "repositories" / "r"
+
+    with RepositoryLock(state, "researcher index r").hold():
+        during = kb("search", QUERY, "--repo", "r", "--json").json
+    after = kb("search", QUERY, "--repo", "r", "--json").json
+
+    assert during["success"] and "index run of r is in progress" in during["metadata"]["note"], during
+    assert "note" not in after["metadata"], after
+
+
 def test_a_store_removed_while_the_index_run_writes_it_is_named_and_the_next_run_repairs_it(tmp_path, home,
                                                                                             monkeypatch):
     """Chroma's writes to a store whose folder was deleted under it fail ("attempt to write a readonly

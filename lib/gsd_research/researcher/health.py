@@ -58,6 +58,12 @@ class Diagnosis:
         return self
 
 
+def in_progress(repositories: list[str]) -> str:
+    """The note of an answer given while index runs wrote these repositories (a rebuild answers nothing yet)."""
+    return (f"An index run of {', '.join(repositories)} is in progress: documents it has not written yet are "
+            "missing from this answer; search again when it has finished")
+
+
 def unreadable(repository: str, exc: StoreUnreadable) -> IndexDamaged:
     """The error of a store that failed while it was read or written."""
     what = KEYWORDS if exc.where.endswith(KEYWORDS_FILE) else VECTORS

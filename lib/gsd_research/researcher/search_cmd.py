@@ -27,12 +27,13 @@ def _repositories(kb, repo_name: str | None):
 
 
 def search_all(kb, queries: list[str], repos, n_fragments: int, n_documents: int, mode: str,
-               skipped: list[dict] | None = None):
-    """One `Ranking` per query over all the repositories (`search_repositories`, which fills `skipped`)."""
+               skipped: list[dict] | None = None, indexing: list[str] | None = None):
+    """One `Ranking` per query over all the repositories (`search_repositories`, which fills `skipped` and
+    `indexing`)."""
     from gsd_research.researcher.services.search_service import search_repositories
 
     services = [kb.factory.search_service(repo) for repo in repos]
-    return search_repositories(services, queries, n_fragments, n_documents, mode, skipped)
+    return search_repositories(services, queries, n_fragments, n_documents, mode, skipped, indexing)
 
 
 def run_one(kb, text: str, repo_name, n_fragments: int, n_documents: int, mode: str, max_tokens: int,
@@ -41,7 +42,8 @@ def run_one(kb, text: str, repo_name, n_fragments: int, n_documents: int, mode: 
     started = time.perf_counter()
     repos, not_indexed = _repositories(kb, repo_name)
     skipped: list[dict] = []
-    ranking = search_all(kb, [text], repos, n_fragments, n_documents, mode, skipped)[0]
+    indexing: list[str] = []
+    ranking = search_all(kb, [text], repos, n_fragments, n_documents, mode, skipped, indexing)[0]
     left_out = {s["repository"] for s in skipped}
     meta = {"repositories": [r.name for r in repos if r.name not in left_out], "mode": mode,
             "elapsed_ms": round((time.perf_counter() - started) * 1000, 1)}
@@ -49,6 +51,10 @@ def run_one(kb, text: str, repo_name, n_fragments: int, n_documents: int, mode: 
         meta["not_indexed"] = not_indexed
     if skipped:
         meta["skipped_repositories"] = skipped
+    if indexing:
+        from gsd_research.researcher.health import in_progress
+
+        meta["note"] = in_progress(indexing)
     set_command(kb.command or "search")
     set_pretty(getattr(kb, "pretty", False))
     return answer(ranking, {"query": text, "metadata": meta}, {r.name: r.path for r in repos}, max_tokens,
