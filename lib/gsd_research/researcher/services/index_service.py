@@ -332,7 +332,10 @@ class IndexService:
     def _commit(self, paths: list[str], delete: list[str], records: list | None = None,
                 rows: list | None = None) -> None:
         """One transaction: `paths` named in flight, both stores written and stamped with the record's next
-        generation, then the record written last (a run killed before it leaves the previous one answerable)."""
+        generation, then the record written last (a run killed before it leaves the previous one answerable).
+        Never a stamp without documents in flight: a reader tells a commit it raced by the record's change."""
+        if not paths:
+            return
         self.state.update(in_flight=sorted(set(paths)))
         head = self.state.head()
         stamp = (head.repository_id, head.generation + 1)
