@@ -438,7 +438,24 @@ def test_an_index_run_in_progress_is_no_damage_to_a_search(tmp_path, home):
     assert after.json["error"]["code"] == "INDEX_DAMAGED" and "interrupted" in after.json["error"]["message"]
 
 
-def test_a_search_while_an_index_run_writes_says_so_in_a_note(tmp_path, home):
+def _search_metadata(surface: str, tmp: Path) -> dict:
+    """The metadata of one search of repository r through `surface`."""
+    import json
+
+    from gsd_research.researcher.mcp_server import KnowledgeBaseTools
+    from gsd_research.researcher.service_factory import ServiceFactory
+
+    if surface == "mcp":
+        return KnowledgeBaseTools(ServiceFactory()).search_documents(QUERY, "r")["metadata"]
+    if surface == "queries file":
+        (tmp / "q.jsonl").write_text(json.dumps({"id": 1, "query": QUERY}) + "\n")
+        out = kb("search", "--queries-file", str(tmp / "q.jsonl"), "--repo", "r", "--json")
+        return json.loads(out.stdout.splitlines()[0])["metadata"]
+    return kb("search", QUERY, "--repo", "r", "--json").json["metadata"]
+
+
+@pytest.mark.parametrize("surface", ["command", "queries file", "mcp"])
+def test_a_search_while_an_index_run_writes_says_so_in_a_note(tmp_path, home, surface):
     """A rebuild empties the record first: its searches answer nothing yet, never silently."""
     from gsd_research.researcher.gateways.lock_gateway import RepositoryLock
 
@@ -446,11 +463,11 @@ def test_a_search_while_an_index_run_writes_says_so_in_a_note(tmp_path, home):
     state = home / "repositories" / "r"
 
     with RepositoryLock(state, "researcher index r").hold():
-        during = kb("search", QUERY, "--repo", "r", "--json").json
-    after = kb("search", QUERY, "--repo", "r", "--json").json
+        during = _search_metadata(surface, tmp_path)
+    after = _search_metadata(surface, tmp_path)
 
-    assert during["success"] and "index run of r is in progress" in during["metadata"]["note"], during
-    assert "note" not in after["metadata"], after
+    assert "index run of r is in progress" in during.get("note", ""), during
+    assert "note" not in after, after
 
 
 def test_a_store_removed_while_the_index_run_writes_it_is_named_and_the_next_run_repairs_it(tmp_path, home,
