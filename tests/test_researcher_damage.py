@@ -336,6 +336,25 @@ def test_a_store_another_process_holds_is_no_damage_and_no_run_repairs_it(tmp_pa
     assert _top5() == before
 
 
+def test_a_keyword_index_another_process_holds_is_a_retryable_error_not_damage(tmp_path, home, monkeypatch):
+    """A process holding the keyword index exclusively past SQLite's wait: LOCKED, and no damage afterwards."""
+    import functools
+
+    indexed_copy(tmp_path, home, "r", DOCS)
+    holder = sqlite3.connect(home / "repositories" / "r" / "lexical.sqlite")
+    holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+    holder.execute("BEGIN IMMEDIATE")
+    next_process()
+    monkeypatch.setattr(sqlite3, "connect", functools.partial(sqlite3.connect, timeout=0.05))
+
+    held = kb("search", QUERY, "--repo", "r", "--mode", "lexical", "--json")
+    holder.close()
+    after = _alone("status", "r")
+
+    assert held.json["error"]["code"] == "LOCKED" and "held by another process" in held.json["error"]["message"]
+    assert after.json["repositories"][0]["damaged"] is None, after.stdout
+
+
 @pytest.mark.parametrize("committed", [False, True],
                          ids=["between the stamps and the record's commit", "after the record's commit"])
 def test_a_search_racing_an_index_run_finds_it_pending_not_damaged(tmp_path, home, monkeypatch, committed):

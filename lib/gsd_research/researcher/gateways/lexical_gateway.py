@@ -11,6 +11,7 @@ import time
 from contextlib import closing
 from pathlib import Path
 
+from gsd_research.core.errors import Locked
 from gsd_research.core.private import open_private
 from gsd_research.researcher.state import Probe, Stamp, StoreUnreadable
 
@@ -118,14 +119,16 @@ def transient(exc: sqlite3.DatabaseError, read_only: bool = False) -> bool:
 
 
 def _guarded(method):
-    """SQLite's errors other than a passing lock become StoreUnreadable, naming the file."""
+    """SQLite's errors become StoreUnreadable naming the file, but another process's lock outlasting SQLite's
+    wait, which is Locked: run again, nothing is damaged."""
     @functools.wraps(method)
     def call(self, *args, **kwargs):
         try:
             return method(self, *args, **kwargs)
         except sqlite3.DatabaseError as exc:
             if transient(exc):
-                raise
+                raise Locked(f"The keyword index {self.db_path} is held by another process ({exc})",
+                             suggestions=["Run the command again when it has finished"]) from None
             self.close()
             raise StoreUnreadable(self.db_path, f"is damaged ({exc})") from None
     return call
