@@ -97,6 +97,16 @@ def _foreign_vectors(state: Path, root: Path, tmp: Path, mark: Callable) -> None
     shutil.copytree(tmp / "chroma-earlier", state / "chroma")
 
 
+def _other_repository_vectors(state: Path, root: Path, tmp: Path, mark: Callable) -> None:
+    """Another repository's vector store (its collection named for that repository) copied in."""
+    kb("repo", "add", "o", str(make_repo(tmp / "other", OTHER)), "--json")
+    _index("o")
+    mark()
+    next_process()
+    shutil.rmtree(state / "chroma")
+    shutil.copytree(state.parent / "o" / "chroma", state / "chroma")
+
+
 def _older_record(state: Path, root: Path, tmp: Path, mark: Callable) -> None:
     """The state record restored from an older copy, the stores newer (a file edited in between)."""
     shutil.copy(state / "state.jsonl", tmp / "state.jsonl")
@@ -232,6 +242,7 @@ MATRIX: list[tuple] = [  # (damage, what search says before the repair (None: an
     ("a killed run's documents in flight", _killed_run, "was interrupted"),
     ("another repository's keyword index copied in", _foreign_keywords, "belongs to another index"),
     ("an earlier index's vector store copied in", _foreign_vectors, "belongs to another index"),
+    ("another repository's vector store copied in", _other_repository_vectors, "belongs to another index"),
     ("state record restored from an older copy", _older_record, "is newer than the state record", "0 new, 1 edited"),
     ("state folder restored from an older copy", _older_folder, None, "1 new, 1 edited, 0 removed"),
     ("a file in place of the state folder", _file_for_state_folder, "NOT_FOUND"),
@@ -273,6 +284,107 @@ def test_every_damage_is_named_then_repaired_by_the_index_run(tmp_path, home, ha
     assert _top5() == before and before[0] == "b.md"
     assert kb("status", "r", "--json").json["repositories"][0]["damaged"] is None
     assert kb("status", "r", "--json").json["repositories"][0]["changed"] is None
+
+
+def test_a_deleted_state_record_is_named_missing_and_the_index_run_repairs_it(tmp_path, home):
+    """Search answers NOT_FOUND ("Not indexed yet") without a record; status names what happened."""
+    indexed_copy(tmp_path, home, "r", DOCS)
+    state = home / "repositories" / "r"
+    before = _top5()
+    (state / "state.jsonl").unlink()
+    next_process()
+
+    damaged = _alone("status", "r").json["repositories"][0]["damaged"]
+    repaired = _index()
+    next_process()
+
+    assert damaged.startswith("The state record of repository 'r' is missing"), damaged
+    assert damaged.endswith(". Run: researcher index r (sets the damaged stores aside and indexes every document "
+                            "again)"), damaged
+    assert repaired["repaired"] and _top5() == before
+
+
+HELD = [  # (store, what SQLite says while another process writes it): a lock, a WAL or hot journal it holds
+    ("vector store, a writer's WAL to recover", "chroma_gateway", sqlite3.SQLITE_READONLY_RECOVERY),
+    ("vector store, 'attempt to write a readonly database'", "chroma_gateway", sqlite3.SQLITE_READONLY),
+    ("vector store, busy in recovery", "chroma_gateway", sqlite3.SQLITE_BUSY_RECOVERY),
+    ("keyword index, shared memory a writer holds", "lexical_gateway", sqlite3.SQLITE_READONLY_CANTINIT),
+]
+
+
+@pytest.mark.parametrize("gateway, code", [row[1:] for row in HELD], ids=[row[0] for row in HELD])
+def test_a_store_another_process_holds_is_no_damage_and_no_run_repairs_it(tmp_path, home, monkeypatch, gateway,
+                                                                          code):
+    """The stores' read-only checks meet another process's lock: status names no damage, the index run sets
+    nothing aside and search answers as before."""
+    import importlib
+    import os
+
+    indexed_copy(tmp_path, home, "r", DOCS)
+    before = _top5()
+    db = home / "repositories" / "r" / "chroma" / "chroma.sqlite3"
+    os.utime(db, ns=(db.stat().st_atime_ns, db.stat().st_mtime_ns + 10**9))  # not as committed: SQLite checks it
+
+    def held(path):
+        exc = sqlite3.OperationalError("attempt to write a readonly database")
+        exc.sqlite_errorcode = code
+        raise exc
+
+    monkeypatch.setattr(importlib.import_module(f"gsd_research.researcher.gateways.{gateway}"), "read_only", held)
+    status = _alone("status", "r").json["repositories"][0]
+    run = _index()
+
+    assert status["damaged"] is None and run["repaired"] is None, (status, run)
+    assert _top5() == before
+
+
+def test_a_keyword_index_another_process_holds_is_a_retryable_error_not_damage(tmp_path, home, monkeypatch):
+    """A process holding the keyword index exclusively past SQLite's wait: LOCKED, and no damage afterwards."""
+    import functools
+
+    indexed_copy(tmp_path, home, "r", DOCS)
+    holder = sqlite3.connect(home / "repositories" / "r" / "lexical.sqlite")
+    holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+    holder.execute("BEGIN IMMEDIATE")
+    next_process()
+    monkeypatch.setattr(sqlite3, "connect", functools.partial(sqlite3.connect, timeout=0.05))
+
+    held = kb("search", QUERY, "--repo", "r", "--mode", "lexical", "--json")
+    holder.close()
+    after = _alone("status", "r")
+
+    assert held.json["error"]["code"] == "LOCKED" and "held by another process" in held.json["error"]["message"]
+    assert after.json["repositories"][0]["damaged"] is None, after.stdout
+
+
+@pytest.mark.parametrize("committed", [False, True],
+                         ids=["between the stamps and the record's commit", "after the record's commit"])
+def test_a_search_racing_an_index_run_finds_it_pending_not_damaged(tmp_path, home, monkeypatch, committed):
+    """The search reads the record, then a run stamps the stores (and commits) before the search probes them:
+    a stamp one ahead of the record it read, never the advice to rebuild."""
+    from gsd_research.researcher import health
+    from gsd_research.researcher.gateways.lexical_gateway import LexicalGateway
+    from gsd_research.researcher.service_factory import ServiceFactory
+
+    root = indexed_copy(tmp_path, home, "r", DOCS)
+    factory = ServiceFactory()
+    search = factory.search_service(factory.repository_service.get_repository("r"))
+    assert search.head is not None and not search.head.in_flight  # read before the run begins
+    seen: list[health.Diagnosis] = []
+    replace = LexicalGateway.replace_documents
+
+    def stamping(self, paths, rows, stamp=None):
+        replace(self, paths, rows, stamp)
+        if not committed:
+            seen.append(search.diagnose("lexical"))
+
+    monkeypatch.setattr(LexicalGateway, "replace_documents", stamping)
+    (root / "e.md").write_text(DOCS["e.md"] + "\nRestarts are rare.\n")
+    _index()
+    if committed:
+        seen.append(search.diagnose("lexical"))
+
+    assert seen and {d.state for d in seen} == {health.PENDING}, seen
 
 
 def _memory_removed(n: int) -> Callable:
@@ -345,6 +457,38 @@ def test_an_index_run_in_progress_is_no_damage_to_a_search(tmp_path, home):
 
     assert during.code == 0, during.stdout
     assert after.json["error"]["code"] == "INDEX_DAMAGED" and "interrupted" in after.json["error"]["message"]
+
+
+def _search_metadata(surface: str, tmp: Path) -> dict:
+    """The metadata of one search of repository r through `surface`."""
+    import json
+
+    from gsd_research.researcher.mcp_server import KnowledgeBaseTools
+    from gsd_research.researcher.service_factory import ServiceFactory
+
+    if surface == "mcp":
+        return KnowledgeBaseTools(ServiceFactory()).search_documents(QUERY, "r")["metadata"]
+    if surface == "queries file":
+        (tmp / "q.jsonl").write_text(json.dumps({"id": 1, "query": QUERY}) + "\n")
+        out = kb("search", "--queries-file", str(tmp / "q.jsonl"), "--repo", "r", "--json")
+        return json.loads(out.stdout.splitlines()[0])["metadata"]
+    return kb("search", QUERY, "--repo", "r", "--json").json["metadata"]
+
+
+@pytest.mark.parametrize("surface", ["command", "queries file", "mcp"])
+def test_a_search_while_an_index_run_writes_says_so_in_a_note(tmp_path, home, surface):
+    """A rebuild empties the record first: its searches answer nothing yet, never silently."""
+    from gsd_research.researcher.gateways.lock_gateway import RepositoryLock
+
+    indexed_copy(tmp_path, home, "r", DOCS)
+    state = home / "repositories" / "r"
+
+    with RepositoryLock(state, "researcher index r").hold():
+        during = _search_metadata(surface, tmp_path)
+    after = _search_metadata(surface, tmp_path)
+
+    assert "index run of r is in progress" in during.get("note", ""), during
+    assert "note" not in after, after
 
 
 def test_a_store_removed_while_the_index_run_writes_it_is_named_and_the_next_run_repairs_it(tmp_path, home,

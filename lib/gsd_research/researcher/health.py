@@ -6,11 +6,16 @@ record's (or is one ahead while the record names documents in flight: a killed r
 and it holds the fragments the record counts. Anything else is damage, whose one fix is `researcher index
 NAME`: `repair` sets the stores aside and the run indexes every document again. Search, status, recall, the
 MCP tools and the resident process call `diagnose`; only the index run calls `repair`.
+
+A reader holds no lock, so a writer may commit between its read of the record and its probes of the stores
+(a stamp then one ahead of the record it read): damage is only what a second read of the record, after the
+probes, confirms unmoved. A store error that is another process's lock is no finding (the gateways' rule).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,6 +59,12 @@ class Diagnosis:
         return self
 
 
+def in_progress(repositories: list[str]) -> str:
+    """The note of an answer given while index runs wrote these repositories (a rebuild answers nothing yet)."""
+    return (f"An index run of {', '.join(repositories)} is in progress: documents it has not written yet are "
+            "missing from this answer; search again when it has finished")
+
+
 def unreadable(repository: str, exc: StoreUnreadable) -> IndexDamaged:
     """The error of a store that failed while it was read or written."""
     what = KEYWORDS if exc.where.endswith(KEYWORDS_FILE) else VECTORS
@@ -62,19 +73,33 @@ def unreadable(repository: str, exc: StoreUnreadable) -> IndexDamaged:
 
 
 def diagnose(repository: str, head: Head | None, keywords: Probe | None = None, vectors: Probe | None = None,
-             writing: bool = False, documents: Path | None = None) -> Diagnosis:
-    """The diagnosis of the stores probed (None: not asked) against the record's `head`. An index run that is
-    writing (`writing`: it holds the lock) makes its stores lag on purpose: pending. Without a record, any
-    stamped store is another index's."""
-    head = head or Head()
+             writing: bool = False, documents: Path | None = None,
+             reread: Callable[[], Head | None] | None = None) -> Diagnosis:
+    """The diagnosis of the stores probed (None: not asked) against the record's `head`, read before them. An
+    index run that is writing (`writing`: it holds the lock) makes its stores lag on purpose: pending. A reader
+    without the lock passes `reread` (the record read again): damage it finds while the record moved is a
+    commit it raced, pending; the next call sees it settled."""
+    diagnosis = _diagnose(repository, head, keywords, vectors, writing, documents)
+    if diagnosis.state == DAMAGED and reread is not None and reread() != head:
+        return Diagnosis(repository, PENDING)
+    return diagnosis
+
+
+def _diagnose(repository: str, head: Head | None, keywords: Probe | None, vectors: Probe | None, writing: bool,
+              documents: Path | None) -> Diagnosis:
     if writing:
         return Diagnosis(repository, PENDING)
+    recorded = head or Head()
     for what, probe in ((KEYWORDS, keywords), (VECTORS, vectors)):
-        problem = _problem(head, probe, what == KEYWORDS and head.writes_pending, documents) if probe else None
+        if head is None and probe is not None and probe.stamp is not None:  # stores written, their record gone
+            return Diagnosis(repository, DAMAGED, f"The state record of repository '{repository}' is missing "
+                             f"(deleted, or unreadable) while its {what} {probe.where} holds an index", what)
+        problem = _problem(recorded, probe, what == KEYWORDS and recorded.writes_pending, documents) if probe \
+            else None
         if problem:
             return Diagnosis(repository, DAMAGED, f"The {what} {probe.where} of repository '{repository}' {problem}",
                              what, probe.unreadable is not None, problem.endswith(INTERRUPTED))
-    return Diagnosis(repository, PENDING if head.in_flight or head.writes_pending else HEALTHY)
+    return Diagnosis(repository, PENDING if head and (head.in_flight or head.writes_pending) else HEALTHY)
 
 
 def _problem(head: Head, probe: Probe, writes_ahead: bool, documents: Path | None) -> str | None:

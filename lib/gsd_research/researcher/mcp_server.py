@@ -93,12 +93,13 @@ class KnowledgeBaseTools:
         kb = SimpleNamespace(factory=self.factory)
         repos, _ = search_cmd._repositories(kb, repository)
         skipped: list[dict] = []
-        ranking = search_cmd.search_all(kb, [query], repos, n_fragments, n_documents, mode, skipped)[0]
+        indexing: list[str] = []
+        ranking = search_cmd.search_all(kb, [query], repos, n_fragments, n_documents, mode, skipped, indexing)[0]
         if keep == "documents":
             ranking.fragments = []
         else:
             ranking.documents = []
-        meta = {"mode": mode, **({"skipped_repositories": skipped} if skipped else {})}
+        meta = {"mode": mode, **search_cmd.notes(skipped, indexing)}
         out = answer(ranking, {"success": True, "query": query, "metadata": meta}, {r.name: r.path for r in repos},
                      max_tokens, mcp_tokens, option="max_tokens")
         out.pop("fragments" if keep == "documents" else "documents")

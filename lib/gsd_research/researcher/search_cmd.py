@@ -27,12 +27,23 @@ def _repositories(kb, repo_name: str | None):
 
 
 def search_all(kb, queries: list[str], repos, n_fragments: int, n_documents: int, mode: str,
-               skipped: list[dict] | None = None):
-    """One `Ranking` per query over all the repositories (`search_repositories`, which fills `skipped`)."""
+               skipped: list[dict] | None = None, indexing: list[str] | None = None):
+    """One `Ranking` per query over all the repositories (`search_repositories`, which fills `skipped` and
+    `indexing`)."""
     from gsd_research.researcher.services.search_service import search_repositories
 
     services = [kb.factory.search_service(repo) for repo in repos]
-    return search_repositories(services, queries, n_fragments, n_documents, mode, skipped)
+    return search_repositories(services, queries, n_fragments, n_documents, mode, skipped, indexing)
+
+
+def notes(skipped: list[dict], indexing: list[str]) -> dict:
+    """An answer's metadata on the repositories left out (damaged) and those an index run was writing."""
+    meta: dict = {"skipped_repositories": skipped} if skipped else {}
+    if indexing:
+        from gsd_research.researcher.health import in_progress
+
+        meta["note"] = in_progress(indexing)
+    return meta
 
 
 def run_one(kb, text: str, repo_name, n_fragments: int, n_documents: int, mode: str, max_tokens: int,
@@ -41,14 +52,14 @@ def run_one(kb, text: str, repo_name, n_fragments: int, n_documents: int, mode: 
     started = time.perf_counter()
     repos, not_indexed = _repositories(kb, repo_name)
     skipped: list[dict] = []
-    ranking = search_all(kb, [text], repos, n_fragments, n_documents, mode, skipped)[0]
+    indexing: list[str] = []
+    ranking = search_all(kb, [text], repos, n_fragments, n_documents, mode, skipped, indexing)[0]
     left_out = {s["repository"] for s in skipped}
     meta = {"repositories": [r.name for r in repos if r.name not in left_out], "mode": mode,
             "elapsed_ms": round((time.perf_counter() - started) * 1000, 1)}
     if not_indexed:
         meta["not_indexed"] = not_indexed
-    if skipped:
-        meta["skipped_repositories"] = skipped
+    meta.update(notes(skipped, indexing))
     set_command(kb.command or "search")
     set_pretty(getattr(kb, "pretty", False))
     return answer(ranking, {"query": text, "metadata": meta}, {r.name: r.path for r in repos}, max_tokens,
@@ -85,12 +96,11 @@ def _read_queries(path: str) -> list[tuple[int, object, str | None, dict | None]
     return out
 
 
-def _line(n: int, qid, query: str, ranking, roots: dict[str, str], max_tokens: int, skipped: list[dict]) -> dict:
+def _line(n: int, qid, query: str, ranking, roots: dict[str, str], max_tokens: int, meta: dict) -> dict:
     """One query's line; a line cut by its budget carries its own cursor, written before the line is printed
     (no references: each line stands alone)."""
     from gsd_research.core import session
 
-    meta = {"skipped_repositories": skipped} if skipped else {}
     led = session.Ledger(None, True)
     try:
         line = answer(ranking, {"id": qid, "line": n, "query": query, "metadata": meta}, roots, max_tokens,
@@ -103,15 +113,16 @@ def _line(n: int, qid, query: str, ranking, roots: dict[str, str], max_tokens: i
 
 
 def _rankings(kb, queries: list[str], repos, n_fragments: int, n_documents: int, mode: str) -> list[tuple]:
-    """(ranking or the error that stopped it, repositories left out) per query: all at once; after a failure
+    """(ranking or the error that stopped it, its metadata `notes`) per query: all at once; after a failure
     (a damaged repository searched alone) one by one, so that a query's failure is its line's alone."""
     def attempt(batch: list[str]) -> list[tuple]:
         skipped: list[dict] = []
+        indexing: list[str] = []
         try:
-            rankings = search_all(kb, batch, repos, n_fragments, n_documents, mode, skipped)
-            return [(ranking, skipped) for ranking in rankings]
+            rankings = search_all(kb, batch, repos, n_fragments, n_documents, mode, skipped, indexing)
+            return [(ranking, notes(skipped, indexing)) for ranking in rankings]
         except GsdError as exc:
-            return [(exc, [])]
+            return [(exc, {})]
 
     found = attempt(queries) if queries else []
     if len(queries) > 1 and isinstance(found[0][0], GsdError):
@@ -132,9 +143,9 @@ def run_batch(kb, path: str, repo_name, n_fragments: int, n_documents: int, mode
     results = iter(_rankings(kb, valid, repos, n_fragments, n_documents, mode))
     for n, qid, query, err in items:
         if err is None:
-            ranking, skipped = next(results)
+            ranking, meta = next(results)
             err = ranking.to_dict() if isinstance(ranking, GsdError) else None
         line = {"id": qid, "line": n, "query": None, "error": err} if err is not None else \
-            _line(n, qid, query, ranking, roots, max_tokens, skipped)
+            _line(n, qid, query, ranking, roots, max_tokens, meta)
         sys.stdout.write(scrub(dumps(line)) + "\n")
     sys.stdout.flush()

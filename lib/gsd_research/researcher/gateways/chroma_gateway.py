@@ -14,7 +14,7 @@ from pathlib import Path
 
 from gsd_research.core.errors import GsdError, ProviderError
 from gsd_research.researcher.gateways.chroma_server import PROBE_TIMEOUT, check_url, probe, unreachable
-from gsd_research.researcher.gateways.lexical_gateway import read_only, would_wait
+from gsd_research.researcher.gateways.lexical_gateway import read_only, transient
 from gsd_research.researcher.models import SearchResult
 from gsd_research.researcher.state import VECTOR_DB, Probe, StoreUnreadable
 
@@ -50,7 +50,7 @@ def _integrity(db: Path) -> str | None:
         with closing(read_only(db)) as conn:
             rows = conn.execute("PRAGMA quick_check(3)").fetchall()
     except sqlite3.DatabaseError as exc:
-        return None if would_wait(exc) else str(exc)[:200]
+        return None if transient(exc, read_only=True) else str(exc)[:200]
     return "; ".join(str(r[0]) for r in rows if r and r[0] != "ok")[:200] or None
 
 
@@ -248,7 +248,7 @@ class ChromaGateway:
         try:
             collection = self._existing()
             if collection is None:
-                return Probe(where, exists=False)
+                return self._without_own(where)
             held, meta = collection.count(), collection.metadata or {}
         except _PASSED_ON:
             raise
@@ -259,6 +259,16 @@ class ChromaGateway:
         stamp = (str(meta[STAMP_ID]), int(meta[STAMP_GENERATION])) if STAMP_ID in meta and STAMP_GENERATION in meta \
             else None
         return Probe(where, held=held, stamp=stamp)
+
+    def _without_own(self, where: str) -> Probe:
+        """No collection of this repository's: an embedded store (one repository's alone) that holds another's was
+        copied in, its stamp that collection's (its name standing for a stamp it lacks); else nothing is stored."""
+        if self.url is None:
+            for other in self.client.list_collections():
+                meta = other.metadata or {}
+                return Probe(where, stamp=(str(meta.get(STAMP_ID, f"collection {other.name}")),
+                                           int(meta.get(STAMP_GENERATION, 0))))
+        return Probe(where, exists=False)
 
     def delete_collection(self) -> None:
         with suppress(Exception):  # an absent collection

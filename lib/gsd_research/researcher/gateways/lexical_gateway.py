@@ -11,6 +11,7 @@ import time
 from contextlib import closing
 from pathlib import Path
 
+from gsd_research.core.errors import Locked
 from gsd_research.core.private import open_private
 from gsd_research.researcher.state import Probe, Stamp, StoreUnreadable
 
@@ -100,20 +101,34 @@ def read_only(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True)
 
 
-def would_wait(exc: sqlite3.DatabaseError) -> bool:
-    """Whether SQLite failed on another process's lock (it writes: not damage)."""
-    return getattr(exc, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+_PASSING = frozenset((sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED))  # primary codes: another connection's lock
+_PASSING_READ_ONLY = frozenset((sqlite3.SQLITE_READONLY_RECOVERY, sqlite3.SQLITE_READONLY_CANTLOCK,
+                                sqlite3.SQLITE_READONLY_ROLLBACK, sqlite3.SQLITE_READONLY_CANTINIT))
+
+
+def transient(exc: sqlite3.DatabaseError, read_only: bool = False) -> bool:
+    """Whether SQLite failed on another connection's state, not on the file's content: a lock (any BUSY or
+    LOCKED code), or a WAL index, WAL or hot journal a writer holds that a connection cannot recover (the
+    READONLY codes of recovery; on a read-only connection, any READONLY: it never writes pages, so its
+    "attempt to write a readonly database" is another process mid-write). Never damage: wait or retry."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None:
+        return False
+    return code & 0xFF in _PASSING or code in _PASSING_READ_ONLY or \
+        (read_only and code & 0xFF == sqlite3.SQLITE_READONLY)
 
 
 def _guarded(method):
-    """SQLite's errors other than a passing lock become StoreUnreadable, naming the file."""
+    """SQLite's errors become StoreUnreadable naming the file, but another process's lock outlasting SQLite's
+    wait, which is Locked: run again, nothing is damaged."""
     @functools.wraps(method)
     def call(self, *args, **kwargs):
         try:
             return method(self, *args, **kwargs)
         except sqlite3.DatabaseError as exc:
-            if would_wait(exc):
-                raise
+            if transient(exc):
+                raise Locked(f"The keyword index {self.db_path} is held by another process ({exc})",
+                             suggestions=["Run the command again when it has finished"]) from None
             self.close()
             raise StoreUnreadable(self.db_path, f"is damaged ({exc})") from None
     return call
@@ -181,7 +196,7 @@ class LexicalGateway:
         try:
             conn = read_only(self.db_path)
         except sqlite3.Error as exc:
-            return Probe(where, unreadable=f"cannot be opened ({exc})")
+            return Probe(where) if transient(exc, read_only=True) else Probe(where, unreadable=f"cannot be opened ({exc})")
         try:
             with closing(conn):
                 tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
@@ -192,7 +207,7 @@ class LexicalGateway:
                 row = conn.execute("SELECT repository_id, generation FROM stamp LIMIT 1").fetchone() \
                     if "stamp" in tables else None
         except sqlite3.DatabaseError as exc:
-            return Probe(where) if would_wait(exc) else Probe(where, unreadable=f"is damaged ({exc})")
+            return Probe(where) if transient(exc, read_only=True) else Probe(where, unreadable=f"is damaged ({exc})")
         return Probe(where, held=held, stamp=(str(row[0]), int(row[1])) if row else None)
 
     @_guarded

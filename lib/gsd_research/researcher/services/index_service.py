@@ -123,15 +123,17 @@ class IndexService:
 
     # -- the record and the stores ---------------------------------------------------------------
 
-    def diagnose(self, writing: bool = False, remember: bool = False) -> health.Diagnosis:
+    def diagnose(self, writing: bool = False, remember: bool = False, locked: bool = True) -> health.Diagnosis:
         """The stores against the record; the vector store read only when its file is not as the last commit
-        left it (a warm re-index never imports Chroma), and with `remember` its file then recorded as sound."""
+        left it (a warm re-index never imports Chroma), and with `remember` its file then recorded as sound.
+        Without the lock (`locked` False) a commit may land between the reads: the record is read again."""
         head = self.state.head()
         vectors = None
         if head is not None and head.fragments:
             store = self._chroma or self._chroma_factory()
             vectors = store.probe(trusted=head.vector_file or [])
-        diagnosis = health.diagnose(self.name, head, self.lexical.probe(), vectors, writing, self.fs.base_path)
+        diagnosis = health.diagnose(self.name, head, self.lexical.probe(), vectors, writing, self.fs.base_path,
+                                    reread=None if locked else self.state.head)
         if remember and vectors is not None and vectors.held is not None and diagnosis.state != health.DAMAGED:
             self.state.update(vector_file=store.file_state())  # read and sound: trusted unread from now on
         return diagnosis
@@ -330,7 +332,10 @@ class IndexService:
     def _commit(self, paths: list[str], delete: list[str], records: list | None = None,
                 rows: list | None = None) -> None:
         """One transaction: `paths` named in flight, both stores written and stamped with the record's next
-        generation, then the record written last (a run killed before it leaves the previous one answerable)."""
+        generation, then the record written last (a run killed before it leaves the previous one answerable).
+        Never a stamp without documents in flight: a reader tells a commit it raced by the record's change."""
+        if not paths:
+            return
         self.state.update(in_flight=sorted(set(paths)))
         head = self.state.head()
         stamp = (head.repository_id, head.generation + 1)
@@ -416,7 +421,7 @@ class IndexService:
             documents_no_text=len(no_text), no_text=no_text[:NO_TEXT_LISTED],
             fix=no_text_fix(next((p for p in no_text if p.lower().endswith(".pdf")), no_text[0]),
                             self.name) if no_text else None,
-            damaged=self.diagnose(writing=bool(head.in_flight) and self.lock.busy()).report(),
+            damaged=self.diagnose(writing=bool(head.in_flight) and self.lock.busy(), locked=False).report(),
             changed=self._folder_changes())
 
     def _folder_changes(self) -> str | None:

@@ -40,6 +40,7 @@ class SearchService:
         self.lexical, self.embedding = lexical_gateway, embedding_gateway
         self.repo_dir, self.documents = repo_dir, documents  # the state record's folder, the repository's
         self.vectors_held = 0  # fragments in the vector store, as the last diagnosis probed them
+        self.indexing = False  # an index run held the lock at the last diagnosis: what it has not written is missing
 
     @cached_property
     def chroma(self):
@@ -56,15 +57,18 @@ class SearchService:
         """The diagnosis of the stores `mode` reads, against the record's head. The vector store is probed
         only once the record counts fragments in it."""
         from gsd_research.researcher.gateways.lock_gateway import RepositoryLock
+        from gsd_research.researcher.state import StateGateway
 
         head = self.head
         vectors = self.chroma.probe() if mode != "lexical" and (head is None or head.fragments) else None
         self.vectors_held = vectors.held or 0 if vectors is not None and vectors.exists else 0
-        if head is None:  # nothing recorded (a service built in memory, or not indexed yet)
+        if self.repo_dir is None:  # a service built in memory: nothing recorded
             return health.Diagnosis(self.name)
         keywords = self.lexical.probe() if mode != "vector" else None
-        writing = bool(head.in_flight) and RepositoryLock(self.repo_dir).busy()
-        return health.diagnose(self.name, head, keywords, vectors, writing, self.documents)
+        self.indexing = RepositoryLock(self.repo_dir).busy()
+        writing = head is not None and bool(head.in_flight) and self.indexing
+        return health.diagnose(self.name, head, keywords, vectors, writing, self.documents,
+                               reread=StateGateway(self.repo_dir).head)
 
     def _vectors(self, queries: list[str], depth: int, embeddings: list[list[float]] | None = None,
                  where: dict | None = None) -> list[list[SearchResult]]:
@@ -146,12 +150,14 @@ def _lexical_only(why: str) -> str:
 
 
 def search_repositories(services: list[SearchService], queries: list[str], n_fragments: int, n_documents: int,
-                        mode: str = "hybrid", skipped: list | None = None) -> list[Ranking]:
+                        mode: str = "hybrid", skipped: list | None = None,
+                        indexing: list | None = None) -> list[Ranking]:
     """One ranking per query over all the repositories' evidence, normalized together (never per repository),
     repositories unrelated to the query admitted only with their identifier evidence (`ranking.admit`). Query
     embeddings are computed once per embedding model. With `skipped` (a list), a repository whose index is
     damaged is left out and named in it (which, why, the command that repairs it), unless every repository
-    is: then the first one's error is raised, as it is without `skipped`."""
+    is: then the first one's error is raised, as it is without `skipped`. With `indexing` (a list), the
+    repositories an index run was writing meanwhile are named in it (their answer may lack documents)."""
     depth = candidate_depth(n_fragments, n_documents)
     per_query: list[list[Evidence]] = [[] for _ in queries]
     embeddings: dict[str | None, list[list[float]]] = {}
@@ -167,6 +173,8 @@ def search_repositories(services: list[SearchService], queries: list[str], n_fra
                 raise
             damaged.append((service.name, exc))
             continue
+        if indexing is not None and service.indexing:
+            indexing.append(service.name)
         for found, ev in zip(per_query, evidence, strict=True):
             found.append(ev)
     if damaged and len(damaged) == len(services):
