@@ -1,4 +1,4 @@
-"""PreToolUse on Bash inside a subagent: one research session per agent, not one per client session.
+"""PreToolUse on Bash inside a subagent: a research session of its own for each agent, not the client's.
 
 Subagents inherit the main session's GSD_RESEARCH_SESSION, so parallel researchers would get references to
 passages only a sibling saw. A subagent's single call of ours gets ` --session <session>.<agent_id>` appended.
