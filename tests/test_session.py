@@ -78,6 +78,15 @@ def test_expand_gives_the_passage_again_inside_the_fence(cli, fake):
     assert keys.index("untrusted") < keys.index("content") < keys.index("untrusted_end")
 
 
+def test_a_subagent_session_expands_a_reference_its_client_session_returned(cli, fake):
+    first = cli(*DOCS, "--session", "s1").json
+    ref = cli(*DOCS, "--session", "s1").json["results"][0]["repeat"]
+
+    doc = cli("expand", ref, "--session", "s1.agent7").json
+
+    assert doc["content"] == full(first["results"])[0]["content"]
+
+
 def test_expand_of_a_reference_without_its_session_is_a_usage_error(cli, fake):
     cli(*DOCS, "--session", "s1")
     ref = cli(*DOCS, "--session", "s1").json["results"][0]["repeat"]

@@ -100,11 +100,20 @@ class Ledger:
         return self.data()["passages"].get(pid) if self.dedupes else None
 
     def find(self, ref: str) -> tuple[str, dict] | None:
+        """The passage `ref` names in this session, else in the sessions it descends from: a subagent's is
+        `<client session>.<agent id>` (hooks' pre-bash), so a reference the main conversation handed it expands."""
         key = ref[1:] if ref.startswith("r") else ref
-        for pid, entry in self.data()["passages"].items():
-            if pid.startswith(key) and len(key) >= 6:
-                return pid, entry
-        return None
+        if len(key) < 6:
+            return None
+        sid, data = self.sid, self.data()
+        while True:
+            for pid, entry in data["passages"].items():
+                if pid.startswith(key):
+                    return pid, entry
+            if not sid or "." not in sid:
+                return None
+            sid = sid.rsplit(".", 1)[0]
+            data = Ledger(sid, fresh=False).data()
 
     def start_fit(self) -> None:
         """A command fits its answer (again): only the last fit's passages and cursor count."""
