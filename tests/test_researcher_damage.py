@@ -129,6 +129,22 @@ def _older_folder(state: Path, root: Path, tmp: Path, mark: Callable) -> None:
     shutil.copytree(tmp / "state-earlier", state)
 
 
+def _foreign_folder(state: Path, root: Path, tmp: Path, mark: Callable) -> None:
+    """Another repository's whole state folder (its record, matching its stores) copied over this one's."""
+    kb("repo", "add", "o", str(make_repo(tmp / "other", OTHER)), "--json")
+    _index("o")
+    mark()
+    next_process()
+    shutil.rmtree(state)
+    shutil.copytree(state.parent / "o", state)
+
+
+def _keyword_page_overwritten(state: Path, root: Path, tmp: Path, mark: Callable) -> None:
+    mark()
+    next_process()
+    _overwrite_page(state / "lexical.sqlite")
+
+
 def _cut_keywords(state: Path, root: Path, tmp: Path, mark: Callable) -> None:
     mark()
     with sqlite3.connect(state / "lexical.sqlite") as conn:
@@ -245,6 +261,8 @@ MATRIX: list[tuple] = [  # (damage, what search says before the repair (None: an
     ("another repository's vector store copied in", _other_repository_vectors, "belongs to another index"),
     ("state record restored from an older copy", _older_record, "is newer than the state record", "0 new, 1 edited"),
     ("state folder restored from an older copy", _older_folder, None, "1 new, 1 edited, 0 removed"),
+    ("another repository's whole state folder copied in", _foreign_folder, "belongs to another index"),
+    ("a page inside the keyword index overwritten", _keyword_page_overwritten, "is damaged"),
     ("a file in place of the state folder", _file_for_state_folder, "NOT_FOUND"),
 ]
 

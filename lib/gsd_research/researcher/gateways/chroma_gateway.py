@@ -262,12 +262,11 @@ class ChromaGateway:
 
     def _without_own(self, where: str) -> Probe:
         """No collection of this repository's: an embedded store (one repository's alone) that holds another's was
-        copied in, its stamp that collection's (its name standing for a stamp it lacks); else nothing is stored."""
+        copied in, its stamp that collection's name (never a record's id, whatever stamp it carries: a whole state
+        folder copied in brings a record that matches it); else nothing is stored."""
         if self.url is None:
             for other in self.client.list_collections():
-                meta = other.metadata or {}
-                return Probe(where, stamp=(str(meta.get(STAMP_ID, f"collection {other.name}")),
-                                           int(meta.get(STAMP_GENERATION, 0))))
+                return Probe(where, stamp=(f"collection {other.name}", 0))
         return Probe(where, exists=False)
 
     def delete_collection(self) -> None:

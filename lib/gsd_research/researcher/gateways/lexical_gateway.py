@@ -185,9 +185,10 @@ class LexicalGateway:
                 self.conn.execute("DELETE FROM stamp")
                 self.conn.execute("INSERT INTO stamp VALUES (?, ?)", stamp)
 
-    def probe(self) -> Probe:
-        """Its stamp and fragment count, read-only from FTS5's size table (no scan). A file another process has
-        locked is trusted unread: the record says what it holds."""
+    def probe(self, thorough: bool = False) -> Probe:
+        """Its stamp and fragment count, read-only from FTS5's size table (no scan; `thorough`: SQLite's quick
+        check of every page too, for the index run and status, which must see a page garbled mid-file). A file
+        another process has locked is trusted unread: the record says what it holds."""
         where = str(self.db_path)
         if not os.path.lexists(self.db_path):
             return Probe(where, exists=False)
@@ -206,6 +207,9 @@ class LexicalGateway:
                 held = conn.execute("SELECT count(*) FROM fragments_docsize").fetchone()[0]
                 row = conn.execute("SELECT repository_id, generation FROM stamp LIMIT 1").fetchone() \
                     if "stamp" in tables else None
+                problems = [r[0] for r in conn.execute("PRAGMA quick_check(3)") if r[0] != "ok"] if thorough else []
+            if problems:
+                return Probe(where, unreadable=f"is damaged ({'; '.join(map(str, problems))[:200]})")
         except sqlite3.DatabaseError as exc:
             return Probe(where) if transient(exc, read_only=True) else Probe(where, unreadable=f"is damaged ({exc})")
         return Probe(where, held=held, stamp=(str(row[0]), int(row[1])) if row else None)
