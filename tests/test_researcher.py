@@ -448,3 +448,15 @@ def test_status_names_what_changed_in_the_folder_since_the_last_index_run(tmp_pa
 
     assert changed == (said and f"The folder changed since the last index run: {said} documents. "
                                  "Run: researcher index r")
+
+
+def test_status_during_an_index_run_says_it_is_in_progress_not_to_start_another(tmp_path, home):
+    from gsd_research.researcher.gateways.lock_gateway import RepositoryLock
+
+    root = indexed_copy(tmp_path, home, "r", DOCS)
+    (root / "new.md").write_text("# New\n\nA note.\n")
+
+    with RepositoryLock(home / "repositories" / "r", "researcher index r").hold():
+        changed = kb("status", "r", "--json").json["repositories"][0]["changed"]
+
+    assert changed.startswith("An index run of r is in progress") and "Run: researcher index" not in changed

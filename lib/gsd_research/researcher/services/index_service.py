@@ -431,5 +431,7 @@ class IndexService:
 
         if self.name == MEMORY_REPOSITORY or not self.fs.base_path.is_dir():
             return None
+        if self.lock.busy():  # the run in progress is the fix: never advise a second one
+            return health.in_progress([self.name])
         changed = health.changed_since(self.checksums, self.fs, self.file_types)
         return f"{changed}. Run: researcher index {self.name}" if changed else None
