@@ -180,7 +180,8 @@ class ChromaGateway:
         """Record which index run committed last (the collection's metadata; its distance lives in its
         configuration), and widen the search of a collection made before SEARCH_EF."""
         hnsw = (self.collection.configuration_json or {}).get("hnsw") or {}
-        widen = {"configuration": {"hnsw": {"ef_search": SEARCH_EF}}} if hnsw.get("ef_search", 0) < SEARCH_EF else {}
+        narrow = hnsw.get("ef_search", 0) < SEARCH_EF
+        widen = {"configuration": {"hnsw": {"ef_search": SEARCH_EF}}} if narrow else {}
         with self._writing():
             self.collection.modify(metadata={STAMP_ID: stamp[0], STAMP_GENERATION: stamp[1]}, **widen)
 

@@ -197,7 +197,8 @@ class LexicalGateway:
         try:
             conn = read_only(self.db_path)
         except sqlite3.Error as exc:
-            return Probe(where) if transient(exc, read_only=True) else Probe(where, unreadable=f"cannot be opened ({exc})")
+            held_elsewhere = transient(exc, read_only=True)
+            return Probe(where) if held_elsewhere else Probe(where, unreadable=f"cannot be opened ({exc})")
         try:
             with closing(conn):
                 tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
@@ -207,11 +208,13 @@ class LexicalGateway:
                 held = conn.execute("SELECT count(*) FROM fragments_docsize").fetchone()[0]
                 row = conn.execute("SELECT repository_id, generation FROM stamp LIMIT 1").fetchone() \
                     if "stamp" in tables else None
-                problems = [r[0] for r in conn.execute("PRAGMA quick_check(3)") if r[0] != "ok"] if thorough else []
+                problems = [r[0] for r in conn.execute("PRAGMA quick_check(3)") if r[0] != "ok"] \
+                    if thorough else []
             if problems:
                 return Probe(where, unreadable=f"is damaged ({'; '.join(map(str, problems))[:200]})")
         except sqlite3.DatabaseError as exc:
-            return Probe(where) if transient(exc, read_only=True) else Probe(where, unreadable=f"is damaged ({exc})")
+            held_elsewhere = transient(exc, read_only=True)
+            return Probe(where) if held_elsewhere else Probe(where, unreadable=f"is damaged ({exc})")
         return Probe(where, held=held, stamp=(str(row[0]), int(row[1])) if row else None)
 
     @_guarded

@@ -132,7 +132,8 @@ class IndexService:
         if head is not None and head.fragments:
             store = self._chroma or self._chroma_factory()
             vectors = store.probe(trusted=head.vector_file or [])
-        diagnosis = health.diagnose(self.name, head, self.lexical.probe(thorough=True), vectors, writing, self.fs.base_path,
+        keywords = self.lexical.probe(thorough=True)  # a page garbled mid-file: only a full check sees it
+        diagnosis = health.diagnose(self.name, head, keywords, vectors, writing, self.fs.base_path,
                                     reread=None if locked else self.state.head)
         if remember and vectors is not None and vectors.held is not None and diagnosis.state != health.DAMAGED:
             self.state.update(vector_file=store.file_state())  # read and sound: trusted unread from now on
