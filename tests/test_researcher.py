@@ -429,13 +429,30 @@ def _later(path: Path) -> None:
     os.utime(path, (later, later))
 
 
+def _renamed(path: Path) -> None:
+    path.rename(path.with_name("baking.md"))
+
+
+def _extracted(path: Path) -> None:
+    """Written with a modification time long past, as `tar x`, `unzip` or `cp -p` leave it."""
+    path.write_text("# New\n\nA note.\n")
+    os.utime(path, (1_000_000_000, 1_000_000_000))
+
+
 FOLDER_CHANGES = [  # (what happens to the indexed folder, what `status` says changed; None: nothing)
     ("nothing", lambda root: None, None),
     ("a file touched, its text the same", lambda root: _later(root / "guide" / "cooking.md"), None),
     ("a file edited", lambda root: ((root / "guide" / "cooking.md").write_text("# Rye\n\nRye bread is dense.\n"),
-                                    _later(root / "guide" / "cooking.md")), "0 new, 1 edited, 0 removed"),
-    ("a file added", lambda root: (root / "new.md").write_text("# New\n\nA note.\n"), "1 new, 0 edited, 0 removed"),
-    ("a file removed", lambda root: (root / "guide" / "cooking.md").unlink(), "0 new, 0 edited, 1 removed"),
+                                    _later(root / "guide" / "cooking.md")),
+     "0 new, 1 edited, 0 removed documents (edited guide/cooking.md)"),
+    ("a file added", lambda root: (root / "new.md").write_text("# New\n\nA note.\n"),
+     "1 new, 0 edited, 0 removed documents (new new.md)"),
+    ("a file added with an old modification time", lambda root: _extracted(root / "new.md"),
+     "1 new, 0 edited, 0 removed documents (new new.md)"),
+    ("a file renamed", lambda root: _renamed(root / "guide" / "cooking.md"),
+     "1 new, 0 edited, 1 removed documents (new guide/baking.md, removed guide/cooking.md)"),
+    ("a file removed", lambda root: (root / "guide" / "cooking.md").unlink(),
+     "0 new, 0 edited, 1 removed documents (removed guide/cooking.md)"),
 ]
 
 
@@ -446,8 +463,7 @@ def test_status_names_what_changed_in_the_folder_since_the_last_index_run(tmp_pa
     change(root)
     changed = kb("status", "r", "--json").json["repositories"][0]["changed"]
 
-    assert changed == (said and f"The folder changed since the last index run: {said} documents. "
-                                 "Run: researcher index r")
+    assert changed == (said and f"The folder changed since the last index run: {said}. Run: researcher index r")
 
 
 def test_status_during_an_index_run_says_it_is_in_progress_not_to_start_another(tmp_path, home):

@@ -27,6 +27,7 @@ from gsd_research.researcher.state import Probe, StoreUnreadable
 
 HEALTHY, PENDING, DAMAGED = "healthy", "pending", "damaged"
 KEYWORDS, VECTORS = "keyword index", "vector store"
+CHANGES_NAMED = 3  # changed documents `status` names; the counts cover all
 INTERRUPTED = "(an index run was interrupted while it rewrote documents; the next run resumes it)"
 
 
@@ -149,25 +150,34 @@ def reset(lexical, vectors, state) -> None:
 
 
 def changed_since(checksums: dict, fs, file_types: list[str]) -> str | None:
-    """What changed in the repository's folder since its index recorded it, or None: documents newer than the
-    index's last write and not in it, documents edited since their own record (newer, and their checksum
-    differs), documents gone. A stale index, or a state folder restored from an older copy; the stores agree
-    with the record either way, so only the folder tells. Unchanged files are only stat'ed."""
+    """What changed in the repository's folder since its index recorded it, or None: documents not in it that
+    appeared after the index's last write, documents edited since their own record (changed since, and their
+    checksum differs), documents gone; the first few named. A stale index, or a state folder restored from an
+    older copy; the stores agree with the record either way, so only the folder tells. A file's change time
+    counts as well as its modification time: `tar x`, `unzip`, `cp -p` and a rename keep the latter but set
+    the former. Unchanged files are only stat'ed."""
     last_write = max((m.indexed_at.timestamp() for m in checksums.values()), default=0.0)
-    new = edited = 0
+    new: list[str] = []
+    edited: list[str] = []
     seen = set()
     for rel in fs.iter_files(file_types):
         seen.add(rel)
         meta = checksums.get(rel)
         try:
-            mtime = fs.absolute(rel).stat().st_mtime
+            st = fs.absolute(rel).stat()
+            changed = max(st.st_mtime, st.st_ctime)
             if meta is None:
-                new += mtime > last_write
-            elif mtime > meta.indexed_at.timestamp() and fs.compute_checksum(rel) != meta.checksum:
-                edited += 1
+                if changed > last_write:
+                    new.append(rel)
+            elif changed > meta.indexed_at.timestamp() and fs.compute_checksum(rel) != meta.checksum:
+                edited.append(rel)
         except (OSError, NotIndexable):  # gone or unreadable since the walk: the index run names it
             continue
-    gone = len(checksums.keys() - seen)
+    gone = sorted(checksums.keys() - seen)
     if not new + edited + gone:
         return None
-    return f"The folder changed since the last index run: {new} new, {edited} edited, {gone} removed documents"
+    named = [f"{kind} {rel}" for kind, paths in (("new", sorted(new)), ("edited", sorted(edited)),
+                                                   ("removed", gone)) for rel in paths][:CHANGES_NAMED]
+    more = "" if len(new) + len(edited) + len(gone) <= CHANGES_NAMED else ", …"
+    return (f"The folder changed since the last index run: {len(new)} new, {len(edited)} edited, {len(gone)} "
+            f"removed documents ({', '.join(named)}{more})")
