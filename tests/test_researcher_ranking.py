@@ -351,3 +351,24 @@ def test_a_short_hash_and_a_bare_version_find_their_document(tmp_path, home):
         out = kb("search", query, "--json", "--documents", "3").json
         assert out["documents"][0]["document_path"] == expected, (query, [d["document_path"] for d in out["documents"]])
         assert out["fragments"][0]["match"] in ("lexical", "both")
+
+
+def test_a_keyword_candidate_the_nearest_neighbours_missed_is_ranked_by_its_similarity(tmp_path, home,
+                                                                                        monkeypatch):
+    """Chroma's graph, rebuilt per process, can leave a fragment unreachable (among many identical ones): a
+    repository whose on-topic fragments it missed must still be judged, and ranked, by their similarity."""
+    from gsd_research.researcher.gateways.chroma_gateway import ChromaGateway, collection_name
+    from tests.researcher_fixtures import MATRIX_DOCS, MATRIX_OTHER, indexed_copies, kb
+
+    indexed_copies(tmp_path, home, {"r": (MATRIX_DOCS, "repo"), "o": (MATRIX_OTHER, "other")})
+    query_many = ChromaGateway.query_many
+
+    def graph_missing_o(self, embeddings, *args, **kwargs):  # every on-topic fragment of `o` out of reach
+        found = query_many(self, embeddings, *args, **kwargs)
+        return [[] for _ in found] if self.collection_name == collection_name("o") else found
+    monkeypatch.setattr(ChromaGateway, "query_many", graph_missing_o)
+
+    top = kb("search", "sourdough bread and rye flour after a restart", "--documents", "3", "--json").json["documents"][0]
+
+    assert top["repository"] == "o", top
+    assert top["best_distance"] is not None and top["best_distance"] < 0.5, top

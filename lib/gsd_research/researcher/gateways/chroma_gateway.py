@@ -229,6 +229,20 @@ class ChromaGateway:
                             for i, t, m, d in zip(ids, docs, metas, dists, strict=False)])
         return out
 
+    def vectors_of(self, ids: list[str]) -> dict[str, list[float]]:
+        """The stored vectors of these fragments (those the collection holds)."""
+        if not ids:
+            return {}
+        try:
+            res = self.collection.get(ids=ids, include=["embeddings"])
+        except _PASSED_ON:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - as in query_many
+            if self.url is None:
+                raise self._let_go(_cannot_read(exc)) from None
+            raise
+        return dict(zip(res["ids"], res["embeddings"], strict=False))
+
     def file_state(self) -> list[int] | None:
         """The embedded store's database file as `_file` sees it (None for a server). The record keeps it at each
         commit: a file that still matches is trusted unread."""

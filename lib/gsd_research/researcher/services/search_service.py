@@ -70,25 +70,51 @@ class SearchService:
         return health.diagnose(self.name, head, keywords, vectors, writing, self.documents,
                                reread=StateGateway(self.repo_dir).head)
 
-    def _vectors(self, queries: list[str], depth: int, embeddings: list[list[float]] | None = None,
-                 where: dict | None = None) -> list[list[SearchResult]]:
+    def _vectors(self, embeddings: list[list[float]], depth: int, where: dict | None = None
+                 ) -> list[list[SearchResult]]:
         """Nearest fragments per query; none while nothing is embedded (no store created)."""
         if not self.vectors_held:
-            return [[] for _ in queries]
-        embeddings = embeddings or self.embedding.embed_queries(queries)
+            return [[] for _ in embeddings]
         return self.chroma.query_many(embeddings, depth, where, total=self.vectors_held)
+
+    def _with_similarity(self, found: list[tuple[list[float], list[SearchResult], list[SearchResult]]]) -> None:
+        """Each query's keyword candidates that its nearest neighbours should have held join them with their exact
+        cosine distance. The neighbours come from an approximate graph Chroma rebuilds per process, which can
+        leave a fragment unreachable (among many identical ones); the ranking and the repository gate then judge
+        by the similarity the graph should have found. A candidate less similar than the farthest neighbour
+        stays out, as an exact search would have left it: rankings the graph got right do not move."""
+        import numpy as np
+
+        missing = [{r.fragment_id: r for r in lexical if r.fragment_id not in {v.fragment_id for v in vector}}
+                   for _, vector, lexical in found]
+        stored = self.chroma.vectors_of(sorted({i for m in missing for i in m}))
+        for (query, vector, _), candidates in zip(found, missing, strict=True):
+            ids = [i for i in candidates if i in stored]
+            if not ids:
+                continue
+            matrix = np.asarray([stored[i] for i in ids], dtype=np.float32)
+            q = np.asarray(query, dtype=np.float32)
+            cosine = matrix @ q / np.maximum(np.linalg.norm(matrix, axis=1) * np.linalg.norm(q), 1e-12)
+            farthest = max((r.distance for r in vector if r.distance is not None), default=2.0)
+            vector += [candidates[i].model_copy(update={"distance": 1.0 - c, "match": "vector"})
+                       for i, c in zip(ids, cosine.tolist(), strict=True) if 1.0 - c <= farthest]
 
     def evidence_many(self, queries: list[str], depth: int, mode: str = "hybrid",
                       query_embeddings: list[list[float]] | None = None) -> list[Evidence]:
         """This repository's candidates for each query, in order."""
         self.diagnose(mode).raise_if_damaged()
+        held = bool(self.vectors_held)
+        embeddings = (query_embeddings or self.embedding.embed_queries(queries)) if held else [[] for _ in queries]
         try:
-            out = [Evidence(self.name, vector=v) for v in self._vectors(queries, depth, query_embeddings)]
+            out = [Evidence(self.name, vector=v) for v in self._vectors(embeddings, depth)]
             for query, ev in zip(queries, out, strict=True):
                 if mode != "vector":
                     ev.lexical = self.lexical.search(query, depth)
                 if mode == "hybrid":
                     self._exact(query, ev)
+            if held and mode == "hybrid":
+                self._with_similarity([(e, ev.vector, ev.lexical + [r for hits in ev.exact.values() for r in hits])
+                                       for e, ev in zip(embeddings, out, strict=True)])
         except StoreUnreadable as exc:
             raise health.unreadable(self.name, exc) from None
         return out
@@ -118,7 +144,8 @@ class SearchService:
         if use_vector:
             try:
                 where = {"document_path": {"$in": list(paths)}} if paths is not None else None
-                vector = self._vectors([query], depth, where=where)[0]
+                embedding = self.embedding.embed_queries([query]) if self.vectors_held else [[]]
+                vector = self._vectors(embedding, depth, where=where)[0]
             except Exception as exc:  # noqa: BLE001 - a failing vector store must not hide the lexical list
                 note = _lexical_only(exc.code if isinstance(exc, GsdError) else IndexDamaged.code
                                      if isinstance(exc, StoreUnreadable) else exc.__class__.__name__)
@@ -128,10 +155,12 @@ class SearchService:
             return vector, [], f"keyword ranking unavailable ({diagnosis.problem}; {diagnosis.fix()}): " \
                                "vector ranking only", "vector"
         try:
-            return vector, self.lexical.search(query, depth, paths), note, \
-                "lexical" if note or not use_vector else "hybrid"
+            lexical = self.lexical.search(query, depth, paths)
+            if vector:
+                self._with_similarity([(embedding[0], vector, lexical)])
         except StoreUnreadable as exc:
             raise health.unreadable(self.name, exc) from None
+        return vector, lexical, note, "lexical" if note or not use_vector else "hybrid"
 
     def search_many(self, queries: list[str], n_fragments: int = 10, n_documents: int = 5, mode: str = "hybrid",
                     query_embeddings: list[list[float]] | None = None, fusion: str = "score"
