@@ -4,6 +4,7 @@ damage: the same top five documents, the planted identifier first."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import sqlite3
@@ -493,19 +494,42 @@ def _search_metadata(surface: str, tmp: Path) -> dict:
     return kb("search", QUERY, "--repo", "r", "--json").json["metadata"]
 
 
-@pytest.mark.parametrize("surface", ["command", "queries file", "mcp"])
-def test_a_search_while_an_index_run_writes_says_so_in_a_note(tmp_path, home, surface):
-    """A rebuild empties the record first: its searches answer nothing yet, never silently."""
+def _run_in_progress(state: Path):
     from gsd_research.researcher.gateways.lock_gateway import RepositoryLock
 
+    return RepositoryLock(state, "researcher index r").hold()
+
+
+@contextlib.contextmanager
+def _run_killed(state: Path):
+    """A run killed while it rewrote a document: the record names it in flight, no process holds the lock."""
+    from gsd_research.researcher.state import StateGateway
+
+    StateGateway(state).update(in_flight=["b.md"])
+    yield
+
+
+UNFINISHED = [  # (an index run's state, what the note says during it, the note after the next run)
+    ("in progress", _run_in_progress, "An index run of r is in progress"),
+    ("killed while documents were in flight", _run_killed, "An index run of r was interrupted"),
+]
+
+
+@pytest.mark.parametrize("run, said", [row[1:] for row in UNFINISHED], ids=[row[0] for row in UNFINISHED])
+@pytest.mark.parametrize("surface", ["command", "queries file", "mcp"])
+def test_a_search_from_an_unfinished_index_run_says_so_in_a_note(tmp_path, home, surface, run, said):
+    """A rebuild empties the record first, a killed run leaves documents half rewritten: their searches may
+    lack documents, never silently."""
     indexed_copy(tmp_path, home, "r", DOCS)
     state = home / "repositories" / "r"
 
-    with RepositoryLock(state, "researcher index r").hold():
+    with run(state):
         during = _search_metadata(surface, tmp_path)
+        status = kb("status", "r", "--json").json["repositories"][0]["changed"]
+    kb("index", "r", "--json")
     after = _search_metadata(surface, tmp_path)
 
-    assert "index run of r is in progress" in during.get("note", ""), during
+    assert said in during.get("note", "") and said in status, (during, status)
     assert "note" not in after, after
 
 

@@ -47,6 +47,7 @@ def test_hybrid_ranking_fuses_lexical_and_vector_lists():
     chroma = Mock(spec=ChromaGateway)
     chroma.query_many.return_value = [[_result("both", "b.md", 0.2), _result("v1", "a.md", 0.3),
                                        _result("v3", "c.md", 0.4)]]
+    chroma.vectors_of.return_value = {}  # the keyword-only candidates' vectors: not stored
     lexical = Mock(spec=LexicalGateway)
     lexical.search.return_value = [_result("exact", "id.md", score=9.0, match="lexical"),
                                    _result("both", "b.md", score=8.0, match="lexical"),

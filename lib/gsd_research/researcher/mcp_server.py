@@ -93,7 +93,7 @@ class KnowledgeBaseTools:
         kb = SimpleNamespace(factory=self.factory)
         repos, _ = search_cmd._repositories(kb, repository)
         skipped: list[dict] = []
-        indexing: list[str] = []
+        indexing: list[tuple[str, bool]] = []
         ranking = search_cmd.search_all(kb, [query], repos, n_fragments, n_documents, mode, skipped, indexing)[0]
         if keep == "documents":
             ranking.fragments = []

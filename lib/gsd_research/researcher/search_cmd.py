@@ -27,7 +27,7 @@ def _repositories(kb, repo_name: str | None):
 
 
 def search_all(kb, queries: list[str], repos, n_fragments: int, n_documents: int, mode: str,
-               skipped: list[dict] | None = None, indexing: list[str] | None = None):
+               skipped: list[dict] | None = None, indexing: list | None = None):
     """One `Ranking` per query over all the repositories (`search_repositories`, which fills `skipped` and
     `indexing`)."""
     from gsd_research.researcher.services.search_service import search_repositories
@@ -36,13 +36,13 @@ def search_all(kb, queries: list[str], repos, n_fragments: int, n_documents: int
     return search_repositories(services, queries, n_fragments, n_documents, mode, skipped, indexing)
 
 
-def notes(skipped: list[dict], indexing: list[str]) -> dict:
-    """An answer's metadata on the repositories left out (damaged) and those an index run was writing."""
+def notes(skipped: list[dict], indexing: list[tuple[str, bool]]) -> dict:
+    """An answer's metadata on the repositories left out (damaged) and those an index run has not finished."""
     meta: dict = {"skipped_repositories": skipped} if skipped else {}
     if indexing:
-        from gsd_research.researcher.health import in_progress
+        from gsd_research.researcher.health import unfinished
 
-        meta["note"] = in_progress(indexing)
+        meta["note"] = unfinished(indexing)
     return meta
 
 
@@ -52,7 +52,7 @@ def run_one(kb, text: str, repo_name, n_fragments: int, n_documents: int, mode: 
     started = time.perf_counter()
     repos, not_indexed = _repositories(kb, repo_name)
     skipped: list[dict] = []
-    indexing: list[str] = []
+    indexing: list[tuple[str, bool]] = []
     ranking = search_all(kb, [text], repos, n_fragments, n_documents, mode, skipped, indexing)[0]
     left_out = {s["repository"] for s in skipped}
     meta = {"repositories": [r.name for r in repos if r.name not in left_out], "mode": mode,
@@ -117,7 +117,7 @@ def _rankings(kb, queries: list[str], repos, n_fragments: int, n_documents: int,
     (a damaged repository searched alone) one by one, so that a query's failure is its line's alone."""
     def attempt(batch: list[str]) -> list[tuple]:
         skipped: list[dict] = []
-        indexing: list[str] = []
+        indexing: list[tuple[str, bool]] = []
         try:
             rankings = search_all(kb, batch, repos, n_fragments, n_documents, mode, skipped, indexing)
             return [(ranking, notes(skipped, indexing)) for ranking in rankings]

@@ -41,6 +41,7 @@ class SearchService:
         self.repo_dir, self.documents = repo_dir, documents  # the state record's folder, the repository's
         self.vectors_held = 0  # fragments in the vector store, as the last diagnosis probed them
         self.indexing = False  # an index run held the lock at the last diagnosis: what it has not written is missing
+        self.interrupted = False  # a killed run's documents were in flight at the last diagnosis
 
     @cached_property
     def chroma(self):
@@ -67,6 +68,7 @@ class SearchService:
         keywords = self.lexical.probe() if mode != "vector" else None
         self.indexing = RepositoryLock(self.repo_dir).busy()
         writing = head is not None and bool(head.in_flight) and self.indexing
+        self.interrupted = head is not None and bool(head.in_flight) and not self.indexing
         return health.diagnose(self.name, head, keywords, vectors, writing, self.documents,
                                reread=StateGateway(self.repo_dir).head)
 
@@ -186,7 +188,7 @@ def search_repositories(services: list[SearchService], queries: list[str], n_fra
     embeddings are computed once per embedding model. With `skipped` (a list), a repository whose index is
     damaged is left out and named in it (which, why, the command that repairs it), unless every repository
     is: then the first one's error is raised, as it is without `skipped`. With `indexing` (a list), the
-    repositories an index run was writing meanwhile are named in it (their answer may lack documents)."""
+    repositories an index run has not finished are named in it, with whether it runs (`health.unfinished`)."""
     depth = candidate_depth(n_fragments, n_documents)
     per_query: list[list[Evidence]] = [[] for _ in queries]
     embeddings: dict[str | None, list[list[float]]] = {}
@@ -202,8 +204,8 @@ def search_repositories(services: list[SearchService], queries: list[str], n_fra
                 raise
             damaged.append((service.name, exc))
             continue
-        if indexing is not None and service.indexing:
-            indexing.append(service.name)
+        if indexing is not None and (service.indexing or service.interrupted):
+            indexing.append((service.name, service.indexing))
         for found, ev in zip(per_query, evidence, strict=True):
             found.append(ev)
     if damaged and len(damaged) == len(services):
