@@ -323,21 +323,25 @@ def test_a_deleted_state_record_is_named_missing_and_the_index_run_repairs_it(tm
     assert repaired["repaired"] and _top5() == before
 
 
-HELD = [  # (store, what SQLite says while another process writes it): a lock, a WAL or hot journal it holds
-    ("vector store, a writer's WAL to recover", "chroma_gateway", sqlite3.SQLITE_READONLY_RECOVERY),
-    ("vector store, 'attempt to write a readonly database'", "chroma_gateway", sqlite3.SQLITE_READONLY),
-    ("vector store, busy in recovery", "chroma_gateway", sqlite3.SQLITE_BUSY_RECOVERY),
-    ("keyword index, shared memory a writer holds", "lexical_gateway", sqlite3.SQLITE_READONLY_CANTINIT),
+HELD = [  # (store, what SQLite says while another process writes it, whether it is damage with no writer):
+    # a lock is another process's whatever holds it; a WAL or hot journal to recover, only while a run writes
+    ("vector store, a writer's WAL to recover", "chroma_gateway", sqlite3.SQLITE_READONLY_RECOVERY, True),
+    ("vector store, 'attempt to write a readonly database'", "chroma_gateway", sqlite3.SQLITE_READONLY, True),
+    ("vector store, busy in recovery", "chroma_gateway", sqlite3.SQLITE_BUSY_RECOVERY, False),
+    ("keyword index, shared memory a writer holds", "lexical_gateway", sqlite3.SQLITE_READONLY_CANTINIT, True),
 ]
 
 
-@pytest.mark.parametrize("gateway, code", [row[1:] for row in HELD], ids=[row[0] for row in HELD])
+@pytest.mark.parametrize("gateway, code, damage_alone", [row[1:] for row in HELD], ids=[row[0] for row in HELD])
 def test_a_store_another_process_holds_is_no_damage_and_no_run_repairs_it(tmp_path, home, monkeypatch, gateway,
-                                                                          code):
-    """The stores' read-only checks meet another process's lock: status names no damage, the index run sets
-    nothing aside and search answers as before."""
+                                                                          code, damage_alone):
+    """The stores' read-only checks meet another process's lock: status names no damage while a run writes,
+    the index run sets nothing aside and search answers as before. With no run writing, a journal nothing can
+    recover (a folder this process cannot write) is named, not "held" forever."""
     import importlib
     import os
+
+    from gsd_research.researcher.gateways.lock_gateway import RepositoryLock
 
     indexed_copy(tmp_path, home, "r", DOCS)
     before = _top5()
@@ -350,11 +354,14 @@ def test_a_store_another_process_holds_is_no_damage_and_no_run_repairs_it(tmp_pa
         raise exc
 
     monkeypatch.setattr(importlib.import_module(f"gsd_research.researcher.gateways.{gateway}"), "read_only", held)
-    status = _alone("status", "r").json["repositories"][0]
+    with RepositoryLock(home / "repositories" / "r", "researcher index r").hold():
+        during, searched = _alone("status", "r").json["repositories"][0], _top5()
+    alone = _alone("status", "r").json["repositories"][0]
     run = _index()
 
-    assert status["damaged"] is None and run["repaired"] is None, (status, run)
-    assert _top5() == before
+    assert during["damaged"] is None and run["repaired"] is None, (during, run)
+    assert searched == before
+    assert (alone["damaged"] is not None) == damage_alone, alone
 
 
 def test_a_keyword_index_another_process_holds_is_a_retryable_error_not_damage(tmp_path, home, monkeypatch):

@@ -50,7 +50,7 @@ def _integrity(db: Path) -> str | None:
         with closing(read_only(db)) as conn:
             rows = conn.execute("PRAGMA quick_check(3)").fetchall()
     except sqlite3.DatabaseError as exc:
-        return None if transient(exc, read_only=True) else str(exc)[:200]
+        return None if transient(exc, db.parent.parent, read_only=True) else str(exc)[:200]
     return "; ".join(str(r[0]) for r in rows if r and r[0] != "ok")[:200] or None
 
 

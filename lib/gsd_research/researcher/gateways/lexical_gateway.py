@@ -106,16 +106,19 @@ _PASSING_READ_ONLY = frozenset((sqlite3.SQLITE_READONLY_RECOVERY, sqlite3.SQLITE
                                 sqlite3.SQLITE_READONLY_ROLLBACK, sqlite3.SQLITE_READONLY_CANTINIT))
 
 
-def transient(exc: sqlite3.DatabaseError, read_only: bool = False) -> bool:
+def transient(exc: sqlite3.DatabaseError, repository: Path, read_only: bool = False) -> bool:
     """Whether SQLite failed on another connection's state, not on the file's content: a lock (any BUSY or
-    LOCKED code), or a WAL index, WAL or hot journal a writer holds that a connection cannot recover (the
-    READONLY codes of recovery; on a read-only connection, any READONLY: it never writes pages, so its
-    "attempt to write a readonly database" is another process mid-write). Never damage: wait or retry."""
+    LOCKED code), or a WAL index, WAL or hot journal that a connection cannot recover (the READONLY codes of
+    recovery; on a read-only connection, any READONLY: it never writes pages) while an index run of
+    `repository` holds its lock: a writer mid-write. Without one, the same journal stays unrecoverable (a
+    folder this process cannot write): damage, named. Never damage while it is transient: wait or retry."""
+    from gsd_research.researcher.gateways.lock_gateway import RepositoryLock
+
     code = getattr(exc, "sqlite_errorcode", None)
     if code is None:
         return False
-    return code & 0xFF in _PASSING or code in _PASSING_READ_ONLY or \
-        (read_only and code & 0xFF == sqlite3.SQLITE_READONLY)
+    recovery = code in _PASSING_READ_ONLY or read_only and code & 0xFF == sqlite3.SQLITE_READONLY
+    return code & 0xFF in _PASSING or recovery and RepositoryLock(repository).busy()
 
 
 def _guarded(method):
@@ -126,7 +129,7 @@ def _guarded(method):
         try:
             return method(self, *args, **kwargs)
         except sqlite3.DatabaseError as exc:
-            if transient(exc):
+            if transient(exc, self.db_path.parent):
                 raise Locked(f"The keyword index {self.db_path} is held by another process ({exc})",
                              suggestions=["Run the command again when it has finished"]) from None
             self.close()
@@ -197,7 +200,7 @@ class LexicalGateway:
         try:
             conn = read_only(self.db_path)
         except sqlite3.Error as exc:
-            held_elsewhere = transient(exc, read_only=True)
+            held_elsewhere = transient(exc, self.db_path.parent, read_only=True)
             return Probe(where) if held_elsewhere else Probe(where, unreadable=f"cannot be opened ({exc})")
         try:
             with closing(conn):
@@ -213,7 +216,7 @@ class LexicalGateway:
             if problems:
                 return Probe(where, unreadable=f"is damaged ({'; '.join(map(str, problems))[:200]})")
         except sqlite3.DatabaseError as exc:
-            held_elsewhere = transient(exc, read_only=True)
+            held_elsewhere = transient(exc, self.db_path.parent, read_only=True)
             return Probe(where) if held_elsewhere else Probe(where, unreadable=f"is damaged ({exc})")
         return Probe(where, held=held, stamp=(str(row[0]), int(row[1])) if row else None)
 
