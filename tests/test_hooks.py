@@ -206,37 +206,67 @@ def _bash(command: str, **agent) -> dict:
     return pre_tool("Bash", {"command": command, "description": "research"}, **agent)
 
 
-SCOPED = f" --session {COMMON['session_id']}.{SUBAGENT['agent_id']}"
-OURS = ["gsd-research docs react 'useEffect cleanup'", 'gsd-research --max-tokens 500 search "C# async"',
-        "gsd-research expand r714bb979cc", 'researcher search "retry policy" --json',
-        "researcher --chroma-url http://127.0.0.1:8000 --json search q"]
+S = f" --session {COMMON['session_id']}.{SUBAGENT['agent_id']}"
+OURS = "gsd-research docs react 'useEffect cleanup'"
+# (command, the command as rewritten or None for left unchanged); S is the option the hook appends
+REWRITES = [
+    (OURS, OURS + S),
+    ('gsd-research --max-tokens 500 search "C# async"', 'gsd-research --max-tokens 500 search "C# async"' + S),
+    ("gsd-research expand r714bb979cc", "gsd-research expand r714bb979cc" + S),
+    ('researcher search "retry policy" --json', 'researcher search "retry policy" --json' + S),
+    ("researcher --chroma-url http://127.0.0.1:8000 --json search q",
+     "researcher --chroma-url http://127.0.0.1:8000 --json search q" + S),
+    # lists, pipelines, redirections, env prefixes, several lines: each simple command of ours
+    ('cd /repo && gsd-research search "q"', f'cd /repo && gsd-research search "q"{S}'),
+    ("gsd-research fetch URL | jq .metadata", f"gsd-research fetch URL{S} | jq .metadata"),
+    ('gsd-research search "a" ; gsd-research search "b"', f'gsd-research search "a"{S} ; gsd-research search "b"{S}'),
+    ("gsd-research docs a || gsd-research search a&", f"gsd-research docs a{S} || gsd-research search a{S}&"),
+    ("gsd-research docs react hooks 2>/dev/null", f"gsd-research docs react hooks{S} 2>/dev/null"),
+    ('gsd-research search "q" > /tmp/out.json', f'gsd-research search "q"{S} > /tmp/out.json'),
+    ("gsd-research docs a >>out.json 2>&1", f"gsd-research docs a{S} >>out.json 2>&1"),
+    ("gsd-research docs a &>/dev/null |& tee log", f"gsd-research docs a{S} &>/dev/null |& tee log"),
+    ("gsd-research docs a 2", f"gsd-research docs a 2{S}"),
+    ("gsd-research > out docs a", f"gsd-research > out docs a{S}"),
+    ('researcher search "q" --json | head -50', f'researcher search "q" --json{S} | head -50'),
+    ("FOO=1 gsd-research docs a", f"FOO=1 gsd-research docs a{S}"),
+    ("mkdir -p out\ngsd-research docs a > out/a.json\ngsd-research docs b > out/b.json",
+     f"mkdir -p out\ngsd-research docs a{S} > out/a.json\ngsd-research docs b{S} > out/b.json"),
+    ("gsd-research search \\\n  --max-tokens 500 q \\\n  | jq .", f"gsd-research search \\\n  --max-tokens 500 q{S} \\\n  | jq ."),
+    ("gsd-research docs a # note; ls", f"gsd-research docs a{S} # note; ls"),
+    ("# gsd-research docs a\nls", None),
+    # quoted operators are arguments
+    ('gsd-research search "a && b"', 'gsd-research search "a && b"' + S),
+    ("gsd-research search 'x | y; z' > o", f"gsd-research search 'x | y; z'{S} > o"),
+    ('gsd-research search "say \\"hi\\" #1"', 'gsd-research search "say \\"hi\\" #1"' + S),
+    # only our own calls, only when no session is chosen, never past `--`
+    ("gsd-research docs a --session mine && gsd-research docs b", f"gsd-research docs a --session mine && gsd-research docs b{S}"),
+    ("gsd-research --session=mine docs a", None), ("GSD_RESEARCH_SESSION=s gsd-research docs a", None),
+    ("gsd-research docs -- --x", None), ("ls -la", None), ("echo gsd-research search x", None),
+    ("grep gsd-research file | wc -l", None), ("/opt/bin/gsd-research docs a", None),
+    ('"gsd-research" docs a', None), ("researcher status", None), ("researcher --chroma-url search status", None),
+    ("researcher index docs && ls", None),
+    # anything not understood leaves the whole line alone
+    ('cd /repo && gsd-research docs "$(cat f)"', None), ("gsd-research docs `id`", None),
+    ("gsd-research docs $Q", None), ('gsd-research docs "$Q"', None), ("(gsd-research docs a)", None),
+    ("{ gsd-research docs a; }", None), ("gsd-research docs a <<EOF\nx\nEOF", None),
+    ("gsd-research docs a <<< x", None), ("gsd-research docs 'open", None), ('gsd-research docs "open', None),
+    ("gsd-research docs a \\", None), ("gsd-research docs a >", None), ("gsd-research docs a > | jq", None),
+    ("gsd-research docs a > $OUT", None), ("case x in a) gsd-research docs a;; esac", None),
+    ("gsd-research docs a\r\n", None), ("gsd-research docs <(ls)", None),
+]
 
 
-@pytest.mark.parametrize("command", OURS)
-def test_pre_bash_gives_a_subagents_call_its_own_session_and_no_decision(home, command):
+@pytest.mark.parametrize("command, rewritten", REWRITES)
+def test_pre_bash_appends_the_subagents_session_to_each_call_of_ours_and_decides_nothing(home, command, rewritten):
     out = hook("pre-bash", _bash(command, **SUBAGENT)).json
 
-    assert out == {"hookSpecificOutput": {"hookEventName": "PreToolUse", "updatedInput": {
-        "command": command + SCOPED, "description": "research"}}}
+    expected = rewritten and {"hookSpecificOutput": {"hookEventName": "PreToolUse", "updatedInput": {
+        "command": rewritten, "description": "research"}}}
+    assert out == expected
 
 
 def test_pre_bash_leaves_the_main_conversations_session_alone(home):
-    assert hook("pre-bash", _bash(OURS[0])).stdout == ""
-
-
-NOT_ONE_CALL_OF_OURS = [
-    "ls -la", "echo gsd-research docs", "/opt/bin/gsd-research docs a", "GSD_RESEARCH_SESSION=s gsd-research docs a",
-    "researcher status", "researcher --chroma-url search status", "researcher index docs",
-    "gsd-research docs a | head", "gsd-research docs a && rm -rf x", "gsd-research docs a; ls", "gsd-research docs a &",
-    "gsd-research docs a > out.json", "gsd-research docs a 2>&1", "gsd-research docs (a)", "gsd-research docs a\nls",
-    "gsd-research docs \"$(cat f)\"", "gsd-research docs `id`", "gsd-research docs $Q", "gsd-research docs a # note",
-    "gsd-research docs 'open", "gsd-research docs a \\", "gsd-research docs -- --x",
-    "gsd-research docs a --session mine", "gsd-research --session=mine docs a"]
-
-
-@pytest.mark.parametrize("command", NOT_ONE_CALL_OF_OURS)
-def test_pre_bash_leaves_anything_but_one_plain_call_of_ours_alone(home, command):
-    assert hook("pre-bash", _bash(command, **SUBAGENT)).stdout == ""
+    assert hook("pre-bash", _bash(OURS)).stdout == ""
 
 
 HOSTILE_IDS = [{"agent_id": "a1; rm -rf ~"}, {"agent_id": "a b"}, {"agent_id": ""}, {"agent_id": 7},
@@ -246,7 +276,7 @@ HOSTILE_IDS = [{"agent_id": "a1; rm -rf ~"}, {"agent_id": "a b"}, {"agent_id": "
 
 @pytest.mark.parametrize("ids", HOSTILE_IDS, ids=range(len(HOSTILE_IDS)))
 def test_pre_bash_refuses_ids_that_are_not_plain(home, ids):
-    assert hook("pre-bash", {**_bash(OURS[0], **SUBAGENT), **ids}).stdout == ""
+    assert hook("pre-bash", {**_bash(OURS, **SUBAGENT), **ids}).stdout == ""
 
 
 def test_hooks_json_runs_pre_bash_only_for_our_commands():

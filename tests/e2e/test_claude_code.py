@@ -163,9 +163,14 @@ def test_context7_mcp_call_in_a_subagent_is_pointed_at_gsd_research_docs(claude,
     assert main_after_call and "gsd-research docs /facebook/react" not in main_after_call[-1]
 
 
-def test_parallel_subagents_each_get_the_passages_a_sibling_already_saw(claude, fake_api):
-    """GSD's researchers share one client session: each subagent's calls get its own research session."""
-    ask = steps(bash("gsd-research docs react 'useEffect cleanup' --max-tokens 400"))
+QUERY = "gsd-research docs react 'useEffect cleanup' --max-tokens 400"
+
+
+@pytest.mark.parametrize("command", [QUERY, f"echo start; {QUERY} | cat"], ids=["plain", "compound"])
+def test_parallel_subagents_each_get_the_passages_a_sibling_already_saw(claude, fake_api, command):
+    """GSD's researchers share one client session: each subagent's calls get its own research session, also in a
+    list or pipeline (the client runs the hook for it: its `if` filter matches each part of a compound command)."""
+    ask = steps(bash(command))
     agents = [{"tool": "Agent", "input": {"subagent_type": "general-purpose", "description": f"Research {n}",
                                           "prompt": f"Researcher {n}. " + ask, "run_in_background": False}}
               for n in "AB"]
