@@ -267,3 +267,12 @@ def test_directory_and_binary_inputs_are_usage_errors(cli, tmp_path):
         assert r.code == 2 and r.json["error"]["code"] == "USAGE_ERROR", r.stdout
         assert words in r.json["error"]["message"] and r.json["error"]["suggestions"]
     assert cli("summarize", "-", stdin="\0\0binary").json["error"]["message"] == "stdin looks binary, not text"
+
+
+def test_summarize_never_succeeds_with_an_empty_summary(cli, keys, tmp_path):
+    """Regression: a budget leaving no room for text printed `"summary": ""` with exit 0."""
+    notes = tmp_path / "notes.md"
+    notes.write_text("The widget toolkit needs Python 3.10. It runs on Linux, macOS and Windows. " * 40)
+    for budget in range(100, 260, 10):
+        r = cli("summarize", str(notes), "--max-tokens", str(budget))
+        assert r.code == 2 or r.json["summary"], budget

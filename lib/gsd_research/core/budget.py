@@ -338,6 +338,8 @@ def fit_text(doc: dict, field_path: tuple[str, ...], max_tokens: int, *, dedupe:
         cut, _ = cut_json_text(parent[last], json_tokens(parent[last]) - (meta["tokens_used"] - max_tokens) - 8)
         parent[last] = cut
         meta["truncated"] = True
+    if text and not parent[last]:  # a text answer with no text is no answer: refused, never a success
+        raise too_small(max_tokens, meta["tokens_used"] + MIN_CUT_TOKENS, "its envelope and shortest text need")
     _text_cursor(doc, meta, led, frame, field_path[0], text, parent[last], pid)
     return doc
 
