@@ -516,9 +516,17 @@ def _run_killed(state: Path):
     yield
 
 
+@contextlib.contextmanager
+def _run_killed_between_batches(state: Path):
+    """A run killed between two batches: nothing in flight, documents it converted left in its spool."""
+    (state / "spool.jsonl").write_text('{"path": "new.md"}\n')
+    yield
+
+
 UNFINISHED = [  # (an index run's state, what the note says during it, the note after the next run)
     ("in progress", _run_in_progress, "An index run of r is in progress"),
     ("killed while documents were in flight", _run_killed, "An index run of r was interrupted"),
+    ("killed between two batches", _run_killed_between_batches, "An index run of r was interrupted"),
 ]
 
 

@@ -62,12 +62,12 @@ class Diagnosis:
 
 def unfinished(runs: list[tuple[str, bool]]) -> str:
     """The note of an answer from repositories an index run (repository, running) has not finished: one in
-    progress, or one killed while it rewrote documents (until the next run resumes it)."""
+    progress, or one killed before it stored all it converted (until the next run resumes it)."""
     running = ", ".join(name for name, alive in runs if alive)
     killed = ", ".join(name for name, alive in runs if not alive)
     return " ".join(([f"An index run of {running} is in progress: documents it has not written yet are missing "
                       "from this answer; search again when it has finished."] if running else []) +
-                    ([f"An index run of {killed} was interrupted: documents it was rewriting may be missing or "
+                    ([f"An index run of {killed} was interrupted: documents it had not stored yet are missing or "
                       f"out of date in this answer. Run: researcher index {killed.split(', ')[0]} (it resumes "
                       "the run)."] if killed else []))
 

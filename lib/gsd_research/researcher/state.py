@@ -70,6 +70,17 @@ class StateGateway:
     def exists(self) -> bool:
         return self.path.is_file() or any((self.repo_dir / n).is_file() for n in LEGACY[:2])
 
+    def left_unfinished(self, head: Head | None) -> bool:
+        """Whether an index run that no longer runs left work behind: documents in flight, or a spool of
+        documents it converted but did not store (it is deleted once they are). The caller knows no run holds
+        the lock."""
+        if head is not None and head.in_flight:
+            return True
+        try:
+            return (self.repo_dir / SPOOL).stat().st_size > 0
+        except OSError:
+            return False
+
     def head(self) -> Head | None:
         """The head, reading one line; None when there is no record or it cannot be read."""
         from gsd_research.researcher.models import Head

@@ -433,7 +433,7 @@ class IndexService:
         if self.name == MEMORY_REPOSITORY or not self.fs.base_path.is_dir():
             return None
         running = self.lock.busy()  # the run in progress is the fix: never advise a second one
-        if running or (self.state.head() or Head()).in_flight:
+        if running or self.state.left_unfinished(self.state.head()):
             return health.unfinished([(self.name, running)])
         changed = health.changed_since(self.checksums, self.fs, self.file_types)
         return f"{changed}. Run: researcher index {self.name}" if changed else None

@@ -41,7 +41,7 @@ class SearchService:
         self.repo_dir, self.documents = repo_dir, documents  # the state record's folder, the repository's
         self.vectors_held = 0  # fragments in the vector store, as the last diagnosis probed them
         self.indexing = False  # an index run held the lock at the last diagnosis: what it has not written is missing
-        self.interrupted = False  # a killed run's documents were in flight at the last diagnosis
+        self.interrupted = False  # a killed run left documents unstored at the last diagnosis
 
     @cached_property
     def chroma(self):
@@ -68,7 +68,7 @@ class SearchService:
         keywords = self.lexical.probe() if mode != "vector" else None
         self.indexing = RepositoryLock(self.repo_dir).busy()
         writing = head is not None and bool(head.in_flight) and self.indexing
-        self.interrupted = head is not None and bool(head.in_flight) and not self.indexing
+        self.interrupted = not self.indexing and StateGateway(self.repo_dir).left_unfinished(head)
         return health.diagnose(self.name, head, keywords, vectors, writing, self.documents,
                                reread=StateGateway(self.repo_dir).head)
 
