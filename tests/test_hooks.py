@@ -229,6 +229,7 @@ REWRITES = [
     ("gsd-research > out docs a", f"gsd-research > out docs a{S}"),
     ('researcher search "q" --json | head -50', f'researcher search "q" --json{S} | head -50'),
     ("FOO=1 gsd-research docs a", f"FOO=1 gsd-research docs a{S}"),
+    ("gsd-research search q x=y", f"gsd-research search q x=y{S}"),  # an argument, not an env prefix
     ("mkdir -p out\ngsd-research docs a > out/a.json\ngsd-research docs b > out/b.json",
      f"mkdir -p out\ngsd-research docs a{S} > out/a.json\ngsd-research docs b{S} > out/b.json"),
     ("gsd-research search \\\n  --max-tokens 500 q \\\n  | jq .", f"gsd-research search \\\n  --max-tokens 500 q{S} \\\n  | jq ."),
@@ -241,6 +242,7 @@ REWRITES = [
     # only our own calls, only when no session is chosen, never past `--`
     ("gsd-research docs a --session mine && gsd-research docs b", f"gsd-research docs a --session mine && gsd-research docs b{S}"),
     ("gsd-research --session=mine docs a", None), ("GSD_RESEARCH_SESSION=s gsd-research docs a", None),
+    ("export GSD_RESEARCH_SESSION=mine; gsd-research docs a", None), ("echo gsd-research a=1", None),
     ("gsd-research docs -- --x", None), ("ls -la", None), ("echo gsd-research search x", None),
     ("grep gsd-research file | wc -l", None), ("/opt/bin/gsd-research docs a", None),
     ('"gsd-research" docs a', None), ("researcher status", None), ("researcher --chroma-url search status", None),

@@ -128,9 +128,9 @@ def _takes_session(words: list[str]) -> bool:
 
 def _ours(words: list[tuple[str, str, int]]) -> bool:
     """A call of ours to scope: not after `--` (an option would be an argument), no session chosen already."""
-    assigned = [m.group(1) for m in (ASSIGNMENT.match(raw) for _, raw, _ in words) if m]
-    values = [value for value, _, _ in words[len(assigned):]]
-    if not values or words[len(assigned)][1] not in OURS or "GSD_RESEARCH_SESSION" in assigned:
+    lead = next((k for k, (_, raw, _) in enumerate(words) if not ASSIGNMENT.match(raw)), len(words))  # env prefix
+    values = [value for value, _, _ in words[lead:]]
+    if not values or words[lead][1] not in OURS:
         return False
     if "--" in values or any(v == "--session" or v.startswith("--session=") for v in values):
         return False
@@ -138,7 +138,10 @@ def _ours(words: list[tuple[str, str, int]]) -> bool:
 
 
 def scoped(command: str, session: str) -> str | None:
-    """The command with our option after each call of ours, None when there is nothing to add safely."""
+    """The command with our option after each call of ours, None when there is nothing to add safely (a line
+    that names GSD_RESEARCH_SESSION chooses its session itself)."""
+    if "GSD_RESEARCH_SESSION" in command:
+        return None
     try:
         ends = [words[-1][2] for words in simple_commands(command) if words and _ours(words)]
     except Unsure:
