@@ -372,3 +372,32 @@ def test_a_keyword_candidate_the_nearest_neighbours_missed_is_ranked_by_its_simi
 
     assert top["repository"] == "o", top
     assert top["best_distance"] is not None and top["best_distance"] < 0.5, top
+
+
+def test_stored_vectors_a_writer_keeps_from_the_search_leave_the_answer_as_the_neighbours_gave_it(tmp_path, home,
+                                                                                                   monkeypatch):
+    """Another process writing the store can fail the read of stored vectors ("Error finding id"): their
+    similarities only enrich the neighbours, so the answer stands as the graph gave it, never as damage."""
+    from gsd_research.researcher.gateways.chroma_gateway import ChromaGateway, collection_name
+    from gsd_research.researcher.state import StoreUnreadable
+    from tests.researcher_fixtures import MATRIX_DOCS, MATRIX_OTHER, indexed_copies, kb
+
+    indexed_copies(tmp_path, home, {"r": (MATRIX_DOCS, "repo"), "o": (MATRIX_OTHER, "other")})
+    query_many = ChromaGateway.query_many
+
+    def graph_missing_o(self, embeddings, *args, **kwargs):  # `o`'s keyword candidates need their stored vectors
+        found = query_many(self, embeddings, *args, **kwargs)
+        return [[] for _ in found] if self.collection_name == collection_name("o") else found
+
+    def written_meanwhile(self, ids):
+        raise StoreUnreadable(self.persist_directory, "cannot be read (InternalError: Error finding id)")
+    monkeypatch.setattr(ChromaGateway, "query_many", graph_missing_o)
+    query = ["search", "sourdough bread and rye flour after a restart", "--documents", "3", "--json"]
+    monkeypatch.setattr(ChromaGateway, "vectors_of", lambda self, ids: {})
+    unenriched = kb(*query).json["documents"]
+    monkeypatch.setattr(ChromaGateway, "vectors_of", written_meanwhile)
+
+    out = kb(*query)
+
+    assert out.code == 0, out.stdout
+    assert out.json["documents"] == unenriched

@@ -226,7 +226,8 @@ class ChromaGateway:
                 out.append([SearchResult(fragment_id=i, text=t or "", document_path=m.get("document_path", ""),
                                          fragment_index=int(m.get("fragment_index", 0)), distance=float(d),
                                          breadcrumb=str(m.get("breadcrumb") or ""))
-                            for i, t, m, d in zip(ids, docs, metas, dists, strict=False)])
+                            for i, t, m, d in zip(ids, docs, metas, dists, strict=False)
+                            if m is not None])  # a fragment another process is replacing at this moment
         return out
 
     def vectors_of(self, ids: list[str]) -> dict[str, list[float]]:
@@ -237,11 +238,9 @@ class ChromaGateway:
             res = self.collection.get(ids=ids, include=["embeddings"])
         except _PASSED_ON:
             raise
-        except BaseException as exc:  # noqa: BLE001 - as in query_many
-            if self.url is None:
-                raise self._let_go(_cannot_read(exc)) from None
-            raise
-        return dict(zip(res["ids"], res["embeddings"], strict=False))
+        except BaseException as exc:  # noqa: BLE001 - as in query_many; the client is kept: a writer may be the cause
+            raise StoreUnreadable(self.url or self.persist_directory, _cannot_read(exc)) from None
+        return {i: e for i, e in zip(res["ids"], res["embeddings"], strict=False) if e is not None}
 
     def file_state(self) -> list[int] | None:
         """The embedded store's database file as `_file` sees it (None for a server). The record keeps it at each

@@ -58,7 +58,7 @@ class SearchService:
         """The diagnosis of the stores `mode` reads, against the record's head. The vector store is probed
         only once the record counts fragments in it."""
         from gsd_research.researcher.gateways.lock_gateway import RepositoryLock
-        from gsd_research.researcher.state import StateGateway
+        from gsd_research.researcher.state import INTERRUPTED, RUNNING, StateGateway
 
         head = self.head
         vectors = self.chroma.probe() if mode != "lexical" and (head is None or head.fragments) else None
@@ -66,11 +66,11 @@ class SearchService:
         if self.repo_dir is None:  # a service built in memory: nothing recorded
             return health.Diagnosis(self.name)
         keywords = self.lexical.probe() if mode != "vector" else None
-        self.indexing = RepositoryLock(self.repo_dir).busy()
+        state = StateGateway(self.repo_dir)
+        run = state.unfinished_run(RepositoryLock(self.repo_dir).busy)
+        self.indexing, self.interrupted = run == RUNNING, run == INTERRUPTED
         writing = head is not None and bool(head.in_flight) and self.indexing
-        self.interrupted = not self.indexing and StateGateway(self.repo_dir).left_unfinished(head)
-        return health.diagnose(self.name, head, keywords, vectors, writing, self.documents,
-                               reread=StateGateway(self.repo_dir).head)
+        return health.diagnose(self.name, head, keywords, vectors, writing, self.documents, reread=state.head)
 
     def _vectors(self, embeddings: list[list[float]], depth: int, where: dict | None = None
                  ) -> list[list[SearchResult]]:
@@ -84,12 +84,16 @@ class SearchService:
         cosine distance. The neighbours come from an approximate graph Chroma rebuilds per process, which can
         leave a fragment unreachable (among many identical ones); the ranking and the repository gate then judge
         by the similarity the graph should have found. A candidate less similar than the farthest neighbour
-        stays out, as an exact search would have left it: rankings the graph got right do not move."""
+        stays out, as an exact search would have left it: rankings the graph got right do not move. It only
+        enriches: when the store cannot give the vectors (another process writing it), the lists stay as they are."""
         import numpy as np
 
         missing = [{r.fragment_id: r for r in lexical if r.fragment_id not in {v.fragment_id for v in vector}}
                    for _, vector, lexical in found]
-        stored = self.chroma.vectors_of(sorted({i for m in missing for i in m}))
+        try:
+            stored = self.chroma.vectors_of(sorted({i for m in missing for i in m}))
+        except Exception:  # noqa: BLE001 - the store's damage is the neighbours' query's to find, not this one's
+            return
         for (query, vector, _), candidates in zip(found, missing, strict=True):
             ids = [i for i in candidates if i in stored]
             if not ids:
