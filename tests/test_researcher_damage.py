@@ -548,6 +548,26 @@ def test_a_search_from_an_unfinished_index_run_says_so_in_a_note(tmp_path, home,
     assert "note" not in after, after
 
 
+LOOKS = [  # (the lock held at each look, documents in flight in the record) -> the run the note speaks of
+    ("held", [True], False, "running"),
+    ("free, nothing left", [False], False, None),
+    ("free, work left", [False, False], True, "interrupted"),
+    ("free, then a run began and wrote its record", [False, True], True, "running"),
+]
+
+
+@pytest.mark.parametrize("looks, in_flight, run", [row[1:] for row in LOOKS], ids=[row[0] for row in LOOKS])
+def test_an_unfinished_run_is_called_interrupted_only_while_no_run_holds_the_lock(tmp_path, looks, in_flight, run):
+    """A run starting between the lock's look and the record's read wrote that work: it is in progress."""
+    from gsd_research.researcher.state import StateGateway
+
+    state = StateGateway(tmp_path)
+    state.save_checksums({}, in_flight=["a.md"] if in_flight else [])
+    answers = iter(looks)
+
+    assert state.unfinished_run(lambda: next(answers)) == run
+
+
 def test_a_store_removed_while_the_index_run_writes_it_is_named_and_the_next_run_repairs_it(tmp_path, home,
                                                                                             monkeypatch):
     """Chroma's writes to a store whose folder was deleted under it fail ("attempt to write a readonly

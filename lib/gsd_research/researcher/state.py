@@ -14,6 +14,7 @@ import os
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,6 +27,7 @@ LOCK = "state.lock"
 KEYWORDS, VECTORS, SPOOL = "lexical.sqlite", "chroma", "spool.jsonl"  # the stores, named here alone
 VECTOR_DB = "chroma.sqlite3"  # the embedded vector store's database, inside VECTORS
 LEGACY = ("checksums.json", "meta.json", "journal.json", "embed.dirty", "embed.done")
+RUNNING, INTERRUPTED = "running", "interrupted"  # an index run that has not finished
 Stamp = tuple[str, int]  # (repository id, generation) of the index run that last committed into a store
 
 
@@ -70,16 +72,17 @@ class StateGateway:
     def exists(self) -> bool:
         return self.path.is_file() or any((self.repo_dir / n).is_file() for n in LEGACY[:2])
 
-    def left_unfinished(self, head: Head | None) -> bool:
-        """Whether an index run that no longer runs left work behind: documents in flight, or a spool of
-        documents it converted but did not store (it is deleted once they are). The caller knows no run holds
-        the lock."""
-        if head is not None and head.in_flight:
-            return True
-        try:
-            return (self.repo_dir / SPOOL).stat().st_size > 0
-        except OSError:
-            return False
+    def unfinished_run(self, busy: Callable[[], bool]) -> str | None:
+        """RUNNING while an index run holds the lock (`busy`); INTERRUPTED when none does and one left work
+        behind: documents in flight, or a spool of documents it converted but did not store (deleted once they
+        are); else None. The lock is asked again after the record is read, because a run that began in between
+        left that work, not a killed one."""
+        if busy():
+            return RUNNING
+        head = self.head()
+        if not (head is not None and head.in_flight or _size(self.repo_dir / SPOOL)):
+            return None
+        return RUNNING if busy() else INTERRUPTED
 
     def head(self) -> Head | None:
         """The head, reading one line; None when there is no record or it cannot be read."""
@@ -190,3 +193,10 @@ def _legacy(path: Path, parse=json.loads):
         return parse(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0

@@ -38,7 +38,7 @@ from gsd_research.researcher.models import (
     IndexingResult,
     IndexStats,
 )
-from gsd_research.researcher.state import StateGateway, StoreUnreadable
+from gsd_research.researcher.state import RUNNING, StateGateway, StoreUnreadable
 
 BATCH_FRAGMENTS = 128
 BATCH_DOCUMENTS = 32
@@ -432,8 +432,8 @@ class IndexService:
 
         if self.name == MEMORY_REPOSITORY or not self.fs.base_path.is_dir():
             return None
-        running = self.lock.busy()  # the run in progress is the fix: never advise a second one
-        if running or self.state.left_unfinished(self.state.head()):
-            return health.unfinished([(self.name, running)])
+        run = self.state.unfinished_run(self.lock.busy)  # the run in progress is the fix: never advise a second
+        if run:
+            return health.unfinished([(self.name, run == RUNNING)])
         changed = health.changed_since(self.checksums, self.fs, self.file_types)
         return f"{changed}. Run: researcher index {self.name}" if changed else None
