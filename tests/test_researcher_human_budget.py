@@ -26,7 +26,7 @@ def both(budget: int, *args: str):
             kb("search", QUERY, "--json", "--max-tokens", str(budget), *args))
 
 
-@pytest.mark.parametrize("budget", [1, 5, 20, 50])
+@pytest.mark.parametrize("budget", [1, 5, 20, 50, 90, 120, 200])  # from 90: the envelope fits, no passage does
 def test_a_budget_the_answer_cannot_have_fails_like_the_json_answer_naming_it(indexed, cl100k, budget):
     human, machine = both(budget)
 
@@ -35,7 +35,7 @@ def test_a_budget_the_answer_cannot_have_fails_like_the_json_answer_naming_it(in
 
 
 @pytest.mark.parametrize("columns", ["30", "80", "200"])
-@pytest.mark.parametrize("budget", [90, 100, 120, 150, 200, 250, 300, 400, 600, 2000])
+@pytest.mark.parametrize("budget", [250, 300, 400, 600, 2000])
 def test_the_human_answer_holds_the_budget_as_printed_with_the_json_exit_status(indexed, cl100k, monkeypatch,
                                                                                  columns, budget):
     monkeypatch.setenv("COLUMNS", columns)  # how wide rich draws the table and the rules
@@ -45,7 +45,7 @@ def test_the_human_answer_holds_the_budget_as_printed_with_the_json_exit_status(
     assert human.code == machine.code == 0, human.stderr
     assert len(cl100k.encode(human.stdout, disallowed_special=())) <= budget, human.stdout
     found = machine.json["documents"] or machine.json["fragments"]
-    if not found:  # nothing fits: one short line naming the budget and how to raise it
+    if not found:  # no passage fits as the table prints it: one short line naming the budget and how to raise it
         assert human.stdout.count("\n") == 1 and f"--max-tokens {budget}" in human.stdout
         assert "raise it" in human.stdout
     elif machine.json["metadata"]["truncated"]:

@@ -176,6 +176,9 @@ class AnswerBuilder:
         if self.refs:
             shell = _with(shell, expand=f"{session.EXPAND} REF")
         out, chosen = self._choose(shell)
+        if self.units and not chosen:  # an empty list would read as "nothing found"
+            raise UsageError(f"{self.option} {self.max_tokens} is too small for this answer (nothing found fits)",
+                             suggestions=[f"Use {self.option} {max(self.max_tokens + 300, 500)} or more"])
         if self.led is None or not out["metadata"]["truncated"]:
             return self._returned(out, chosen)
         try:
