@@ -492,6 +492,9 @@ def _search_metadata(surface: str, tmp: Path) -> dict:
     from gsd_research.researcher.mcp_server import KnowledgeBaseTools
     from gsd_research.researcher.service_factory import ServiceFactory
 
+    if surface == "human table":
+        printed = kb("search", QUERY, "--repo", "r").stdout
+        return {"note": printed.split("note: ", 1)[1]} if "note: " in printed else {}
     if surface == "mcp":
         return KnowledgeBaseTools(ServiceFactory()).search_documents(QUERY, "r")["metadata"]
     if surface == "queries file":
@@ -531,7 +534,7 @@ UNFINISHED = [  # (an index run's state, what the note says during it, the note 
 
 
 @pytest.mark.parametrize("run, said", [row[1:] for row in UNFINISHED], ids=[row[0] for row in UNFINISHED])
-@pytest.mark.parametrize("surface", ["command", "queries file", "mcp"])
+@pytest.mark.parametrize("surface", ["command", "queries file", "mcp", "human table"])
 def test_a_search_from_an_unfinished_index_run_says_so_in_a_note(tmp_path, home, surface, run, said):
     """A rebuild empties the record first, a killed run leaves documents half rewritten: their searches may
     lack documents, never silently."""

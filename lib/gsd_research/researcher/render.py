@@ -170,7 +170,10 @@ def _draw_search(out: Console, payload: dict) -> None:
 
 
 def _left_out(out: Console, meta: dict) -> None:
-    """The repositories a search of all did not search: damaged ones, each with its repair; those not indexed."""
+    """The repositories a search of all did not search: damaged ones, each with its repair; those not indexed;
+    the note on an index run not finished (what it has not written is missing)."""
+    if meta.get("note"):
+        out.print(f"[yellow]note[/]: {safe(meta['note'])}", soft_wrap=True)
     if meta.get("not_indexed"):
         names = meta["not_indexed"]
         out.print(f"[yellow]not indexed, left out[/]: {safe(', '.join(names))}. Run: researcher index"
