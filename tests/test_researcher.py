@@ -466,6 +466,21 @@ def test_status_names_what_changed_in_the_folder_since_the_last_index_run(tmp_pa
     assert changed == (said and f"The folder changed since the last index run: {said}. Run: researcher index r")
 
 
+def test_status_names_the_files_of_a_folder_moved_into_the_repository(tmp_path, home):
+    """`mv ~/x/dir repo/` keeps its files' times, older than the last index run; the rename sets the folder's."""
+    elsewhere = tmp_path / "elsewhere" / "papers"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "moved.md").write_text("# Moved\n\nA note written before the index run.\n")
+    root = indexed_copy(tmp_path, home, "r", DOCS)
+    (root / "later.md").write_text("# Later\n\nIndexed after the note above was written.\n")
+    kb("index", "r", "--json")
+
+    elsewhere.rename(root / "papers")
+    changed = kb("status", "r", "--json").json["repositories"][0]["changed"]
+
+    assert "1 new, 0 edited, 0 removed documents (new papers/moved.md)" in (changed or ""), changed
+
+
 def test_status_during_an_index_run_says_it_is_in_progress_not_to_start_another(tmp_path, home):
     from gsd_research.researcher.gateways.lock_gateway import RepositoryLock
 

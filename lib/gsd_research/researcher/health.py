@@ -161,11 +161,13 @@ def changed_since(checksums: dict, fs, file_types: list[str]) -> str | None:
     checksum differs), documents gone; the first few named. A stale index, or a state folder restored from an
     older copy; the stores agree with the record either way, so only the folder tells. A file's change time
     counts as well as its modification time: `tar x`, `unzip`, `cp -p` and a rename keep the latter but set
-    the former. Unchanged files are only stat'ed."""
+    the former; a folder moved in keeps both on its files, so a new file's folders count too (a rename sets
+    theirs). Unchanged files are only stat'ed."""
     last_write = max((m.indexed_at.timestamp() for m in checksums.values()), default=0.0)
     new: list[str] = []
     edited: list[str] = []
     seen = set()
+    folders: dict[str, float] = {}
     for rel in fs.iter_files(file_types):
         seen.add(rel)
         meta = checksums.get(rel)
@@ -173,7 +175,7 @@ def changed_since(checksums: dict, fs, file_types: list[str]) -> str | None:
             st = fs.absolute(rel).stat()
             changed = max(st.st_mtime, st.st_ctime)
             if meta is None:
-                if changed > last_write:
+                if max(changed, _folders_changed(fs, rel, folders)) > last_write:
                     new.append(rel)
             elif changed > meta.indexed_at.timestamp() and fs.compute_checksum(rel) != meta.checksum:
                 edited.append(rel)
@@ -187,3 +189,17 @@ def changed_since(checksums: dict, fs, file_types: list[str]) -> str | None:
     more = "" if len(new) + len(edited) + len(gone) <= CHANGES_NAMED else ", …"
     return (f"The folder changed since the last index run: {len(new)} new, {len(edited)} edited, {len(gone)} "
             f"removed documents ({', '.join(named)}{more})")
+
+
+def _folders_changed(fs, rel: str, seen: dict[str, float]) -> float:
+    """The latest change time of the folders holding `rel` inside the repository (each stat'ed once)."""
+    latest, parts = 0.0, rel.split("/")[:-1]
+    for depth in range(1, len(parts) + 1):
+        folder = "/".join(parts[:depth])
+        if folder not in seen:
+            try:
+                seen[folder] = (fs.base_path / folder).stat().st_ctime
+            except OSError:
+                seen[folder] = 0.0
+        latest = max(latest, seen[folder])
+    return latest
