@@ -191,6 +191,44 @@ def test_a_query_the_answer_cannot_repeat_is_refused_before_any_provider_call(cl
     assert ok.code == 0 and ok.json["status"] == "pending"
 
 
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+                    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082")
+PAID_COMMANDS = {  # command -> (its arguments, a budget its envelope holds and no paid answer does, the smallest answered)
+    "fetch": (lambda f, t: ("fetch", f.url + "/pages/article"), 200, 240),
+    "summarize": (lambda f, t: ("summarize", str(t / "notes.md")), 150, 180),
+    "analyze": (lambda f, t: ("analyze", "What is the retry policy?", str(t / "notes.md")), 150, 200),
+    "image": (lambda f, t: ("image", str(t / "a.png")), 140, 220),  # the path, echoed, is long here
+    "web": (lambda f, t: ("web", "latest django release"), 140, 240),
+    "search": (lambda f, t: ("search", "retry policy"), 140, 180),
+    "deep": (lambda f, t: ("deep", "retry policies"), 200, 350),
+}
+
+
+@pytest.mark.parametrize("command", sorted(PAID_COMMANDS))
+def test_a_budget_no_paid_answer_fits_is_refused_before_the_provider_is_paid(cli, keys, home, monkeypatch, tmp_path,
+                                                                            command):
+    """Regression: from 100 to each command's smallest answer, the refusal came after the provider's answer
+    (and its bill). The command's answer is fitted dry first (core.budget.refuse_early); budgets it answered
+    before still answer."""
+    from tests.deep_fixtures import configure
+
+    configure(home)
+    monkeypatch.setenv("GSD_RESEARCH_ALLOW_HOSTS", "127.0.0.1")
+    monkeypatch.setenv("PERPLEXITY_API_KEY", "pplx-canary-123456")
+    monkeypatch.setenv("TAVILY_API_KEY", "tvly-canary-XXXX-3f9a")
+    (tmp_path / "notes.md").write_text("Sentence one explains the retry policy of the client. " * 60)
+    (tmp_path / "a.png").write_bytes(PNG)
+    args, refused, answered = PAID_COMMANDS[command]
+
+    small = cli(*args(keys, tmp_path), "--max-tokens", str(refused))
+    paid = [h.path for h in keys.hits() if h.method == "POST"]
+    enough = cli(*args(keys, tmp_path), "--max-tokens", str(answered))
+
+    assert small.code == 2 and "too small" in small.json["error"]["message"], small.stdout
+    assert paid == []
+    assert enough.code == 0, enough.stdout
+
+
 @pytest.fixture
 def sources(pages, monkeypatch, tmp_path):
     """Research memory holding two fetched pages, a Tavily key, no keyless search, and a file citing a page:

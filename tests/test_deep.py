@@ -294,6 +294,16 @@ def test_report_is_cut_to_max_tokens_with_a_pointer_to_the_rest(cli, pplx):
     assert doc["metadata"]["more"].startswith("gsd-research jobs result ")
 
 
+def test_a_report_paid_for_then_refused_by_its_budget_names_where_to_read_it(cli, pplx):
+    """A budget that holds the report's shortest answer but not this one (its citations) is refused after the
+    call: the report is kept, and reading it at a larger budget costs nothing more."""
+    refused = cli("deep", "budgeted", "--max-tokens", "250").json
+
+    read = refused["error"]["suggestions"][0]
+    assert refused["error"]["code"] == "USAGE_ERROR" and read.startswith("gsd-research jobs result dr-")
+    assert cli(*read.split()[1:]).json["status"] == "completed"
+
+
 # -- async enqueue -------------------------------------------------------------------------------
 
 def test_async_enqueue_writes_pending_job_files_and_tells_how_to_poll(cli, pplx, home):

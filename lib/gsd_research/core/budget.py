@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from gsd_research.core import session
 from gsd_research.core.errors import UsageError
@@ -62,6 +63,18 @@ def settle_answer(doc: dict, max_tokens: int) -> dict:
     if used > max_tokens:
         raise too_small(max_tokens, used, "it needs")
     return doc
+
+
+STAND_IN = "text " * 100  # a dry answer's text: over a cut's cursor, so it is cut, cursor and all, where a real one is
+
+
+def refuse_early(answer: Callable[[], object]) -> None:
+    """Fit the answer a command would give before a provider is paid for it (`answer()`: built from what is
+    known then, with STAND_IN as its text; a model asked for a budget this small writes more than fits): a
+    budget too small for it is refused here, at no cost, with the fitter's own error. The session's ledger keeps
+    nothing of it; the real answer is fitted afresh."""
+    answer()
+    session.current().start_fit()
 
 
 def check_echo(text: str, max_tokens: int, what: str = "query", share: float = 0.5) -> None:

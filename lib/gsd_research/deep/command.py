@@ -6,7 +6,7 @@ import signal
 
 import click
 
-from gsd_research.core.budget import check_echo
+from gsd_research.core.budget import STAND_IN, check_echo, refuse_early
 from gsd_research.core.errors import CallInterrupted, MissingApiKey, UsageError
 from gsd_research.core.runtime import AgentCommand, agent_command
 from gsd_research.deep import result_cache
@@ -91,6 +91,11 @@ def _deep(rt, text: str, effort: str, run_async: bool | None, priority: int, tim
     check_echo(text, rt.max_tokens, share=0.7 if run_async else 0.5)  # the job id answer repeats the query too
     if run_async:
         return _enqueue(rt, ctx)
+    from gsd_research.deep.files import new_id
+    from gsd_research.deep.render import message_from
+
+    refuse_early(lambda: _render(rt, ctx, new_id(), message_from({"report": STAND_IN, "model": settings.model}),
+                                 {"mode": "blocking"}))
     return _blocking(rt, ctx)
 
 
@@ -195,7 +200,11 @@ def _blocking(rt, ctx: dict) -> dict:
     from gsd_research.deep.foreground import Foreground
 
     def render(job_id: str, message: dict, meta: dict) -> dict:
-        return _render(rt, ctx, job_id, message, {"mode": "blocking", **meta})
+        try:
+            return _render(rt, ctx, job_id, message, {"mode": "blocking", **meta})
+        except UsageError as exc:  # paid for and kept: reading it at a larger budget costs nothing
+            exc.suggestions = [f"gsd-research jobs result {job_id} --max-tokens {max(4000, 2 * rt.max_tokens)}"]
+            raise
 
     return Foreground(rt, ctx, render).run(lambda: find_or_create(rt, ctx, "blocking"))
 

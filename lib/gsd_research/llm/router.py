@@ -61,7 +61,10 @@ class Router:
         self.tried: list[dict] = []
         self.errors: list[GsdError] = []
 
-    def run(self, task: str, call: Callable[[Backend], Generation], *, need: str | None = None) -> Generation:
+    def run(self, task: str, call: Callable[[Backend], Generation], *, need: str | None = None,
+            before: Callable[[Backend], None] | None = None) -> Generation:
+        """`call` on the chain's first backend that serves it; `before(backend)` runs just before a backend is
+        called (paid), and what it raises ends the run there."""
         self.tried, self.errors = [], []
         for name in chain_for(self.rt.config, task):
             backend = make_backend(self.rt, name)
@@ -75,6 +78,8 @@ class Router:
             if not ok:
                 self.tried.append({"backend": name, "status": "unhealthy", "reason": why})
                 continue
+            if before is not None:
+                before(backend)
             try:
                 generation = call(backend)
             except GsdError as exc:

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from gsd_research.core.budget import check_echo, fit_text, json_tokens
+from gsd_research.core.budget import STAND_IN, check_echo, fit_text, json_tokens, refuse_early
 from gsd_research.core.errors import ExtractionFailed, GsdError, MissingApiKey, NoBackend, UsageError
 from gsd_research.core.input_files import MB, read_file, read_stdin
 from gsd_research.core.runtime import agent_command
+
+if TYPE_CHECKING:
+    from gsd_research.llm.base import Generation
 
 
 def source_tokens(markdown: str) -> int:
@@ -42,26 +48,43 @@ def page_markdown(page) -> tuple[str, str | None, list[str], str]:
 
 # -- the model step, with the extractive fallback --------------------------------------------------
 
-def _model_text(rt, task: str, prompt: str, system: str, markdown: str, focus: str | None) -> tuple[str, dict]:
-    """Ask the task's chain; with no backend reachable, an extractive summary. Returns (text, metadata)."""
+def _paid(router, task: str, call, answer: Callable[[Generation], dict], need: str | None = None) -> dict:
+    """`answer(generation)` of the chain's first backend that serves `call`. Just before a backend is paid, the
+    answer it would give is fitted dry (core.budget.refuse_early): a budget too small for it costs nothing."""
+    from gsd_research.llm.base import Generation
+
+    def before(backend) -> None:
+        router.tried.append({"backend": backend.name, "model": backend.model, "status": "served"})
+        try:
+            refuse_early(lambda: answer(Generation(STAND_IN, backend.name, backend.model,
+                                                   {"input_tokens": 0, "output_tokens": 0})))
+        finally:
+            router.tried.pop()
+
+    return answer(router.run(task, call, need=need, before=before))
+
+
+def _model_answer(rt, task: str, prompt: str, system: str, markdown: str, focus: str | None,
+                  answer: Callable[[str, dict], dict]) -> dict:
+    """`answer(text, metadata)` of the task's chain; with no backend reachable, of an extractive summary."""
     from gsd_research.llm import Router, extractive
     from gsd_research.llm.tasks import output_tokens_for
 
     router = Router(rt)
     try:
-        gen = router.run(task, lambda b: b.generate(prompt, system=system,
-                                                    max_output_tokens=output_tokens_for(rt.max_tokens)))
+        return _paid(router, task, lambda b: b.generate(prompt, system=system,
+                                                        max_output_tokens=output_tokens_for(rt.max_tokens)),
+                     lambda gen: answer(gen.text, {"backend": gen.backend, "model": gen.model, "summary_type": "model",
+                                                   "backends_tried": router.tried, "usage": gen.usage}))
     except GsdError as exc:
         if not isinstance(exc, NoBackend | MissingApiKey) and "tried" not in exc.details:
             raise  # the chain's own verdict (details.tried) always falls back to the extractive summary
-        text, dropped = extractive.summarize(markdown[:EXTRACTIVE_CHARS], focus, max(50, rt.max_tokens - 500))
-        meta = {"backend": "extractive", "summary_type": "extractive", "label": extractive.LABEL,
-                "backends_tried": router.tried}
-        if dropped:
-            meta["instruction_like_sentences_left_out"] = dropped
-        return text, meta
-    return gen.text, {"backend": gen.backend, "model": gen.model, "summary_type": "model",
-                      "backends_tried": router.tried, "usage": gen.usage}
+    text, dropped = extractive.summarize(markdown[:EXTRACTIVE_CHARS], focus, max(50, rt.max_tokens - 500))
+    meta = {"backend": "extractive", "summary_type": "extractive", "label": extractive.LABEL,
+            "backends_tried": router.tried}
+    if dropped:
+        meta["instruction_like_sentences_left_out"] = dropped
+    return answer(text, meta)
 
 
 def _prepare(rt, markdown: str) -> str:
@@ -141,11 +164,14 @@ def _answer(rt, doc, markdown, warnings, recording, focus, extract_, page, final
     from gsd_research.llm.tasks import SYSTEM_SUMMARY, summary_prompt
 
     prompt = summary_prompt(_prepare(rt, markdown), focus, rt.max_tokens, source=final)
-    text, meta = _model_text(rt, "url", prompt, SYSTEM_SUMMARY, markdown, focus)
     if focus:
         doc["focus"] = focus
-    doc["metadata"].update(meta, memory=recording.finish())
-    return _finish(doc, "summary", text, warnings, rt)
+
+    def answer(text: str, meta: dict) -> dict:  # a dry answer takes the memory's status now, unawaited
+        out = copy.deepcopy(doc)
+        out["metadata"].update(meta, memory=recording.finish(0 if text is STAND_IN else None))
+        return _finish(out, "summary", text, warnings, rt)
+    return _model_answer(rt, "url", prompt, SYSTEM_SUMMARY, markdown, focus, answer)
 
 
 def chars_per_token(markdown: str) -> float:
@@ -280,11 +306,14 @@ def summarize(rt, source: str | None, focus: str | None):
     rt.private_input = True
     label, markdown, hidden = read_input(source, rt.config)
     prompt = summary_prompt(_prepare(rt, markdown), focus, rt.max_tokens)
-    text, meta = _model_text(rt, "summarize", prompt, SYSTEM_SUMMARY, markdown, focus)
-    doc = {"source": label, "metadata": dict(meta, source_tokens=source_tokens(markdown))}
-    if focus:
-        doc["focus"] = focus
-    return _finish(doc, "summary", text, source_warnings(markdown, hidden), rt)
+    size, warnings = source_tokens(markdown), source_warnings(markdown, hidden)
+
+    def answer(text: str, meta: dict) -> dict:
+        doc = {"source": label, "metadata": dict(meta, source_tokens=size)}
+        if focus:
+            doc["focus"] = focus
+        return _finish(doc, "summary", text, warnings, rt)
+    return _model_answer(rt, "summarize", prompt, SYSTEM_SUMMARY, markdown, focus, answer)
 
 
 @agent_command("analyze")
@@ -300,9 +329,10 @@ def analyze(rt, question: str, source: str | None):
     rt.private_input = True
     label, markdown, hidden = read_input(source, rt.config)
     prompt = analyze_prompt(_prepare(rt, markdown), question, rt.max_tokens)
-    text, meta = _model_text(rt, "analyze", prompt, SYSTEM_ANALYZE, markdown, question)
-    doc = {"question": question, "source": label, "metadata": dict(meta, source_tokens=source_tokens(markdown))}
-    return _finish(doc, "answer", text, source_warnings(markdown, hidden), rt)
+    size, warnings = source_tokens(markdown), source_warnings(markdown, hidden)
+    return _model_answer(rt, "analyze", prompt, SYSTEM_ANALYZE, markdown, question, lambda text, meta: _finish(
+        {"question": question, "source": label, "metadata": dict(meta, source_tokens=size)}, "answer", text,
+        warnings, rt))
 
 
 # -- image ----------------------------------------------------------------------------------------
@@ -334,10 +364,15 @@ def image(rt, path: str, question: str | None):
     ask = (question or "Describe this image for a researcher: what it shows, any text, numbers or diagrams.")
     ask += f" Answer in at most {words_for(rt.max_tokens)} words."
     router = Router(rt)
+
+    def answer(gen) -> dict:
+        return _finish({"path": str(file), "question": question,
+                        "metadata": {"backend": gen.backend, "model": gen.model, "backends_tried": router.tried,
+                                     "mime_type": mime, "bytes": len(data)}}, "answer", gen.text, [], rt)
     try:
-        gen = router.run("image", lambda b: b.analyze_image(data, mime, ask, system=SYSTEM_IMAGE,
-                                                            max_output_tokens=output_tokens_for(rt.max_tokens)),
-                         need="vision")
+        return _paid(router, "image", lambda b: b.analyze_image(data, mime, ask, system=SYSTEM_IMAGE,
+                                                                max_output_tokens=output_tokens_for(rt.max_tokens)),
+                     answer, need="vision")
     except GsdError as exc:
         if isinstance(exc, NoBackend | MissingApiKey):
             raise NoBackend("No vision backend is reachable to analyze the image",
@@ -345,10 +380,6 @@ def image(rt, path: str, question: str | None):
                                         "Or set GEMINI_API_KEY or OPENAI_API_KEY", "gsd-research doctor"],
                            details=exc.details) from None
         raise
-    doc = {"path": str(file), "question": question,
-           "metadata": {"backend": gen.backend, "model": gen.model, "backends_tried": router.tried,
-                        "mime_type": mime, "bytes": len(data)}}
-    return _finish(doc, "answer", gen.text, [], rt)
 
 
 # -- web ------------------------------------------------------------------------------------------
@@ -393,14 +424,17 @@ def web(rt, query: tuple[str, ...], depth: str):
     check_echo(text, rt.max_tokens)
     router = Router(rt)
     prompt, thinking = web_prompt(text, depth, rt.max_tokens)
-    gen = router.run("web", lambda b: b.generate(prompt, system=SYSTEM_WEB, search=True, thinking=thinking,
-                                                 max_output_tokens=output_tokens_for(rt.max_tokens)),
-                     need="grounding")
-    answer, sources = cite(gen.text, gen.grounding)
-    queries = (gen.grounding or {}).get("webSearchQueries") or []
-    doc = {"query": text, "sources": [dict(s, title=neutralize(str(s["title"] or ""))) for s in sources],
-           "metadata": {"backend": gen.backend, "model": gen.model, "backends_tried": router.tried, "depth": depth,
-                        "grounded": bool(sources), "search_queries": queries[:5], "usage": gen.usage}}
-    if not sources:
-        doc["metadata"]["note"] = "The model answered without searching: no sources to cite"
-    return _finish(doc, "answer", answer, [], rt)
+
+    def answer(gen) -> dict:  # dry (no grounding): no sources, and the note saying so
+        cited, sources = cite(gen.text, gen.grounding)
+        queries = (gen.grounding or {}).get("webSearchQueries") or []
+        doc = {"query": text, "sources": [dict(s, title=neutralize(str(s["title"] or ""))) for s in sources],
+               "metadata": {"backend": gen.backend, "model": gen.model, "backends_tried": router.tried,
+                            "depth": depth, "grounded": bool(sources), "search_queries": queries[:5],
+                            "usage": gen.usage}}
+        if not sources:
+            doc["metadata"]["note"] = "The model answered without searching: no sources to cite"
+        return _finish(doc, "answer", cited, [], rt)
+    return _paid(router, "web", lambda b: b.generate(prompt, system=SYSTEM_WEB, search=True, thinking=thinking,
+                                                     max_output_tokens=output_tokens_for(rt.max_tokens)),
+                 answer, need="grounding")

@@ -7,7 +7,7 @@ from datetime import timezone
 
 import click
 
-from gsd_research.core.budget import fit_results
+from gsd_research.core.budget import STAND_IN, fit_results, refuse_early
 from gsd_research.core.errors import GsdError, MissingApiKey, UsageError
 from gsd_research.core.output import document_tokens
 from gsd_research.core.runtime import agent_command
@@ -58,7 +58,9 @@ def search(rt, words, query_opt, max_sources, depth, topic, time_range, include_
 
         plan = reports.plan_report_path(report, query, anywhere=allow_outside)  # fails before paying
         env = reports.template_env(cfg)
-    answer, failures = run_chain(rt, provider_chain(rt, provider), query, params)
+    names = provider_chain(rt, provider)
+    refuse_early(lambda: fit(rt, _pending(build_answer(rt, query, params, _dry(names[0], params), []))))
+    answer, failures = run_chain(rt, names, query, params)
     doc = build_answer(rt, query, params, answer, failures)
     report_text = None
     if plan is not None:
@@ -66,9 +68,21 @@ def search(rt, words, query_opt, max_sources, depth, topic, time_range, include_
     from gsd_research.memory.api import record_search
 
     recording = record_search(rt, query=query, answer=answer, report_path=doc.get("report"), report_text=report_text)
-    answer_doc = fit(rt, dict(doc, metadata=dict(doc["metadata"], memory="pending")))
+    answer_doc = fit(rt, _pending(doc))
     answer_doc["metadata"]["memory"] = recording.finish()  # each status is one token, as "pending" is
     return answer_doc
+
+
+def _pending(doc: dict) -> dict:
+    return dict(doc, metadata=dict(doc["metadata"], memory="pending"))
+
+
+def _dry(provider: str, params: dict) -> dict:
+    """The provider's answer at its shortest: one result with only its text (core.budget.refuse_early)."""
+    from datetime import datetime
+
+    return {"provider": provider, "results": [{"title": "", "url": "", "snippet": STAND_IN, "provider": provider}],
+            "max_results_sent": params["max_results"], "fetched_at": datetime.now(timezone.utc)}
 
 
 def config_sources(cfg) -> int:
