@@ -18,6 +18,7 @@ from gsd_research_hooks.common import plain_id, tool_input
 AGENT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 RESEARCHER_VALUED = ("--chroma-url",)  # researcher's group options that take a value (skipped to its command)
 OURS = ("gsd-research", "researcher")
+SESSION_VAR = "GSD_RESEARCH_SESSION"
 SEPARATORS = ("&&", "||", "|&", "|", "&", ";", "\n")  # longest first
 REDIRECT = re.compile(r"&>>|&>|>>|>\||>&|<&|<>|<<|>|<")  # `<<` (heredoc, here-string) is refused
 ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=")
@@ -139,13 +140,14 @@ def _ours(words: list[tuple[str, str, int]]) -> bool:
 
 def scoped(command: str, session: str) -> str | None:
     """The command with our option after each call of ours, None when there is nothing to add safely (a line
-    that names GSD_RESEARCH_SESSION chooses its session itself)."""
-    if "GSD_RESEARCH_SESSION" in command:
-        return None
+    that sets, exports or unsets GSD_RESEARCH_SESSION chooses its session itself)."""
     try:
-        ends = [words[-1][2] for words in simple_commands(command) if words and _ours(words)]
+        commands = simple_commands(command)
     except Unsure:
         return None
+    if any(value.split("=", 1)[0] == SESSION_VAR for words in commands for value, _, _ in words):
+        return None
+    ends = [words[-1][2] for words in commands if words and _ours(words)]
     option = f" --session {shlex.quote(session)}"
     for end in reversed(ends):
         command = command[:end] + option + command[end:]
