@@ -481,6 +481,19 @@ def test_status_names_the_files_of_a_folder_moved_into_the_repository(tmp_path, 
     assert "1 new, 0 edited, 0 removed documents (new papers/moved.md)" in (changed or ""), changed
 
 
+def test_status_after_an_index_run_names_no_file_that_run_could_not_index(tmp_path, home):
+    """A broken file the last run saw and could not index is not new, whatever changes beside it later."""
+    root = indexed_copy(tmp_path, home, "r", DOCS)
+    (root / "guide" / "broken.pdf").write_bytes(b"%PDF-1.4\nthis is not really a pdf\x00\x01")
+    kb("index", "r", "--json")
+    (root / "guide" / "cooking.md").unlink()
+    kb("index", "r", "--json")
+
+    changed = kb("status", "r", "--json").json["repositories"][0]["changed"]
+
+    assert changed is None, changed
+
+
 def test_status_during_an_index_run_says_it_is_in_progress_not_to_start_another(tmp_path, home):
     from gsd_research.researcher.gateways.lock_gateway import RepositoryLock
 

@@ -155,15 +155,16 @@ def reset(lexical, vectors, state) -> None:
     state.save_checksums({}, in_flight=[])
 
 
-def changed_since(checksums: dict, fs, file_types: list[str]) -> str | None:
+def changed_since(checksums: dict, fs, file_types: list[str], walked: float = 0.0) -> str | None:
     """What changed in the repository's folder since its index recorded it, or None: documents not in it that
-    appeared after the index's last write, documents edited since their own record (changed since, and their
-    checksum differs), documents gone; the first few named. A stale index, or a state folder restored from an
+    appeared after the last complete index run began its walk (`walked`; else the index's last write), so one
+    that run saw and could not index is not new; documents edited since their own record (changed since, and
+    their checksum differs), documents gone; the first few named. A stale index, or a state folder restored from an
     older copy; the stores agree with the record either way, so only the folder tells. A file's change time
     counts as well as its modification time: `tar x`, `unzip`, `cp -p` and a rename keep the latter but set
     the former; a folder moved in keeps both on its files, so a new file's folders count too (a rename sets
     theirs). Unchanged files are only stat'ed."""
-    last_write = max((m.indexed_at.timestamp() for m in checksums.values()), default=0.0)
+    last_write = walked or max((m.indexed_at.timestamp() for m in checksums.values()), default=0.0)
     new: list[str] = []
     edited: list[str] = []
     seen = set()

@@ -108,6 +108,7 @@ class Head(BaseModel):
     vector_file: list[int] | None = None  # the embedded vector store's file as the last commit left it
     writes: str = ""  # token of research memory's last write
     covered: str = ""  # the token the last complete index run covered
+    walked: float = 0.0  # when the last complete index run began its walk of the folder (epoch seconds)
 
     @property
     def writes_pending(self) -> bool:

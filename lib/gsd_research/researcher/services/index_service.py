@@ -190,7 +190,7 @@ class IndexService:
         head = self.state.head()
         token = head.writes if head else ""  # research memory's writes this run covers
         with self.lock.hold(wait), self._failing_stores():
-            started = time.perf_counter()
+            started, walked = time.perf_counter(), time.time()
             _glibc("mallopt", -8, 2)  # M_ARENA_MAX, as MALLOC_ARENA_MAX=2
             self._load_state(repair=True)
             deleted = sorted(p for p in self.checksums if not self.fs.includes(p, self.file_types))
@@ -207,8 +207,7 @@ class IndexService:
         result.documents_no_text = len(result.no_text)
         result.elapsed_seconds = round(time.perf_counter() - started, 3)
         log.event("index.done", repository=self.name, **result.model_dump(exclude={"errors"}))
-        if token:
-            self.state.update(covered=token)
+        self.state.update(walked=walked, **({"covered": token} if token else {}))  # what `status` compares with
         return result
 
     def _embed_phase(self, result: IndexingResult, progress: Progress | None) -> tuple[int, list[str]]:
@@ -435,5 +434,5 @@ class IndexService:
         run = self.state.unfinished_run(self.lock.busy)  # the run in progress is the fix: never advise a second
         if run:
             return health.unfinished([(self.name, run == RUNNING)])
-        changed = health.changed_since(self.checksums, self.fs, self.file_types)
+        changed = health.changed_since(self.checksums, self.fs, self.file_types, (self.state.head() or Head()).walked)
         return f"{changed}. Run: researcher index {self.name}" if changed else None
