@@ -229,6 +229,17 @@ def test_a_budget_no_paid_answer_fits_is_refused_before_the_provider_is_paid(cli
     assert enough.code == 0, enough.stdout
 
 
+def test_in_a_session_a_budget_that_holds_the_answer_as_a_repeat_is_answered(cli, keys, monkeypatch):
+    """The dry fit before paying is refused only if the answer's shorter form, a reference to a passage the
+    session returned before, does not fit either."""
+    monkeypatch.setenv("GSD_RESEARCH_SESSION", "repeat-spec")
+    cli("web", "latest django release", "--max-tokens", "4000")
+
+    again = cli("web", "latest django release", "--max-tokens", "160")
+
+    assert again.code == 0 and "repeat" in again.json["metadata"], again.stdout
+
+
 @pytest.fixture
 def sources(pages, monkeypatch, tmp_path):
     """Research memory holding two fetched pages, a Tavily key, no keyless search, and a file citing a page:

@@ -71,10 +71,22 @@ STAND_IN = "text " * 100  # a dry answer's text: over a cut's cursor, so it is c
 def refuse_early(answer: Callable[[], object]) -> None:
     """Fit the answer a command would give before a provider is paid for it (`answer()`: built from what is
     known then, with STAND_IN as its text; a model asked for a budget this small writes more than fits): a
-    budget too small for it is refused here, at no cost, with the fitter's own error. The session's ledger keeps
-    nothing of it; the real answer is fitted afresh."""
-    answer()
-    session.current().start_fit()
+    budget too small for it is refused here, at no cost, with the fitter's own error. In a session the answer
+    may instead name a passage returned before, which is shorter: refused only if that does not fit either.
+    The session's ledger keeps nothing of it; the real answer is fitted afresh."""
+    led = session.current()
+    try:
+        answer()
+    except UsageError:
+        if not led.dedupes:
+            raise
+        led.repeats = True
+        try:
+            answer()
+        finally:
+            led.repeats = False
+    finally:
+        led.start_fit()
 
 
 def check_echo(text: str, max_tokens: int, what: str = "query", share: float = 0.5) -> None:

@@ -78,6 +78,7 @@ class Ledger:
         self.pending: dict[str, dict] = {}
         self.cursor: dict | None = None
         self.cursor_token: str | None = None
+        self.repeats = False  # a dry fit takes every passage as returned before (core.budget.refuse_early)
 
     @property
     def active(self) -> bool:
@@ -97,6 +98,8 @@ class Ledger:
         return self._data
 
     def seen(self, pid: str) -> dict | None:
+        if self.repeats and self.dedupes:
+            return {}
         return self.data()["passages"].get(pid) if self.dedupes else None
 
     def find(self, ref: str) -> tuple[str, dict] | None:
