@@ -226,11 +226,12 @@ def test_malformed_json_is_upstream_error_and_not_served_from_cache(cli, fake):
     assert len(fake.hits("/api/v2/libs/search")) == 2  # the bad 200 was evicted, not replayed
 
 
-def test_tiny_budget_returns_no_snippet_and_says_how_to_get_one(cli, fake):
-    doc = assert_success(cli("docs", "react", "hooks", "--max-tokens", "100"))
+def test_a_budget_no_snippet_fits_is_refused_naming_one_that_does(cli, fake):
+    """An empty list would read as "nothing documented"."""
+    error = cli("docs", "react", "hooks", "--max-tokens", "100").json["error"]
 
-    assert doc["results"] == [] and doc["metadata"]["total_available"] > 0
-    assert "max-tokens" in doc["metadata"].get("note", "")
+    assert error["code"] == "USAGE_ERROR" and "--max-tokens 100 is too small" in error["message"]
+    assert error["suggestions"][0].startswith("Use --max-tokens ")
 
 
 def test_real_process_prints_one_document_for_errors_too(run_bin, fake):

@@ -5,11 +5,11 @@ from __future__ import annotations
 import click
 
 from gsd_research.core import session
-from gsd_research.core.budget import check_echo, fit_results, json_tokens
+from gsd_research.core.budget import MIN_CUT_TOKENS, check_echo, fit_results, json_tokens, too_small
 from gsd_research.core.errors import UsageError
 from gsd_research.core.output import document_tokens
 from gsd_research.core.runtime import agent_command
-from gsd_research.core.untrusted import MAX_WARNINGS, guard_results, neutralize, seal, unseal
+from gsd_research.core.untrusted import MAX_WARNINGS, guard_results, neutralize, seal
 from gsd_research.docs.context7 import Context7, snippets_to_results, split_version
 
 
@@ -72,30 +72,17 @@ def answer(rt, text: str, library: str, body: dict, served_id: str, library_id: 
     if not results:
         doc["metadata"]["note"] = "Context7 returned no snippets for this query; rephrase it with API names"
     doc = _fit(doc, results, warnings[:MAX_WARNINGS], rt.max_tokens)
-    if results and not doc["results"]:
-        meta = doc["metadata"]
-        meta["note"] = "No snippet fits: raise --max-tokens"
-        meta["tokens_used"] = document_tokens(doc)
-        if meta["tokens_used"] > rt.max_tokens:
-            del meta["note"]
-            meta["tokens_used"] = document_tokens(doc)
+    if results and not doc["results"]:  # an empty list would read as "nothing documented"
+        raise too_small(rt.max_tokens, doc["metadata"]["tokens_used"] + MIN_CUT_TOKENS,
+                        "its envelope and shortest snippet need")
     return doc
 
 
 def _fit(doc: dict, results: list[dict], warnings: list[dict], max_tokens: int) -> dict:
     """The answer within the budget, fences and warnings counted: room is kept for the warnings, and only
-    those of the snippets that fit are given. When not even the envelope with the untrusted notice fits, an
-    answer without any external text (no snippet, no notice, no library title) that says to raise --max-tokens."""
+    those of the snippets that fit are given."""
     reserve = json_tokens({"injection_flagged": True, "injection_warnings": warnings}) if warnings else 0
-    try:
-        doc = fit_results(doc, results, max_tokens - reserve)
-    except UsageError:
-        if not results:
-            raise
-        bare = unseal({k: v for k, v in doc.items() if k != "library_title"})
-        doc = fit_results(bare, [], max_tokens)
-        doc["metadata"].update(total_available=len(results), truncated=True)
-        return doc
+    doc = fit_results(doc, results, max_tokens - reserve)
     kept = [w for w in warnings if w["result"] <= len(doc["results"])]
     if kept:
         meta = doc.pop("metadata")
