@@ -117,10 +117,13 @@ def test_list_respects_max_tokens(cli, pplx):
     for i in range(30):
         enqueue(cli, f"question number {i} about a fairly long research topic with many words in it")
 
-    doc = cli("jobs", "list", "--limit", "30", "--max-tokens", "600").json
+    docs = {budget: cli("jobs", "list", "--limit", "30", "--max-tokens", str(budget)).json
+            for budget in range(400, 800, 9)}  # one of them ends a few tokens under: its own count must fit
 
-    assert doc["metadata"]["tokens_used"] <= 600 and doc["metadata"]["truncated"] is True
-    assert 0 < doc["metadata"]["returned"] < 30 and doc["metadata"]["total_available"] == 30
+    assert all(doc["success"] for doc in docs.values()), [d["error"] for d in docs.values() if not d["success"]]
+    assert all(doc["metadata"]["tokens_used"] <= budget for budget, doc in docs.items())
+    assert 0 < docs[598]["metadata"]["returned"] < 30 and docs[598]["metadata"]["total_available"] == 30
+    assert docs[598]["metadata"]["truncated"] is True
 
 
 # -- retries and failures ------------------------------------------------------------------------

@@ -64,7 +64,8 @@ def list_jobs(rt, only: str | None, limit: int):
     rows.sort(key=lambda r: (str(r.get("createdAt") or ""), r["conversation_id"]), reverse=True)
     doc = {"jobs": rows, "counts": counts, "worker": _worker(rt, store),
            "metadata": {"returned": len(rows), "total_available": sum(counts.values()) if only is None
-                        else counts.get(only, 0), "max_tokens": rt.max_tokens, "truncated": False}}
+                        else counts.get(only, 0), "max_tokens": rt.max_tokens, "truncated": False,
+                        "tokens_used": rt.max_tokens}}  # counted at its widest: the real figure is never longer
     while document_tokens(doc) > rt.max_tokens and doc["jobs"]:
         doc["jobs"].pop()
         doc["metadata"].update(returned=len(doc["jobs"]), truncated=True)
