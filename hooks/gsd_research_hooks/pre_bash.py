@@ -19,6 +19,7 @@ AGENT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 RESEARCHER_VALUED = ("--chroma-url",)  # researcher's group options that take a value (skipped to its command)
 OURS = ("gsd-research", "researcher")
 SESSION_VAR = "GSD_RESEARCH_SESSION"
+DECLARE = ("unset", "export", "declare", "typeset", "local", "readonly")
 SEPARATORS = ("&&", "||", "|&", "|", "&", ";", "\n")  # longest first
 REDIRECT = re.compile(r"&>>|&>|>>|>\||>&|<&|<>|<<|>|<")  # `<<` (heredoc, here-string) is refused
 ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=")
@@ -138,6 +139,14 @@ def _ours(words: list[tuple[str, str, int]]) -> bool:
     return _takes_session(values)
 
 
+def _chooses_session(words: list[tuple[str, str, int]]) -> bool:
+    """A simple command that sets or unsets the session variable: an unquoted `V=x` anywhere (a prefix,
+    `export V=x`, `env V=x cmd`), or `unset V` / `export V`; a query or a quoted text naming it does not."""
+    if any(raw.startswith(SESSION_VAR + "=") for _, raw, _ in words):
+        return True
+    return bool(words) and words[0][0] in DECLARE and any(raw == SESSION_VAR for _, raw, _ in words[1:])
+
+
 def scoped(command: str, session: str) -> str | None:
     """The command with our option after each call of ours, None when there is nothing to add safely (a line
     that sets, exports or unsets GSD_RESEARCH_SESSION chooses its session itself)."""
@@ -145,7 +154,7 @@ def scoped(command: str, session: str) -> str | None:
         commands = simple_commands(command)
     except Unsure:
         return None
-    if any(value.split("=", 1)[0] == SESSION_VAR for words in commands for value, _, _ in words):
+    if any(_chooses_session(words) for words in commands):
         return None
     ends = [words[-1][2] for words in commands if words and _ours(words)]
     option = f" --session {shlex.quote(session)}"
