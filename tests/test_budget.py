@@ -230,14 +230,26 @@ def test_a_budget_no_paid_answer_fits_is_refused_before_the_provider_is_paid(cli
 
 
 def test_in_a_session_a_budget_that_holds_the_answer_as_a_repeat_is_answered(cli, keys, monkeypatch):
-    """The dry fit before paying is refused only if the answer's shorter form, a reference to a passage the
-    session returned before, does not fit either."""
+    """The dry fit before paying is refused only if the answer's shorter form, a reference to a passage of the
+    same source the session returned before, does not fit either."""
     monkeypatch.setenv("GSD_RESEARCH_SESSION", "repeat-spec")
-    cli("web", "latest django release", "--max-tokens", "4000")
+    monkeypatch.setenv("GSD_RESEARCH_ALLOW_HOSTS", "127.0.0.1")
+    cli("fetch", keys.url + "/pages/article", "--max-tokens", "4000")
 
-    again = cli("web", "latest django release", "--max-tokens", "160")
+    again = cli("fetch", keys.url + "/pages/article", "--max-tokens", "230")
 
     assert again.code == 0 and "repeat" in again.json["metadata"], again.stdout
+
+
+def test_in_a_session_a_first_answer_is_refused_before_paying_as_alone(cli, keys, monkeypatch):
+    """Only a source the session returned before can come back as the shorter reference."""
+    monkeypatch.setenv("GSD_RESEARCH_SESSION", "first-spec")
+    cli("web", "another question entirely", "--max-tokens", "4000")
+    keys.reset_log()
+
+    first = cli("web", "latest django release", "--max-tokens", "140")
+
+    assert first.code == 2 and [h.path for h in keys.hits() if h.method == "POST"] == []
 
 
 @pytest.fixture

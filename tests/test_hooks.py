@@ -243,7 +243,7 @@ REWRITES = [
     ("gsd-research docs a --session mine && gsd-research docs b", f"gsd-research docs a --session mine && gsd-research docs b{S}"),
     ("gsd-research --session=mine docs a", None), ("GSD_RESEARCH_SESSION=s gsd-research docs a", None),
     ("export GSD_RESEARCH_SESSION=mine; gsd-research docs a", None), ("echo gsd-research a=1", None),
-    ("unset GSD_RESEARCH_SESSION && gsd-research docs a", None),
+    ("unset GSD_RESEARCH_SESSION && gsd-research docs a", None), ("GSD_RESEARCH_SESSION+=.x; gsd-research docs a", None),
     ('gsd-research recall "what is GSD_RESEARCH_SESSION"', 'gsd-research recall "what is GSD_RESEARCH_SESSION"' + S),
     ("gsd-research search GSD_RESEARCH_SESSION", "gsd-research search GSD_RESEARCH_SESSION" + S),
     ("gsd-research search 'GSD_RESEARCH_SESSION=abc explained'", "gsd-research search 'GSD_RESEARCH_SESSION=abc explained'" + S),

@@ -142,7 +142,7 @@ def _ours(words: list[tuple[str, str, int]]) -> bool:
 def _chooses_session(words: list[tuple[str, str, int]]) -> bool:
     """A simple command that sets or unsets the session variable: an unquoted `V=x` anywhere (a prefix,
     `export V=x`, `env V=x cmd`), or `unset V` / `export V`; a query or a quoted text naming it does not."""
-    if any(raw.startswith(SESSION_VAR + "=") for _, raw, _ in words):
+    if any(raw.startswith((SESSION_VAR + "=", SESSION_VAR + "+=")) for _, raw, _ in words):
         return True
     return bool(words) and words[0][0] in DECLARE and any(raw == SESSION_VAR for _, raw, _ in words[1:])
 

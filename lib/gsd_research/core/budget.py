@@ -71,8 +71,9 @@ STAND_IN = "text " * 100  # a dry answer's text: over a cut's cursor, so it is c
 def refuse_early(answer: Callable[[], object]) -> None:
     """Fit the answer a command would give before a provider is paid for it (`answer()`: built from what is
     known then, with STAND_IN as its text; a model asked for a budget this small writes more than fits): a
-    budget too small for it is refused here, at no cost, with the fitter's own error. In a session the answer
-    may instead name a passage returned before, which is shorter: refused only if that does not fit either.
+    budget too small for it is refused here, at no cost, with the fitter's own error. In a session that returned
+    a passage of the same source before, the answer may name it instead, which is shorter: refused only if that
+    does not fit either.
     The session's ledger keeps nothing of it; the real answer is fitted afresh."""
     led = session.current()
     try:
@@ -204,7 +205,7 @@ def _dedupe(results: list[dict], text_key: str, led) -> tuple[list[dict], list[t
             pids.append(("", 0, text, index))
             continue
         pid = session.passage_id(text, source_of(item))
-        entry = led.seen(pid)
+        entry = led.seen(pid, source_of(item))
         if entry is not None:
             out.append(led.reference(pid, entry))
             pids.append(("", 0, text, index))
@@ -246,7 +247,7 @@ def _dedupe_siblings(doc: dict, key: str, led) -> None:
         if name == key or not isinstance(text, str) or len(text) < SIBLING_CHARS:
             continue
         pid = session.passage_id(text, name)
-        entry = led.seen(pid)
+        entry = led.seen(pid, name)
         if entry is not None:
             doc[name] = led.reference(pid, entry)
         else:
@@ -340,7 +341,7 @@ def fit_text(doc: dict, field_path: tuple[str, ...], max_tokens: int, *, dedupe:
     if dedupe:
         _dedupe_siblings(doc, field_path[0], led)
     pid = session.passage_id(text, source_of(doc))
-    seen = led.seen(pid) if dedupe and text else None
+    seen = led.seen(pid, source_of(doc)) if dedupe and text else None
     if seen is not None:  # what described the text (its title, how it was made) went with it too
         _drop_described(doc, meta, field_path[0])
         meta[REF] = led.reference(pid, seen)

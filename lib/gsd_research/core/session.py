@@ -97,10 +97,13 @@ class Ledger:
             self._data = _load(self.path) if self.active else _empty()
         return self._data
 
-    def seen(self, pid: str) -> dict | None:
-        if self.repeats and self.dedupes:
-            return {}
-        return self.data()["passages"].get(pid) if self.dedupes else None
+    def seen(self, pid: str, source: str | None = None) -> dict | None:
+        if not self.dedupes:
+            return None
+        passages = self.data()["passages"]
+        if self.repeats:  # a dry fit: any passage of this source may come back as a reference to it
+            return {} if source and any(e.get("source") == source[:500] for e in passages.values()) else None
+        return passages.get(pid)
 
     def find(self, ref: str) -> tuple[str, dict] | None:
         """The passage `ref` names in this session, else in the sessions it descends from: a subagent's is

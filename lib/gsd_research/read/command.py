@@ -56,8 +56,8 @@ def _paid(router, task: str, call, answer: Callable[[Generation], dict], need: s
     def before(backend) -> None:
         router.tried.append({"backend": backend.name, "model": backend.model, "status": "served"})
         try:
-            refuse_early(lambda: answer(Generation(STAND_IN, backend.name, backend.model,
-                                                   {"input_tokens": 0, "output_tokens": 0})))
+            refuse_early(lambda: answer(Generation(STAND_IN, backend.name, backend.model,  # grounded: a source
+                                                   {"input_tokens": 0, "output_tokens": 0}, {"groundingChunks": [{}]})))
         finally:
             router.tried.pop()
 
@@ -425,7 +425,7 @@ def web(rt, query: tuple[str, ...], depth: str):
     router = Router(rt)
     prompt, thinking = web_prompt(text, depth, rt.max_tokens)
 
-    def answer(gen) -> dict:  # dry (no grounding): no sources, and the note saying so
+    def answer(gen) -> dict:
         cited, sources = cite(gen.text, gen.grounding)
         queries = (gen.grounding or {}).get("webSearchQueries") or []
         doc = {"query": text, "sources": [dict(s, title=neutralize(str(s["title"] or ""))) for s in sources],
