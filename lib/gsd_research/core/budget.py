@@ -204,8 +204,9 @@ def _dedupe(results: list[dict], text_key: str, led) -> tuple[list[dict], list[t
             out.append(item)
             pids.append(("", 0, text, index))
             continue
-        pid = session.passage_id(text, source_of(item))
-        entry = led.seen(pid, source_of(item))
+        source = source_of(item)
+        pid = session.passage_id(text, source)
+        entry = led.seen(pid, source)
         if entry is not None:
             out.append(led.reference(pid, entry))
             pids.append(("", 0, text, index))
@@ -340,8 +341,9 @@ def fit_text(doc: dict, field_path: tuple[str, ...], max_tokens: int, *, dedupe:
     frame = session.shell(doc, field_path[0]) if len(field_path) == 1 else None
     if dedupe:
         _dedupe_siblings(doc, field_path[0], led)
-    pid = session.passage_id(text, source_of(doc))
-    seen = led.seen(pid, source_of(doc)) if dedupe and text else None
+    source = source_of(doc)
+    pid = session.passage_id(text, source)
+    seen = led.seen(pid, source) if dedupe and text else None
     if seen is not None:  # what described the text (its title, how it was made) went with it too
         _drop_described(doc, meta, field_path[0])
         meta[REF] = led.reference(pid, seen)

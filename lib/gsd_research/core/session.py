@@ -78,7 +78,7 @@ class Ledger:
         self.pending: dict[str, dict] = {}
         self.cursor: dict | None = None
         self.cursor_token: str | None = None
-        self.repeats = False  # a dry fit takes every passage as returned before (core.budget.refuse_early)
+        self.repeats = False  # a dry fit: any passage of a source returned before may repeat (budget.refuse_early)
 
     @property
     def active(self) -> bool:
