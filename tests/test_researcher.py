@@ -488,6 +488,8 @@ def test_status_after_an_index_run_names_no_file_that_run_could_not_index(tmp_pa
     kb("index", "r", "--json")
     (root / "guide" / "cooking.md").unlink()
     kb("index", "r", "--json")
+    (root / "guide" / ".cooking.md.swp").write_text("an editor's swap file")  # an entry change beside it
+    (root / "guide" / ".cooking.md.swp").unlink()
 
     changed = kb("status", "r", "--json").json["repositories"][0]["changed"]
 

@@ -162,13 +162,15 @@ def changed_since(checksums: dict, fs, file_types: list[str], walked: float = 0.
     their checksum differs), documents gone; the first few named. A stale index, or a state folder restored from an
     older copy; the stores agree with the record either way, so only the folder tells. A file's change time
     counts as well as its modification time: `tar x`, `unzip`, `cp -p` and a rename keep the latter but set
-    the former; a folder moved in keeps both on its files, so a new file's folders count too (a rename sets
-    theirs). Unchanged files are only stat'ed."""
+    the former; a folder moved in keeps both on its files, so the change time of a new file's folders that
+    hold no recorded document counts too (a rename sets it; an editor's swap file beside indexed documents
+    does not make an unindexable one new). Unchanged files are only stat'ed."""
     last_write = walked or max((m.indexed_at.timestamp() for m in checksums.values()), default=0.0)
     new: list[str] = []
     edited: list[str] = []
     seen = set()
-    folders: dict[str, float] = {}
+    recorded = {rel.rsplit("/", 1)[0] for rel in checksums if "/" in rel}
+    folders: dict[str, float] = {f: 0.0 for rel in recorded for f in _ancestors(rel + "/x")}
     for rel in fs.iter_files(file_types):
         seen.add(rel)
         meta = checksums.get(rel)
@@ -192,11 +194,16 @@ def changed_since(checksums: dict, fs, file_types: list[str], walked: float = 0.
             f"removed documents ({', '.join(named)}{more})")
 
 
+def _ancestors(rel: str) -> list[str]:
+    parts = rel.split("/")[:-1]
+    return ["/".join(parts[:depth]) for depth in range(1, len(parts) + 1)]
+
+
 def _folders_changed(fs, rel: str, seen: dict[str, float]) -> float:
-    """The latest change time of the folders holding `rel` inside the repository (each stat'ed once)."""
-    latest, parts = 0.0, rel.split("/")[:-1]
-    for depth in range(1, len(parts) + 1):
-        folder = "/".join(parts[:depth])
+    """The latest change time of the folders holding `rel` inside the repository (each stat'ed once; those
+    holding recorded documents are in `seen` at 0)."""
+    latest = 0.0
+    for folder in _ancestors(rel):
         if folder not in seen:
             try:
                 seen[folder] = (fs.base_path / folder).stat().st_ctime
