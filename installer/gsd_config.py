@@ -22,17 +22,17 @@ SKILL, PLUGIN = "research-tools", "research"  # skills/research-tools, the plugi
 GLOBAL_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
-def _gsd_line():
-    """hooks/gsd_research_hooks/gsd_line.py, the one detector the hooks use too (stdlib only)."""
-    path = Path(__file__).resolve().parents[1] / "hooks" / "gsd_research_hooks" / "gsd_line.py"
-    spec = importlib.util.spec_from_file_location("gsd_line", path)
+def _project_line():
+    """hooks/gsd_research_hooks/project_line.py, the one detector the hooks use too (stdlib only)."""
+    path = Path(__file__).resolve().parents[1] / "hooks" / "gsd_research_hooks" / "project_line.py"
+    spec = importlib.util.spec_from_file_location("project_line", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
 def line_of(project: Path) -> str:
-    return _gsd_line().detect(str(project))
+    return _project_line().detect(str(project))
 
 
 def entries(line: str, plugin_route: bool) -> list[str]:
@@ -40,7 +40,7 @@ def entries(line: str, plugin_route: bool) -> list[str]:
     global:<name>, which both lines resolve from ~/.claude/skills/ (install.sh puts the skill there)."""
     if not GLOBAL_NAME.match(SKILL):
         raise ShapeError(f"skill name GSD cannot resolve as global:<name>: {SKILL}")
-    if line == _gsd_line().CORE and plugin_route:
+    if line == _project_line().CORE and plugin_route:
         return [f"global:{PLUGIN}:{SKILL}"]
     return [f"global:{SKILL}"]
 

@@ -71,10 +71,13 @@ def _tree(src_dir: Path, dst_dir: Path) -> list[tuple[Path, Path]]:
 
 
 # Files an earlier install wrote under a name it no longer uses -> what replaced them; each goes when still as
-# installed. GSD's installers delete every ~/.claude/agents/gsd-*.md, so the agent is research-scout now; the
-# summarize skill merged into read-url (one listing entry fewer in every session).
+# installed. GSD's installers take every file named gsd-* or gsd_* in ~/.claude's agents, skills and hooks for
+# a stale GSD artifact (deleted, or the install stops to ask): so the agent is research-scout and the hook entry
+# entry.py. The summarize skill merged into read-url (one listing entry fewer in every session).
 RETIRED = {CLAUDE / "agents" / "gsd-researcher.md": CLAUDE / "agents" / "research-scout.md",
-           CLAUDE / "skills" / "summarize" / "SKILL.md": CLAUDE / "skills" / "read-url" / "SKILL.md"}
+           CLAUDE / "skills" / "summarize" / "SKILL.md": CLAUDE / "skills" / "read-url" / "SKILL.md",
+           HOOK_DIR / "gsd_research_hook.py": HOOK_DIR / "entry.py",
+           HOOK_DIR / "gsd_research_hooks" / "gsd_line.py": HOOK_DIR / "gsd_research_hooks" / "project_line.py"}
 
 
 def planned_files() -> list[tuple[Path | bytes, Path]]:

@@ -12,7 +12,8 @@ from tests.hooks_fixtures import context, hook, subagent_start
 
 CORE_MAP = ["`context7`, `ref`: `gsd-research docs", "`tavily`, `exa`, `brave`, `websearch`: `gsd-research search",
             "`perplexity`: `gsd-research deep \"QUERY\" --async`, then `gsd-research jobs wait ID",
-            "`firecrawl`, `jina`, `webfetch`, `scrape`: `gsd-research fetch URL", "research-store put"]
+            "`firecrawl`, `jina`, `webfetch`, `scrape`: `gsd-research fetch URL", "research-store put",
+            "`--confidence` what `classify-confidence` says"]
 
 
 def _project(tmp_path: Path, installed: str | None, where: str = "user") -> Path:

@@ -29,6 +29,8 @@ def _pretend_an_earlier_install_wrote(user: Path, path: Path, blob: bytes) -> No
 RETIRED = [  # (a file an earlier install wrote, what replaced it), under ~/.claude
     ("agents/gsd-researcher.md", "agents/research-scout.md"),
     ("skills/summarize/SKILL.md", "skills/read-url/SKILL.md"),
+    ("hooks/gsd-research/gsd_research_hook.py", "hooks/gsd-research/entry.py"),
+    ("hooks/gsd-research/gsd_research_hooks/gsd_line.py", "hooks/gsd-research/gsd_research_hooks/project_line.py"),
 ]
 
 
@@ -51,10 +53,22 @@ def test_reinstall_retires_a_file_an_earlier_install_owned(user_home, old_rel, n
     assert str(old) not in json.loads(_manifest(user_home).read_text())["files"]
 
 
-def test_no_installed_file_has_a_name_gsd_installers_delete(user_home):  # noqa: F811
-    assert install("--skip-venv", "--no-demo").returncode == 0
+def _looks_like_gsds(rel: Path) -> bool:
+    """GSD's installers' rule (both lines, installer-migrations/000-first-time-baseline): a file of theirs to
+    delete, or to stop the install and ask about, unless their manifest lists it."""
+    top = rel.parts[:2]
+    return rel.name.startswith(("gsd-", "gsd_")) or top[0] in ("agents", "skills") and top[1].startswith("gsd-")
 
-    assert not list((user_home / ".claude" / "agents").glob("gsd-*.md"))
+
+def test_no_installed_file_has_a_name_gsd_installers_take_for_theirs(user_home):  # noqa: F811
+    assert install("--skip-venv", "--no-demo").returncode == 0
+    claude = user_home / ".claude"
+
+    installed = [p.relative_to(claude) for surface in ("agents", "skills", "hooks", "commands")
+                 for p in (claude / surface).rglob("*") if p.is_file()]
+
+    assert any(rel.parts[0] == "hooks" for rel in installed)
+    assert [rel for rel in installed if _looks_like_gsds(rel)] == []
 
 
 def _hook(user: Path, event: str, payload: dict, env: dict) -> str:

@@ -418,6 +418,23 @@ def test_hooks_run_on_system_python_without_the_environment(tmp_path):
     assert not list((tmp_path / "plugin").rglob("__pycache__"))  # nothing written (install.sh removes its files)
 
 
+@pytest.mark.parametrize("entry", [None, "import sys; sys.exit(2)", "raise SystemExit('boom')", "def broken(:\n"],
+                         ids=["deleted", "exits 2", "raises", "unparsable"])
+def test_a_broken_or_deleted_entry_never_blocks_the_session(tmp_path, entry):
+    """Claude Code blocks the prompt or tool call on a hook's exit status 2 (python's for a missing file): a
+    GSD installer asked to remove our files, or an upgrade half done, must not stop the user's work."""
+    runner, env = _bare_hooks(tmp_path)
+    target = runner.parent / "entry.py"
+    if entry is None:
+        target.unlink()
+    else:
+        target.write_text(entry)
+
+    result = hook("user-prompt-submit", PROMPT, env=env, runner=runner)
+
+    assert (result.code, result.stdout) == (0, "")
+
+
 def test_session_start_without_any_environment_says_not_available(tmp_path):
     """install.sh's route (no plugin data directory) with no environment: never 'available'."""
     runner, env = _bare_hooks(tmp_path)

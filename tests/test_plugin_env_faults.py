@@ -349,7 +349,7 @@ def test_hooks_on_python_3_6_exit_0_silently(plugin, tmp_path):
         pytest.skip("no Python 3.6 installed")
 
     for event in ("session-start", "user-prompt-submit", "subagent-start"):  # as hooks/run would, on a 3.6 system
-        proc = subprocess.run([old, "-I", "-S", "-B", str(plugin.root / "hooks" / "gsd_research_hook.py"), event],
+        proc = subprocess.run([old, "-I", "-S", "-B", str(plugin.root / "hooks" / "entry.py"), event],
                               input=json.dumps(SUBAGENT), capture_output=True, text=True, env=plugin.env(), timeout=10)
         assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
 

@@ -139,7 +139,7 @@ def test_the_hook_state_file_is_private(fresh_home):
     jobs = fresh_home / "conversation-logs" / "job-1"
     jobs.mkdir(parents=True)
     (jobs / "status.json").write_text(json.dumps({"status": "completed", "query": "q", "finished_at": "x"}))
-    proc = subprocess.run([sys.executable, "-I", "-S", str(ROOT / "hooks" / "gsd_research_hook.py"),
+    proc = subprocess.run([sys.executable, "-I", "-S", str(ROOT / "hooks" / "entry.py"),
                            "user-prompt-submit"], input="{}", capture_output=True, text=True, timeout=30,
                           env=dict(os.environ))
 

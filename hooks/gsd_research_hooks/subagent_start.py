@@ -47,15 +47,16 @@ PROVIDERS = (
     "- `firecrawl`, `jina`, `webfetch`, `scrape`: `gsd-research fetch URL --focus \"QUERY\"`\n"
     "- any other id: `gsd-research search \"QUERY\"`.\n"
     "Our answers are compact already: the docs `results[].content`, the search or fetch `summary`, the deep "
-    "`report` (cut to one paragraph) is the digest for `gsd_run query research-store put KEY --content "
-    "\"DIGEST\" --provider ID` (the id the plan named). GSD Core's own tip agrees: never add a year to a query."
+    "`report` (cut to one paragraph) is the digest of Step D's `research-store put`, with all its options: "
+    "`--provider` the id the plan named, `--confidence` what `classify-confidence` says, never our "
+    "`metadata.confidence`. GSD Core's own tip agrees: never add a year to a query."
 )
 ORIGINAL_NOTE = "GSD's own tip agrees: never add a year to a query."
 
 
 def line_note(event: dict) -> str:
     """What the project's GSD line adds: the provider map on GSD Core, the year rule on the original."""
-    from gsd_research_hooks.gsd_line import CORE, ORIGINAL, detect
+    from gsd_research_hooks.project_line import CORE, ORIGINAL, detect
 
     cwd = str(event.get("cwd") or "")
     line = detect(cwd) if cwd else ""

@@ -51,16 +51,23 @@ def run_gsd_installer(line: str, home: Path) -> None:
 
 
 @pytest.mark.parametrize("line", list(LINES))
-def test_gsd_reinstall_keeps_our_agent_hooks_and_rules(home, line):
+@pytest.mark.parametrize("ours_first", [False, True], ids=["gsd-first", "ours-first"])
+def test_gsd_installs_and_updates_keep_our_agent_hooks_and_rules(home, line, ours_first):
+    """GSD's update deletes every agents/gsd-*.md; its first install in a config folder stops to ask about any
+    gsd-*/gsd_* file it does not own (a failed install, or our hooks deleted)."""
     user = Path(str(home)).parent / "user-home"
     (user / ".claude").mkdir(exist_ok=True)
-    run_gsd_installer(line, user)
+    if not ours_first:
+        run_gsd_installer(line, user)
     assert install("--skip-venv", "--no-demo").returncode == 0
 
-    run_gsd_installer(line, user)  # GSD's update: it deletes every agents/gsd-*.md first
+    run_gsd_installer(line, user)
+    if ours_first:
+        run_gsd_installer(line, user)
 
     claude = user / ".claude"
     assert (claude / "agents" / "research-scout.md").is_file()
+    assert (claude / "hooks" / "gsd-research" / "entry.py").is_file()
     assert (claude / LINES[line][3]).is_dir() and list((claude / "agents").glob("gsd-phase-researcher*.md"))
     settings = json.loads((claude / "settings.json").read_text())
     run = str(claude / "hooks" / "gsd-research" / "run")

@@ -244,7 +244,7 @@ def path(rt):
     return _with_budget(rt, {"path": str(config_path()), "exists": config_path().is_file(), "home": str(home())})
 
 
-HOOK_MODES = ("off", "suggest", "enforce")  # as MODES in hooks/gsd_research_hook.py (a test keeps them equal)
+HOOK_MODES = ("off", "suggest", "enforce")  # as MODES in hooks/gsd_research_hooks/common.py (a test keeps them equal)
 # Keys whose value is one of a few words; a value outside silently meant the default before.
 ENUMS: dict[str, tuple[str, ...]] = {
     "hooks.webfetch_mode": HOOK_MODES,

@@ -1,4 +1,4 @@
-"""Entry of the gsd-research hooks: `gsd_research_hook.py EVENT` (what hooks/run executes).
+"""Entry of the gsd-research hooks: `entry.py EVENT` (what hooks/run executes).
 
 Runs one event's module from gsd_research_hooks/ (imported alone: start-up time counts on every event),
 prints at most one JSON document, and never breaks a session: malformed input, unreadable files or a bug
