@@ -41,7 +41,8 @@ def _words(text: str) -> list[str]:
 
 
 def rank(sents: list[str], focus: str | None) -> list[float]:
-    """Term-frequency centrality, a lead bonus, and a strong pull towards the focus terms."""
+    """Term-frequency centrality, a lead bonus, and a strong pull towards the focus terms, the rarer the
+    stronger (a focus word every section repeats says little about which sentence answers it)."""
     freq = Counter(w for s in sents for w in set(_words(s)))
     focus_terms = set(_words(focus or ""))
     scores = []
@@ -52,14 +53,14 @@ def rank(sents: list[str], focus: str | None) -> list[float]:
             continue
         centrality = sum(math.log1p(freq[w]) for w in set(words)) / math.sqrt(len(words))
         lead = 1.5 if index < 3 else 0.0
-        hits = len(focus_terms & set(words))
-        scores.append(centrality + lead + 4.0 * hits)
+        pull = sum(1 + math.log(len(sents) / freq[w]) for w in focus_terms & set(words))
+        scores.append(centrality + lead + 4.0 * pull)
     return scores
 
 
 def summarize(markdown: str, focus: str | None, max_tokens: int) -> tuple[str, int]:
     """Bullets of the best sentences in source order within `max_tokens`; how many instruction-like were left out."""
-    sents = sentences(markdown)
+    sents = list(dict.fromkeys(sentences(markdown)))  # boilerplate repeated on a page is quoted once
     scores = rank(sents, focus)
     order = sorted(range(len(sents)), key=lambda i: -scores[i])
     chosen, used, dropped = [], 0, 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gsd_research.core.tokens import count_tokens, cut_to_tokens
+from gsd_research.core.tokens import count_tokens
 from gsd_research.core.untrusted import fence, guard_text, neutralize, scan, warning
 
 _RULES = (
@@ -48,11 +48,6 @@ def words_for(max_tokens: int) -> int:
 
 def output_tokens_for(max_tokens: int) -> int:
     return max(256, min(2048, int(max_tokens * 0.9)))
-
-
-def clip_input(content: str, limit: int) -> tuple[str, bool]:
-    """The content cut to what we send a model (tokens); whether it was cut."""
-    return cut_to_tokens(content, limit)
 
 
 def summary_prompt(content: str, focus: str | None, max_tokens: int, source: str | None = None) -> str:

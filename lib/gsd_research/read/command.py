@@ -29,7 +29,6 @@ def source_tokens(markdown: str) -> int:
 IMAGE_MAGIC = ((b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"), (b"GIF87a", "image/gif"),
                (b"GIF89a", "image/gif"))
 MAX_IMAGE_BYTES = 20_000_000
-EXTRACTIVE_CHARS = 300_000  # the extractive fallback reads this much of a huge source
 
 
 # -- turning sources into Markdown ---------------------------------------------------------------
@@ -66,7 +65,8 @@ def _paid(router, task: str, call, answer: Callable[[Generation], dict], need: s
 
 def _model_answer(rt, task: str, prompt: str, system: str, markdown: str, focus: str | None,
                   answer: Callable[[str, dict], dict]) -> dict:
-    """`answer(text, metadata)` of the task's chain; with no backend reachable, of an extractive summary."""
+    """`answer(text, metadata)` of the task's chain; with no backend reachable, of an extractive summary of
+    `markdown`, what the model would have read."""
     from gsd_research.llm import Router, extractive
     from gsd_research.llm.tasks import output_tokens_for
 
@@ -79,7 +79,7 @@ def _model_answer(rt, task: str, prompt: str, system: str, markdown: str, focus:
     except GsdError as exc:
         if not isinstance(exc, NoBackend | MissingApiKey) and "tried" not in exc.details:
             raise  # the chain's own verdict (details.tried) always falls back to the extractive summary
-    text, dropped = extractive.summarize(markdown[:EXTRACTIVE_CHARS], focus, max(50, rt.max_tokens - 500))
+    text, dropped = extractive.summarize(markdown, focus, max(50, rt.max_tokens - 500))
     meta = {"backend": "extractive", "summary_type": "extractive", "label": extractive.LABEL,
             "backends_tried": router.tried}
     if dropped:
@@ -87,11 +87,14 @@ def _model_answer(rt, task: str, prompt: str, system: str, markdown: str, focus:
     return answer(text, meta)
 
 
-def _prepare(rt, markdown: str) -> str:
-    from gsd_research.llm.tasks import clip_input
+def _prepare(rt, markdown: str, focus: str | None, meta: dict):
+    """What the model reads of `markdown` (read.selection); `meta` says so when it is not the whole."""
+    from gsd_research.read.selection import choose
 
-    limit = int(min(rt.config.number("llm.max_input_tokens", 24000), 2**40))
-    return clip_input(markdown[: limit * 8], limit)[0]  # pre-cut by characters: huge pages stay fast
+    reading = choose(markdown, focus, int(min(rt.config.number("llm.max_input_tokens", 24000), 2**40)))
+    if reading.cut:
+        meta["source_cut"] = reading.cut
+    return reading.text
 
 
 def _cache_hit(rt) -> bool:
@@ -163,7 +166,8 @@ def _answer(rt, doc, markdown, warnings, recording, focus, extract_, page, final
         return _extract_page(rt, doc, markdown, page, warnings)
     from gsd_research.llm.tasks import SYSTEM_SUMMARY, summary_prompt
 
-    prompt = summary_prompt(_prepare(rt, markdown), focus, rt.max_tokens, source=final)
+    read = _prepare(rt, markdown, focus, doc["metadata"])
+    prompt = summary_prompt(read, focus, rt.max_tokens, source=final)
     if focus:
         doc["focus"] = focus
 
@@ -171,7 +175,7 @@ def _answer(rt, doc, markdown, warnings, recording, focus, extract_, page, final
         out = copy.deepcopy(doc)
         out["metadata"].update(meta, memory=recording.finish(0 if text is STAND_IN else None))
         return _finish(out, "summary", text, warnings, rt)
-    return _model_answer(rt, "url", prompt, SYSTEM_SUMMARY, markdown, focus, answer)
+    return _model_answer(rt, "url", prompt, SYSTEM_SUMMARY, read, focus, answer)
 
 
 def chars_per_token(markdown: str) -> float:
@@ -305,15 +309,17 @@ def summarize(rt, source: str | None, focus: str | None):
     check_echo(focus or "", rt.max_tokens, "--focus text")
     rt.private_input = True
     label, markdown, hidden = read_input(source, rt.config)
-    prompt = summary_prompt(_prepare(rt, markdown), focus, rt.max_tokens)
+    cut: dict = {}
+    read = _prepare(rt, markdown, focus, cut)
+    prompt = summary_prompt(read, focus, rt.max_tokens)
     size, warnings = source_tokens(markdown), source_warnings(markdown, hidden)
 
     def answer(text: str, meta: dict) -> dict:
-        doc = {"source": label, "metadata": dict(meta, source_tokens=size)}
+        doc = {"source": label, "metadata": dict(meta, source_tokens=size, **cut)}
         if focus:
             doc["focus"] = focus
         return _finish(doc, "summary", text, warnings, rt)
-    return _model_answer(rt, "summarize", prompt, SYSTEM_SUMMARY, markdown, focus, answer)
+    return _model_answer(rt, "summarize", prompt, SYSTEM_SUMMARY, read, focus, answer)
 
 
 @agent_command("analyze")
@@ -328,11 +334,13 @@ def analyze(rt, question: str, source: str | None):
     check_echo(question, rt.max_tokens, "question")
     rt.private_input = True
     label, markdown, hidden = read_input(source, rt.config)
-    prompt = analyze_prompt(_prepare(rt, markdown), question, rt.max_tokens)
+    cut: dict = {}
+    read = _prepare(rt, markdown, question, cut)
+    prompt = analyze_prompt(read, question, rt.max_tokens)
     size, warnings = source_tokens(markdown), source_warnings(markdown, hidden)
-    return _model_answer(rt, "analyze", prompt, SYSTEM_ANALYZE, markdown, question, lambda text, meta: _finish(
-        {"question": question, "source": label, "metadata": dict(meta, source_tokens=size)}, "answer", text,
-        warnings, rt))
+    return _model_answer(rt, "analyze", prompt, SYSTEM_ANALYZE, read, question, lambda text, meta: _finish(
+        {"question": question, "source": label, "metadata": dict(meta, source_tokens=size, **cut)}, "answer",
+        text, warnings, rt))
 
 
 # -- image ----------------------------------------------------------------------------------------
