@@ -170,6 +170,15 @@ def test_report_content(cli, tavily, workdir):
     assert KEY not in text
 
 
+def test_a_report_of_benign_sources_reads_as_no_injection(cli, tavily, workdir):
+    """The report is kept in the research memory; its own words must not make every recall of it flagged."""
+    from gsd_research.core.untrusted import scan
+
+    result = cli("search", "EV market 2025 trends", "--report")
+
+    assert scan((workdir / result.json["report"]).read_text()) == []
+
+
 def test_twenty_source_report_has_no_dangling_citations(cli, tavily, workdir):
     result = cli("search", "EV market 2025 trends", "--max-sources", "20", "--report")
 
