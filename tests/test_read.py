@@ -148,6 +148,24 @@ def test_web_grounded_with_numbered_sources(cli, keys):
     assert GEMINI_KEY not in r.stdout
 
 
+def test_web_sources_name_the_pages_not_the_expiring_grounding_redirects(cli, keys):
+    from tests.fakes.gemini import PAGES
+
+    first = cli("web", "who won euro 2024")
+    again = cli("web", "who won euro 2024")
+
+    assert [s["url"] for s in first.json["sources"]] == list(PAGES.values())
+    assert again.json["sources"] == first.json["sources"] and again.json["metadata"]["cache_hit"] is True
+
+
+def test_a_grounding_redirect_that_cannot_be_read_stays_the_source(cli, keys):
+    keys.add_fault("/grounding-api-redirect/", "status", status=503, times=10)
+
+    r = cli("web", "who won euro 2024")
+
+    assert r.code == 0 and all("/grounding-api-redirect/" in s["url"] for s in r.json["sources"])
+
+
 def _sent(fake) -> tuple[str, dict]:
     body = fake.hits("/gemini")[-1].json()
     return body["contents"][0]["parts"][0]["text"], body["generationConfig"]

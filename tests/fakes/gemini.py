@@ -13,14 +13,19 @@ GROUNDED_TEXT = ("Spain won Euro 2024, defeating England 2-1 in the final. "
                  "This victory marks Spain's record fourth European Championship title.")
 
 
-def _grounding() -> dict:
+PAGES = {"AUZIYQHdT8r3kq": "https://www.aljazeera.com/sports/euro-final",
+         "AUZIYQFw2Lm9pb": "https://www.uefa.com/euro2024/final/"}  # where each grounding redirect leads
+
+
+def _grounding(host: str) -> dict:
+    """As Gemini's, its source links redirects of the fake's own (Gemini's lead through vertexaisearch)."""
     first = len(b"Spain won Euro 2024, defeating England 2-1 in the final.")
     return {
         "webSearchQueries": ["UEFA Euro 2024 winner", "who won euro 2024"],
         "searchEntryPoint": {"renderedContent": "<!-- widget -->"},
         "groundingChunks": [
-            {"web": {"uri": "https://vertexaisearch.cloud.google.com/grounding-api-redirect/aaa", "title": "aljazeera.com"}},
-            {"web": {"uri": "https://vertexaisearch.cloud.google.com/grounding-api-redirect/bbb", "title": "uefa.com"}},
+            {"web": {"uri": f"http://{host}/grounding-api-redirect/{token}", "title": title}}
+            for token, title in zip(PAGES, ("aljazeera.com", "uefa.com"), strict=True)
         ],
         "groundingSupports": [
             {"segment": {"endIndex": first, "text": "Spain won Euro 2024..."}, "groundingChunkIndices": [0]},
@@ -45,7 +50,7 @@ def generate(req: Request) -> Reply:
             answer = "I can answer that without searching: 42."
         else:
             answer = GROUNDED_TEXT
-            candidate["groundingMetadata"] = _grounding()
+            candidate["groundingMetadata"] = _grounding(req.headers.get("host", "127.0.0.1"))
     elif images:
         answer = f"gemini sees a {images[0]['inlineData']['mimeType']} image ({len(images[0]['inlineData']['data'])} b64 chars)"
     else:
@@ -56,5 +61,11 @@ def generate(req: Request) -> Reply:
                                          "totalTokenCount": len(text.split()) + len(answer.split())}})
 
 
+def redirect(req: Request) -> Reply:
+    target = PAGES.get(req.path.rsplit("/", 1)[1])
+    return Reply(302, b"", headers={"Location": target}) if target else Reply(404, {"error": "unknown"})
+
+
 def install(server: FakeServer) -> None:
     server.route("POST", r"/gemini/v1beta/models/[^/]+:generateContent")(generate)
+    server.route("GET", r"/grounding-api-redirect/\w+")(redirect)

@@ -102,13 +102,13 @@ def _cache_hit(rt) -> bool:
     return rt.http.cache_hits > 0 and rt.http.upstream_requests == 0
 
 
-def _finish(doc: dict, field: str, text: str, warnings: list[dict], rt) -> dict:
+def _finish(doc: dict, field: str, text: str, warnings: list[dict], rt, cache_hit: bool | None = None) -> dict:
     """Check the model's text, attach warnings, fence the answer's external text, fit the budget."""
     from gsd_research.core.untrusted import seal
     from gsd_research.llm.tasks import guard_output
 
     max_tokens = rt.max_tokens
-    doc["metadata"]["cache_hit"] = _cache_hit(rt)
+    doc["metadata"]["cache_hit"] = _cache_hit(rt) if cache_hit is None else cache_hit
     guarded, out_warnings = guard_output(text, field)
     doc[field] = guarded
     all_warnings = warnings + out_warnings
@@ -392,16 +392,48 @@ def image(rt, path: str, question: str | None):
 
 # -- web ------------------------------------------------------------------------------------------
 
-def cite(text: str, grounding: dict | None) -> tuple[str, list[dict]]:
-    """Numbered sources from groundingMetadata and [n] markers after the segments they support."""
+REDIRECT_HOST, REDIRECT_PATH = "vertexaisearch.cloud.google.com", "/grounding-api-redirect/"
+RESOLVE_SECONDS = 5.0  # for all of an answer's redirects; one not read by then stays a redirect
+
+
+def cited_urls(rt, urls: list[str | None]) -> list[str | None]:
+    """Where Gemini's source links lead: each is a grounding redirect that expires, useless in a research file
+    read next month. Only its Location header is read (the page itself is not fetched); a link that cannot be
+    read stays as it was."""
+    import time
+    from urllib.parse import urlsplit
+
+    from gsd_research.core.external import safe_url
+
+    hosts = {REDIRECT_HOST, urlsplit(rt.config.base_url("gemini")).netloc}  # the fake's, in tests
+    deadline, out = time.monotonic() + RESOLVE_SECONDS, []
+    for url in urls:
+        parts = urlsplit(url or "")
+        left = deadline - time.monotonic()
+        if parts.netloc not in hosts or not parts.path.startswith(REDIRECT_PATH) or left <= 0:
+            out.append(url)
+            continue
+        try:
+            reply = rt.http.request("gemini", "GET", url, expected=(301, 302, 303, 307, 308), allow_redirects=False,
+                                    cache=False, retries=0, deadline=left)
+            out.append(safe_url(reply.headers.get("Location")) or url)
+        except GsdError:
+            out.append(url)
+    return out
+
+
+def cite(text: str, grounding: dict | None, resolve=None) -> tuple[str, list[dict]]:
+    """Numbered sources from groundingMetadata and [n] markers after the segments they support; `resolve`
+    turns the source links into the pages they name (cited_urls)."""
     from gsd_research.core.external import safe_url
 
     grounding = grounding or {}
     chunks = grounding.get("groundingChunks") or []
-    sources = []
-    for n, chunk in enumerate(chunks, 1):
-        web = (chunk or {}).get("web") or {}
-        sources.append({"n": n, "title": web.get("title") or web.get("domain"), "url": safe_url(web.get("uri"))})
+    webs = [(chunk or {}).get("web") or {} for chunk in chunks]
+    urls = [safe_url(web.get("uri")) for web in webs]
+    urls = resolve(urls) if resolve else urls
+    sources = [{"n": n, "title": web.get("title") or web.get("domain"), "url": url}
+               for n, (web, url) in enumerate(zip(webs, urls, strict=True), 1)]
     raw = text.encode("utf-8")
     inserts: dict[int, set[int]] = {}
     for support in grounding.get("groundingSupports") or []:
@@ -434,7 +466,8 @@ def web(rt, query: tuple[str, ...], depth: str):
     prompt, thinking = web_prompt(text, depth, rt.max_tokens)
 
     def answer(gen) -> dict:
-        cited, sources = cite(gen.text, gen.grounding)
+        hit = _cache_hit(rt)  # of the paid call: reading where its links lead is no provider call
+        cited, sources = cite(gen.text, gen.grounding, None if gen.text is STAND_IN else lambda urls: cited_urls(rt, urls))
         queries = (gen.grounding or {}).get("webSearchQueries") or []
         doc = {"query": text, "sources": [dict(s, title=neutralize(str(s["title"] or ""))) for s in sources],
                "metadata": {"backend": gen.backend, "model": gen.model, "backends_tried": router.tried,
@@ -442,7 +475,7 @@ def web(rt, query: tuple[str, ...], depth: str):
                             "usage": gen.usage}}
         if not sources:
             doc["metadata"]["note"] = "The model answered without searching: no sources to cite"
-        return _finish(doc, "answer", cited, [], rt)
+        return _finish(doc, "answer", cited, [], rt, cache_hit=hit)
     return _paid(router, "web", lambda b: b.generate(prompt, system=SYSTEM_WEB, search=True, thinking=thinking,
                                                      max_output_tokens=output_tokens_for(rt.max_tokens)),
                  answer, need="grounding")
