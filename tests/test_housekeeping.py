@@ -165,7 +165,28 @@ def test_config_show_merges_defaults_file_and_environment(cli, fake, home, monke
 def test_config_without_subcommand_is_a_usage_error(cli):
     result = cli("config")
 
-    assert result.code == 2 and "path, set, show" in result.json["error"]["message"]
+    assert result.code == 2 and "get, path, set, show" in result.json["error"]["message"]
+
+
+@pytest.mark.parametrize("key, stored, value", [
+    ("hooks.webfetch_mode", None, "suggest"),  # the default
+    ("hooks.webfetch_mode", "enforce", "enforce"),
+    ("providers.tavily.api_key", "tvly-secret-value", "***"),
+    ("cache.ttl.deep", None, 21600),
+])
+def test_config_get_gives_the_value_in_effect(cli, home, key, stored, value):
+    if stored is not None:
+        assert cli("config", "set", key, stored).code == 0
+
+    result = cli("config", "get", key)
+
+    assert result.json["value"] == value and "tvly-secret-value" not in result.stdout
+
+
+def test_config_get_of_an_unknown_key_says_where_to_look(cli, home):
+    result = cli("config", "get", "hooks.webfetch")
+
+    assert result.code == 2 and result.json["error"]["suggestions"] == ["gsd-research config show (every key)"]
 
 
 def test_cache_clear_repairs_a_damaged_sqlite_file_and_doctor_names_it(cli, fake, home):

@@ -177,7 +177,7 @@ cache.add_command(clear)
 
 @click.group("config")
 def config():
-    """Show, set and locate the configuration (GSD_RESEARCH_HOME/config.yaml)."""
+    """Show, get, set and locate the configuration (GSD_RESEARCH_HOME/config.yaml)."""
 
 
 def _environment() -> dict:
@@ -236,6 +236,20 @@ def show(rt):
     cfg = rt.config
     return _with_budget(rt, {"path": str(config_path()), "exists": config_path().is_file(),
                              "config": redact(_merge(all_defaults(), cfg.user)), "environment": _environment()})
+
+
+@agent_command("get")
+@click.argument("key")
+def get(rt, key: str):
+    """The value of KEY (dotted, e.g. hooks.webfetch_mode) in effect: config.yaml's, else the default."""
+    from gsd_research.core.config import _merge
+
+    node = redact(_merge(all_defaults(), rt.config.user))
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise UsageError(f"No configuration key '{key}'", suggestions=["gsd-research config show (every key)"])
+        node = node[part]
+    return _with_budget(rt, {"key": key, "value": node, "path": str(config_path())})
 
 
 @agent_command("path")
@@ -325,5 +339,6 @@ def set_(rt, key: str, value: str):
 
 
 config.add_command(show)
+config.add_command(get)
 config.add_command(set_, "set")
 config.add_command(path)
