@@ -163,6 +163,19 @@ def test_timeout(cli, pages, home):
     assert r.code == 6 and r.json["error"]["code"] == "TIMEOUT"
 
 
+@pytest.mark.timeout(25)  # before the deadline bounded the body, the drip's 30 s ran out first
+def test_a_page_trickling_in_past_http_deadline_is_a_timeout(cli, pages, home):
+    config = home / "config.yaml"
+    config.write_text(config.read_text().replace("deadline: 20", "deadline: 1"))
+    pages.add_fault("/pages/article", "drip", delay=0.05)
+
+    r = cli("fetch", pages.url + "/pages/article")
+
+    assert r.code == 6 and r.json["error"]["code"] == "TIMEOUT"
+    assert "not read within the 1-second deadline" in r.json["error"]["message"]
+    assert any("http.deadline" in s for s in r.json["error"]["suggestions"])
+
+
 def test_second_fetch_is_served_from_cache(cli, pages):
     assert cli("fetch", pages.url + "/pages/article").json["metadata"]["fetch_cache_hit"] is False
     again = cli("fetch", pages.url + "/pages/article")

@@ -260,6 +260,18 @@ def test_the_deadline_also_cuts_each_tries_read_timeout(echo, fake, monkeypatch)
     assert given and all(0 < read <= 0.6 and connect <= 0.6 for connect, read in given)
 
 
+@pytest.mark.timeout(25)  # before the deadline bounded the body, the drip's 30 s ran out first
+@pytest.mark.parametrize("cache", [True, False])
+def test_a_body_trickling_in_past_the_deadline_is_a_timeout(echo, fake, cache):
+    fake.add_fault("/test/echo", "drip", delay=0.05, body={"n": 1, "pad": "x" * 400})
+
+    with pytest.raises(TimeoutError_) as raised:
+        client().request("test", "GET", echo, ttl=60, cache=cache, deadline=1)
+
+    assert "within the 1-second deadline" in raised.value.message
+    assert raised.value.details["deadline_s"] == 1
+
+
 @pytest.mark.parametrize("kind, opts, sends, maybe", [
     ("status", {"status": 500}, 1, True),
     ("status", {"status": 503}, 1, True),

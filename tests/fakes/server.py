@@ -7,6 +7,7 @@ Faults (`server.add_fault(path_prefix, kind, times=N, ...)`) apply to the next N
   html       answer `status` (default 401) with an HTML page
   drop       close the connection without answering
   truncate   answer 200 with a Content-Length larger than the body sent, then close (cut mid-answer)
+  drip       answer 200 (`body`, default HTML) one byte every `delay` seconds, for at most 30 s
 A `status` fault may carry its own `body` (bytes, str or JSON-able) instead of the JSON error.
 """
 
@@ -179,25 +180,9 @@ class FakeServer:
         return Reply(404, {"error": "not_found", "message": f"No fake route for {req.method} {req.path}"})
 
     def _fault_reply(self, fault: Fault, h: BaseHTTPRequestHandler) -> Reply | None:
-        if fault.kind == "drop":
-            try:
-                h.connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            h.close_connection = True
-            return None
-        if fault.kind == "truncate":
-            try:
-                h.send_response(200)
-                h.send_header("Content-Type", "application/json")
-                h.send_header("Content-Length", "4096")
-                h.end_headers()
-                h.wfile.write(b'{"results": [{"id": "/partial')
-                h.wfile.flush()
-                h.connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            h.close_connection = True
+        raw = {"drop": self._drop, "truncate": self._truncate, "drip": self._drip}.get(fault.kind)
+        if raw is not None:  # these write (or refuse) the answer themselves
+            raw(h, fault)
             return None
         if fault.kind == "timeout":
             return Reply(200, {"late": True}, delay=fault.delay)
@@ -217,6 +202,46 @@ class FakeServer:
             return Reply(fault.status, fault.body, headers=headers, content_type=ctype)
         return Reply(fault.status, {"error": "injected_fault", "message": f"Injected HTTP {fault.status}"},
                      headers=headers)
+
+    @staticmethod
+    def _drop(h: BaseHTTPRequestHandler, fault: Fault) -> None:
+        try:
+            h.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        h.close_connection = True
+
+    @staticmethod
+    def _truncate(h: BaseHTTPRequestHandler, fault: Fault) -> None:
+        try:
+            h.send_response(200)
+            h.send_header("Content-Type", "application/json")
+            h.send_header("Content-Length", "4096")
+            h.end_headers()
+            h.wfile.write(b'{"results": [{"id": "/partial')
+            h.wfile.flush()
+            h.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        h.close_connection = True
+
+    @staticmethod
+    def _drip(h: BaseHTTPRequestHandler, fault: Fault) -> None:
+        """Headers at once, then the body a byte at a time: each read is quick, the whole answer is not."""
+        body = Reply(body=fault.body if fault.body is not None else "<html><body><p>" + "drip " * 400).payload()
+        try:
+            h.send_response(200)
+            h.send_header("Content-Type", "text/html" if fault.body is None else "application/json")
+            h.send_header("Content-Length", str(len(body)))
+            h.end_headers()
+            h.wfile.flush()
+            for i in range(min(len(body), int(30 / fault.delay))):
+                h.wfile.write(body[i:i + 1])
+                h.wfile.flush()
+                time.sleep(fault.delay)
+        except OSError:
+            pass
+        h.close_connection = True
 
     @staticmethod
     def _write(h: BaseHTTPRequestHandler, reply: Reply) -> None:

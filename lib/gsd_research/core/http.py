@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -238,7 +239,8 @@ class HttpClient:
     ) -> requests.Response:
         """Send with retries; return answers whose status is in `expected`, raise typed errors otherwise.
 
-        `deadline` (seconds from now) bounds the whole call: every try's timeouts are cut to what is left.
+        `deadline` (seconds from now, else http.deadline) bounds the whole call, answers' bodies included (a
+        streamed one too, read with `read_streamed`): every try's timeouts are cut to what is left.
         `idempotent=False` (a paid POST without an idempotency key) is sent again only when the provider
         certainly did not take it (429, 408, or no connection made); otherwise the error says
         `details.maybe_accepted` so the caller never pays twice. `retries` overrides http.max_retries (0: a
@@ -248,6 +250,7 @@ class HttpClient:
         limit = deadline if deadline is not None else self.deadline
         if kwargs.get("headers"):
             kwargs["headers"] = canonical_headers(kwargs["headers"])
+        kwargs["hooks"] = {"response": _bound_body(started, limit, deadline is None)}
         attempt = 0
         while True:
             left = limit - (time.monotonic() - started)
@@ -262,7 +265,8 @@ class HttpClient:
             elapsed = time.monotonic() - started
             if (attempt >= (self.policy.max_retries if retries is None else retries) or elapsed + wait >= limit or self.policy.waits_too_long(response)
                     or unresolvable(fault) or not (idempotent or not_taken(response, fault))):
-                self._give_up(provider, response, fault, key_hint, attempt + 1, method)
+                self._give_up(provider, response, fault, key_hint, attempt + 1, method,
+                              cut=_cut_by(limit, started, deadline is None))
             self.sleep(wait)
             attempt += 1
 
@@ -316,35 +320,109 @@ class HttpClient:
             kind = "hits" if getattr(resp, "from_cache", False) else ("refreshes" if self.no_cache else "misses")
             record_cache_event(kind)
 
-    def _give_up(self, provider, response, fault, key_hint, attempts, method="GET"):
-        name = provider.capitalize()
+    def _give_up(self, provider, response, fault, key_hint, attempts, method="GET", cut=None):
         details = {"provider": provider, "attempts": attempts}
         if method.upper() not in ("GET", "HEAD") and not not_taken(response, fault):
             details["maybe_accepted"] = True  # the provider may have taken (and billed) the request
-        if isinstance(fault, requests.Timeout):
-            raise TimeoutError_(
-                f"{name} did not answer in time after {attempts} attempt(s)",
-                suggestions=["Retry later", "Raise http.read_timeout with gsd-research config set"],
-                details=details,
-            )
-        if unresolvable(fault):
-            raise NetworkError(
-                f"Cannot reach {name}: its host name does not resolve (offline, or a wrong base URL)",
-                suggestions=["Check the network connection", f"Check the {name} base URL (gsd-research doctor)"],
-                details=details,
-            )
         if fault is not None:
-            raise NetworkError(
-                f"Cannot reach {name} ({fault.__class__.__name__}) after {attempts} attempt(s)",
-                suggestions=["Check the network connection", f"Check the {name} base URL (gsd-research doctor)"],
-                details=details,
-            )
+            raise fault_error(provider, fault, details, cut)
         try:
             raise_for_status(provider, response, key_hint)
         except GsdError as exc:
             for key, value in details.items():
                 exc.details.setdefault(key, value)
             raise
+
+
+def fault_error(provider: str, fault: BaseException, details: dict, cut: tuple[float, bool] | None = None) -> GsdError:
+    """A transport fault as a typed error: a timeout (`cut`: the call's spent deadline in seconds, and whether
+    it is http.deadline) is TIMEOUT, anything else NETWORK_ERROR."""
+    name, attempts = provider.capitalize(), details.get("attempts", 1)
+    if timed_out(fault) and cut is not None:
+        seconds, configured = cut
+        return TimeoutError_(f"{name} did not finish answering within the {seconds:g}-second deadline",
+                             suggestions=["Retry later"] + (["Raise http.deadline with gsd-research config set"]
+                                                            if configured else []),
+                             details=dict(details, deadline_s=seconds))
+    if timed_out(fault):
+        return TimeoutError_(f"{name} did not answer in time after {attempts} attempt(s)",
+                             suggestions=["Retry later", "Raise http.read_timeout with gsd-research config set"],
+                             details=details)
+    if unresolvable(fault):
+        return NetworkError(f"Cannot reach {name}: its host name does not resolve (offline, or a wrong base URL)",
+                            suggestions=["Check the network connection", f"Check the {name} base URL (gsd-research doctor)"],
+                            details=details)
+    return NetworkError(f"Cannot reach {name} ({fault.__class__.__name__}) after {attempts} attempt(s)",
+                        suggestions=["Check the network connection", f"Check the {name} base URL (gsd-research doctor)"],
+                        details=details)
+
+
+def read_streamed(provider: str, response: requests.Response, max_bytes: int) -> tuple[bytes, bool]:
+    """A streamed answer's body (at most `max_bytes`, decompressed; True when cut there), read within its
+    request's deadline; a fault while reading is a typed error."""
+    chunks, size = [], 0
+    try:
+        for chunk in response.iter_content(65536):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > max_bytes:
+                response.close()
+                return b"".join(chunks)[:max_bytes], True
+    except requests.RequestException as fault:
+        response.close()
+        bound = getattr(response, "_gsd_deadline", None)
+        raise fault_error(provider, fault, {"provider": provider}, bound and _cut_by(*bound)) from None
+    return b"".join(chunks), False
+
+
+class _BoundedSocket:
+    """An answer's socket as its body reader sees it: no receive waits past `stop_at` (a time.monotonic()
+    instant), so a server trickling bytes cannot keep a call alive past its deadline."""
+
+    def __init__(self, sock: socket.socket, stop_at: float) -> None:
+        self._sock, self._stop_at = sock, stop_at
+
+    def recv_into(self, buffer, nbytes: int = 0, flags: int = 0) -> int:
+        left = self._stop_at - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the call's deadline passed")
+        given = self._sock.gettimeout()
+        self._sock.settimeout(left if given is None else min(given, left))
+        try:
+            return self._sock.recv_into(buffer, nbytes, flags)
+        finally:
+            self._sock.settimeout(given)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+def _bound_body(started: float, limit: float, configured: bool):
+    """A response hook (it runs before the body is read) that puts the body's reads under the call's
+    deadline: the timeouts bound each receive only, never the whole answer."""
+
+    def hook(response: requests.Response, **_kwargs) -> requests.Response:
+        stream = getattr(getattr(getattr(response.raw, "_fp", None), "fp", None), "raw", None)  # socket.SocketIO
+        sock = getattr(stream, "_sock", None)
+        if isinstance(sock, socket.socket):
+            stream._sock = _BoundedSocket(sock, started + limit)
+        response._gsd_deadline = (limit, started, configured)  # for read_streamed's error
+        return response
+
+    return hook
+
+
+def timed_out(fault: BaseException | None) -> bool:
+    """A timeout, while waiting for the answer or (requests calls it a ConnectionError) reading its body."""
+    from urllib3.exceptions import ReadTimeoutError
+
+    return isinstance(fault, requests.Timeout) or (
+        isinstance(fault, requests.ConnectionError) and bool(fault.args) and isinstance(fault.args[0], ReadTimeoutError))
+
+
+def _cut_by(limit: float, started: float, configured: bool) -> tuple[float, bool] | None:
+    """(limit, configured) when the call's deadline is spent, else None."""
+    return (limit, configured) if time.monotonic() - started >= limit - 0.05 else None
 
 
 def _capped(timeout, left: float):

@@ -9,7 +9,14 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
-from gsd_research.core.errors import AccessDenied, BlockedUrl, ExtractionFailed, GsdError, NotFound
+from gsd_research.core.errors import (
+    AccessDenied,
+    BlockedUrl,
+    ExtractionFailed,
+    GsdError,
+    NotFound,
+    TimeoutError_,
+)
 
 REDIRECTS = (301, 302, 303, 307, 308)
 HTML_TYPES = ("text/html", "application/xhtml+xml")
@@ -37,6 +44,8 @@ def page_error(exc: GsdError, url: str) -> GsdError:
     if status in (404, 410):
         return NotFound(f"No page at {url} (HTTP {status})", details=exc.details,
                         suggestions=["Check the URL", "gsd-research search for the page's current address"])
+    if isinstance(exc, TimeoutError_) and "deadline_s" in exc.details:
+        exc.message = f"The page at {url} was not read within the {exc.details['deadline_s']:g}-second deadline"
     if status and not exc.suggestions:
         exc.suggestions = ["Retry later, or read another source on the topic"]
     return exc
@@ -295,17 +304,14 @@ class Fetcher:
             raise TimeoutError_("The page was not read in the time allowed", suggestions=["Retry with more time"])
         return left
 
-    def _read_capped(self, resp) -> tuple[bytes, bool]:
-        chunks, size = [], 0
-        for chunk in resp.iter_content(65536):
-            chunks.append(chunk)
-            size += len(chunk)
-            if self.stop_at is not None:
-                self._left()  # a page trickling in must not outlast the deadline
-            if size > self.max_bytes:
-                resp.close()
-                return b"".join(chunks)[: self.max_bytes], True
-        return b"".join(chunks), False
+    def _read_capped(self, resp, url: str) -> tuple[bytes, bool]:
+        """The body, cut at fetch.max_bytes; the request's deadline bounds its reading (core.http)."""
+        from gsd_research.core.http import read_streamed
+
+        try:
+            return read_streamed("fetch", resp, self.max_bytes)
+        except GsdError as exc:
+            raise page_error(exc, url) from None
 
     def _page(self, url: str, final: str, resp, hops: int, from_cache: bool) -> Page:
         from gsd_research.core.external import media_type
@@ -319,7 +325,7 @@ class Fetcher:
             raise ExtractionFailed(f"Cannot read content of type '{ctype or 'unrecognized'}' from {shown(final)}",
                                    suggestions=hint + ["Fetch an HTML page, a text file, a PDF or an Office file"],
                                    details={"content_type": ctype or None})
-        body, capped = (resp.content, False) if from_cache else self._read_capped(resp)
+        body, capped = (resp.content, False) if from_cache else self._read_capped(resp, final)
         if capped and kind not in ("html", "text"):
             raise ExtractionFailed(
                 f"The document is larger than the {self.max_bytes}-byte cap",
