@@ -176,6 +176,27 @@ def test_a_page_trickling_in_past_http_deadline_is_a_timeout(cli, pages, home):
     assert any("http.deadline" in s for s in r.json["error"]["suggestions"])
 
 
+SHORT_CJK = {  # short pages in scripts written without spaces: a few "words" to split() on
+    "zh-utf8": ("text/html; charset=utf-8", "<html><head><meta charset=utf-8><title>配置</title></head><body><article>"
+                "<h1>配置指南</h1><p>缓冲区的默认大小为四千零九十六字节，可以在配置文件中修改。</p>"
+                "<p>该库支持Linux和macOS，Windows支持仍处于实验阶段。</p></article></body></html>", "utf-8", "四千零九十六字节"),
+    "ja-sjis": ("text/html", "<html><head><meta charset='shift_jis'><title>設定ガイド</title></head><body><article>"
+                "<h1>設定ガイド</h1><p>バッファのサイズは4096バイトです。設定ファイルで変更してください。</p>"
+                "</article></body></html>", "shift_jis", "4096バイト"),
+}
+
+
+@pytest.mark.parametrize("name", SHORT_CJK)
+def test_a_short_page_in_chinese_or_japanese_is_read(cli, pages, name):
+    ctype, html, charset, phrase = SHORT_CJK[name]
+    pages.state["replies"] = {name: {"body": html.encode(charset), "content_type": ctype}}
+
+    r = cli("fetch", pages.url + f"/pages/reply/{name}", "--extract")
+
+    assert r.code == 0, r.stdout
+    assert phrase in r.json["content"]
+
+
 def test_second_fetch_is_served_from_cache(cli, pages):
     assert cli("fetch", pages.url + "/pages/article").json["metadata"]["fetch_cache_hit"] is False
     again = cli("fetch", pages.url + "/pages/article")

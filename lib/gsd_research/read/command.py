@@ -131,12 +131,13 @@ def fetch(rt, url: str, focus: str | None, extract_: bool, page: int):
     """Read URL: its main content summarized (or, with --extract, as Markdown). Never the raw page."""
     from gsd_research.core.untrusted import neutralize
     from gsd_research.llm.tasks import source_warnings
+    from gsd_research.read import extract
     from gsd_research.read.fetcher import Fetcher, shown
 
     check_echo(url + " " + (focus or ""), rt.max_tokens, "URL and --focus text")
     fetched = Fetcher(rt).fetch(url)
     markdown, title, hidden, method = page_markdown(fetched)
-    if not markdown.strip() or (fetched.kind == "html" and len(markdown.split()) < 5):
+    if not markdown.strip() or (fetched.kind == "html" and extract.word_count(markdown) < 5):
         raise ExtractionFailed(f"No readable main content at {shown(fetched.final_url)}",
                                suggestions=["The page may need JavaScript; try another source",
                                             "gsd-research search for another page on the topic"])

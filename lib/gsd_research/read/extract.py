@@ -25,6 +25,10 @@ _LINE_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)]|#{1,6})\s+")
 _LABEL = re.compile(r"^\s*(?:[-*+]|\d+[.)]|#{1,6})?\s*[*_]*\s*[\w ]{1,25}:\s*[*_]*\s*")  # "**Related: "
 _URL_LINE = re.compile(r"^\W*(?:https?://|www\.)\S+\W*$", re.I)
 _TITLE_SEPARATOR = re.compile(r"\s+[|\u2013\u2014\u00b7-]+\s+|\s*::\s*")  # "Story | Site", "Site - Story"
+# Scripts written without spaces between words (Thai, Lao, Myanmar, Khmer, kana, Han): each character is
+# counted as a word, as word processors count them; elsewhere words are what whitespace separates.
+_UNSPACED = "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
+_WORD_UNITS = re.compile(f"[{_UNSPACED}]|[^\\s{_UNSPACED}]+")
 
 
 @dataclass
@@ -35,6 +39,11 @@ class Extracted:
     title: str | None = None
     method: str = "trafilatura"
     hidden_text: list[str] = field(default_factory=list)
+
+
+def word_count(text: str) -> int:
+    """How many words the text holds, in any script (not how many spaces separate them)."""
+    return len(_WORD_UNITS.findall(text))
 
 
 def clean_markdown(text: str) -> str:
@@ -207,7 +216,7 @@ def _trafilatura(tree, **opts) -> str:
 def _listy(text: str) -> bool:
     """More than half of the lines have three words or fewer (navigation, archives, tag clouds)."""
     lines = [line for line in text.splitlines() if line.strip()]
-    return len(lines) >= 5 and sum(len(line.split()) <= 3 for line in lines) > len(lines) / 2
+    return len(lines) >= 5 and sum(word_count(line) <= 3 for line in lines) > len(lines) / 2
 
 
 def _markdownify_body(tree) -> str:
