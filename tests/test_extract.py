@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gsd_research.read.extract import _listy, extract, trim_chrome, word_count
+from gsd_research.read.extract import _listy, extract, trim_chrome
 
 FIXTURES = Path(__file__).parent / "fixtures" / "extraction"
 
@@ -148,19 +148,6 @@ def test_a_page_a_script_reveals_is_read_although_it_is_hidden():
     found = extract(page(f'<div style="display:none">{article()}</div>'))
 
     assert PARAGRAPHS[0] in found.markdown
-
-
-@pytest.mark.parametrize("text, words", [
-    ("The widget toolkit installs with pip.", 6),
-    ("foo-bar 3.10 e.g. -", 4),  # whitespace separates words where the script uses spaces
-    ("缓冲区的默认大小", 8),  # Chinese: a word per character, as word processors count
-    ("バッファのサイズは4096バイトです", 15),
-    ("该库支持Linux和macOS", 7),
-    ("한국어 문장", 2),  # Korean puts spaces between words
-    ("", 0),
-])
-def test_words_are_counted_in_any_script(text, words):
-    assert word_count(text) == words
 
 
 def test_lines_of_chinese_sentences_are_not_a_list_of_short_lines():

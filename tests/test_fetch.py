@@ -197,6 +197,17 @@ def test_a_short_page_in_chinese_or_japanese_is_read(cli, pages, name):
     assert phrase in r.json["content"]
 
 
+@pytest.mark.parametrize("name", SHORT_CJK)
+def test_a_short_page_in_chinese_or_japanese_is_summarized_without_a_model(cli, pages, name):
+    ctype, html, charset, phrase = SHORT_CJK[name]
+    pages.state["replies"] = {name: {"body": html.encode(charset), "content_type": ctype}}
+
+    r = cli("fetch", pages.url + f"/pages/reply/{name}")
+
+    assert r.json["metadata"]["backend"] == "extractive"
+    assert phrase in r.json["summary"]
+
+
 def test_second_fetch_is_served_from_cache(cli, pages):
     assert cli("fetch", pages.url + "/pages/article").json["metadata"]["fetch_cache_hit"] is False
     again = cli("fetch", pages.url + "/pages/article")

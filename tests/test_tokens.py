@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from gsd_research.core.tokens import count_tokens, cut_to_tokens, raw_estimate
+from gsd_research.core.tokens import count_tokens, cut_to_tokens, raw_estimate, word_count
 from tests.conftest import SHARED
 
 
@@ -139,3 +139,16 @@ def test_cut_of_a_megabyte_of_text_fits_the_budget_and_keeps_its_words():
     cut, _ = cut_to_tokens(text, 2000)
 
     assert count_tokens(cut) <= 2000 and len(re.findall(r"\S+", cut)) > 500
+
+
+@pytest.mark.parametrize("text, words", [
+    ("The widget toolkit installs with pip.", 6),
+    ("foo-bar 3.10 e.g. -", 4),  # whitespace separates words where the script uses spaces
+    ("缓冲区的默认大小", 8),  # Chinese: a word per character, as word processors count
+    ("バッファのサイズは4096バイトです", 15),
+    ("该库支持Linux和macOS", 7),
+    ("한국어 문장", 2),  # Korean puts spaces between words
+    ("", 0),
+])
+def test_words_are_counted_in_any_script(text, words):
+    assert word_count(text) == words

@@ -6,7 +6,7 @@ import math
 import re
 from collections import Counter
 
-from gsd_research.core.tokens import count_tokens
+from gsd_research.core.tokens import count_tokens, word_count
 from gsd_research.core.untrusted import scan
 
 LABEL = "extractive summary (no model reachable): sentences quoted from the source, not a model's summary"
@@ -32,7 +32,7 @@ def sentences(markdown: str) -> list[str]:
                 continue
             lines.append(re.sub(r"^\s*(?:[-*+]|\d+[.)])\s+", "", line).strip())
         text = " ".join(t for t in lines if t)
-        out.extend(s.strip() for s in _SENTENCE.split(text) if len(s.split()) >= 4)
+        out.extend(s.strip() for s in _SENTENCE.split(text) if word_count(s) >= 4)
     return out
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from gsd_research.core.tokens import word_count
+
 # Markdown escapes trafilatura adds that split words (`widget\_toolkit`) and inline tags it leaves.
 _INTRAWORD_ESCAPE = re.compile(r"(?<=\w)\\_|\\_(?=\w)")
 _LEFTOVER_TAGS = re.compile(r"</?(?:u|ins|sup|sub|mark|small|span|font|abbr|cite|s|del|strike)\b[^>]*>", re.I)
@@ -25,10 +27,6 @@ _LINE_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)]|#{1,6})\s+")
 _LABEL = re.compile(r"^\s*(?:[-*+]|\d+[.)]|#{1,6})?\s*[*_]*\s*[\w ]{1,25}:\s*[*_]*\s*")  # "**Related: "
 _URL_LINE = re.compile(r"^\W*(?:https?://|www\.)\S+\W*$", re.I)
 _TITLE_SEPARATOR = re.compile(r"\s+[|\u2013\u2014\u00b7-]+\s+|\s*::\s*")  # "Story | Site", "Site - Story"
-# Scripts written without spaces between words (Thai, Lao, Myanmar, Khmer, kana, Han): each character is
-# counted as a word, as word processors count them; elsewhere words are what whitespace separates.
-_UNSPACED = "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
-_WORD_UNITS = re.compile(f"[{_UNSPACED}]|[^\\s{_UNSPACED}]+")
 
 
 @dataclass
@@ -39,11 +37,6 @@ class Extracted:
     title: str | None = None
     method: str = "trafilatura"
     hidden_text: list[str] = field(default_factory=list)
-
-
-def word_count(text: str) -> int:
-    """How many words the text holds, in any script (not how many spaces separate them)."""
-    return len(_WORD_UNITS.findall(text))
 
 
 def clean_markdown(text: str) -> str:
