@@ -208,6 +208,32 @@ def test_a_short_page_in_chinese_or_japanese_is_summarized_without_a_model(cli, 
     assert phrase in r.json["summary"]
 
 
+def test_a_gzip_bomb_is_refused_naming_the_decompressed_size_cap(cli, pages, home):
+    import gzip
+
+    (home / "config.yaml").write_text((home / "config.yaml").read_text() + "fetch:\n  max_bytes: 100000\n")
+    bomb = gzip.compress(b"<html><body><p>" + b"A" * 5_000_000 + b"</p></body></html>")
+    pages.state["replies"] = {"bomb": {"body": bomb, "headers": {"Content-Encoding": "gzip"}}}
+
+    r = cli("fetch", pages.url + "/pages/reply/bomb")
+
+    assert r.json["error"]["code"] == "EXTRACTION_FAILED"
+    assert "size cap once decompressed" in r.json["error"]["message"]
+    assert r.json["error"]["details"]["max_bytes"] == 100000
+    assert any("fetch.max_bytes" in s for s in r.json["error"]["suggestions"])
+
+
+def test_a_budget_too_small_for_a_page_of_content_names_the_budget_that_works(cli, pages):
+    small = cli("fetch", pages.url + "/pages/article", "--extract", "--max-tokens", "200").json["error"]
+    need = int(small["message"].rsplit(" ", 1)[1].rstrip(")"))
+
+    enough = cli("fetch", pages.url + "/pages/article", "--extract", "--max-tokens", str(need))
+
+    assert small["code"] == "USAGE_ERROR" and "a page of this content needs" in small["message"]
+    assert enough.code == 0, enough.stdout
+    assert f"--max-tokens {need + 200}" in small["suggestions"][0]
+
+
 def test_second_fetch_is_served_from_cache(cli, pages):
     assert cli("fetch", pages.url + "/pages/article").json["metadata"]["fetch_cache_hit"] is False
     again = cli("fetch", pages.url + "/pages/article")

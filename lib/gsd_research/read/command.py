@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from gsd_research.core.budget import STAND_IN, check_echo, fit_text, json_tokens, refuse_early
+from gsd_research.core.budget import STAND_IN, check_echo, fit_text, json_tokens, refuse_early, too_small
 from gsd_research.core.errors import ExtractionFailed, GsdError, MissingApiKey, NoBackend, UsageError
 from gsd_research.core.input_files import MB, read_file, read_stdin
 from gsd_research.core.runtime import agent_command
@@ -135,12 +135,11 @@ def fetch(rt, url: str, focus: str | None, extract_: bool, page: int):
     from gsd_research.read.fetcher import Fetcher, shown
 
     check_echo(url + " " + (focus or ""), rt.max_tokens, "URL and --focus text")
-    fetched = Fetcher(rt).fetch(url)
+    fetcher = Fetcher(rt)
+    fetched = fetcher.fetch(url)
     markdown, title, hidden, method = page_markdown(fetched)
     if not markdown.strip() or (fetched.kind == "html" and extract.word_count(markdown) < 5):
-        raise ExtractionFailed(f"No readable main content at {shown(fetched.final_url)}",
-                               suggestions=["The page may need JavaScript; try another source",
-                                            "gsd-research search for another page on the topic"])
+        raise _unreadable(fetched, fetcher.max_bytes)
     final = shown(fetched.final_url)  # after redirects: external text, in a safe form (core.external)
     from gsd_research.core.secrets import redact_url
 
@@ -158,6 +157,22 @@ def fetch(rt, url: str, focus: str | None, extract_: bool, page: int):
     except BaseException:
         recording.discard()  # only what was answered is remembered
         raise
+
+
+def _unreadable(page, max_bytes: int) -> ExtractionFailed:
+    """Why a page gave no text: cut at the size cap (which counts decompressed bytes: a gzip bomb hits it),
+    or no main content in its HTML."""
+    from gsd_research.read.fetcher import shown
+
+    if page.capped:
+        return ExtractionFailed(
+            f"No readable text in the first {max_bytes} bytes of {shown(page.final_url)}: the page is larger than "
+            "the size cap once decompressed", details={"max_bytes": max_bytes},
+            suggestions=["If the page is genuine, raise the cap: gsd-research config set fetch.max_bytes N",
+                         "gsd-research search for another page on the topic"])
+    return ExtractionFailed(f"No readable main content at {shown(page.final_url)}",
+                            suggestions=["The page may need JavaScript; try another source",
+                                         "gsd-research search for another page on the topic"])
 
 
 def _answer(rt, doc, markdown, warnings, recording, focus, extract_, page, final) -> dict:
@@ -229,9 +244,8 @@ def _extract_page(rt, doc: dict, markdown: str, page: int, warnings: list[dict])
                              next=_next_page(doc, 9999, 99999),
                              tokens_used=99999, max_tokens=99999, truncated=False)
     room = rt.max_tokens - document_tokens(probe) - 60  # 60: slack, so no part is cut (the next starts after it)
-    if room < 50:
-        raise UsageError(f"--max-tokens {rt.max_tokens} is too small to page through this content",
-                         suggestions=[f"Use --max-tokens {rt.max_tokens + 500}"])
+    if room < 50:  # a page of content needs 50 tokens beside the rest of the answer
+        raise too_small(rt.max_tokens, rt.max_tokens - room + 50, "a page of this content needs")
     parts = paginate(markdown, room)
     if page > len(parts):
         raise UsageError(f"Page {page} does not exist: the content has {len(parts)} page(s) at this budget",
