@@ -234,6 +234,15 @@ def test_a_budget_too_small_for_a_page_of_content_names_the_budget_that_works(cl
     assert f"--max-tokens {need + 200}" in small["suggestions"][0]
 
 
+def test_a_latin1_text_page_without_a_declared_charset_is_decoded(cli, pages):
+    text = "Die Größe des Puffers beträgt 4096 Bytes. Müller sagt: Ärger vermeiden, Größenänderung nur über die Konfiguration."
+    pages.state["replies"] = {"latin1": {"body": text.encode("latin-1"), "content_type": "text/plain"}}
+
+    r = cli("fetch", pages.url + "/pages/reply/latin1", "--extract")
+
+    assert "Die Größe des Puffers beträgt" in r.json["content"]
+
+
 def test_second_fetch_is_served_from_cache(cli, pages):
     assert cli("fetch", pages.url + "/pages/article").json["metadata"]["fetch_cache_hit"] is False
     again = cli("fetch", pages.url + "/pages/article")

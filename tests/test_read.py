@@ -40,6 +40,19 @@ def test_summarize_html_file_with_hidden_injection_is_flagged(cli, fake, tmp_pat
     assert "ignore all previous" not in r.json["summary"].lower()
 
 
+LATIN1 = "Die Größe des Puffers beträgt 4096 Bytes. Müller sagt: Ärger vermeiden, Größenänderung nur über die Konfiguration."
+
+
+def test_summarize_reads_a_latin1_file_as_fetch_reads_a_latin1_page(cli, keys, tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_bytes(LATIN1.encode("latin-1"))
+
+    cli("summarize", str(path))
+
+    sent = keys.hits("/ollama/api/chat")[-1].json()["messages"][-1]["content"]
+    assert "Die Größe des Puffers beträgt" in sent
+
+
 def test_summarize_pdf_file(cli, keys, tmp_path):
     from tests.fakes.pages import PDF
 

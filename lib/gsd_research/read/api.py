@@ -47,7 +47,9 @@ def page_text(rt, url: str, stop_at: float | None = None) -> str:
     if page.kind == "html":
         return visible_text(page.body, page.encoding)
     if page.kind == "text":
-        return page.body.decode(page.encoding or "utf-8", "replace")
+        from gsd_research.read.extract import decode_text
+
+        return decode_text(page.body, page.encoding)
     return fetch_source(rt, url, stop_at).markdown
 
 

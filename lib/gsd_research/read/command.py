@@ -41,7 +41,7 @@ def page_markdown(page) -> tuple[str, str | None, list[str], str]:
         found = extract.extract(page.body)
         return found.markdown, found.title, found.hidden_text, found.method
     if page.kind == "text":
-        return extract.text_to_markdown(page.body.decode(page.encoding or "utf-8", "replace")), None, [], "text"
+        return extract.text_to_markdown(extract.decode_text(page.body, page.encoding)), None, [], "text"
     return convert(page.body, page.kind), None, [], f"docling-{page.kind}"
 
 
@@ -301,10 +301,10 @@ def read_input(source: str | None, config) -> tuple[str, str, list[str]]:
         raise UsageError(f"{label} looks binary, not text",
                          suggestions=["Pass text, Markdown, HTML, PDF, DOCX, PPTX or XLSX",
                                       "For an image use gsd-research image PATH"])
-    text = data.decode("utf-8", "replace")
-    if suffix in (".html", ".htm") or text.lstrip()[:200].lower().startswith(("<!doctype html", "<html")):
-        from gsd_research.read.extract import extract
+    from gsd_research.read.extract import decode_text, extract
 
+    text = decode_text(data)
+    if suffix in (".html", ".htm") or text.lstrip()[:200].lower().startswith(("<!doctype html", "<html")):
         found = extract(data)
         text, hidden = found.markdown, found.hidden_text
     if not text.strip():

@@ -264,6 +264,24 @@ def extract(html: str | bytes, *, scan_hidden: bool = True) -> Extracted:
     return Extracted(trim_chrome(text, title, anchors), title, method, hidden)
 
 
+def decode_text(data: bytes, charset: str | None = None) -> str:
+    """Bytes as text, a page's or a local file's alike: the declared charset, else UTF-8, else the charset
+    trafilatura detects for HTML pages (charset_normalizer)."""
+
+    def candidates():
+        yield from filter(None, (charset, "utf-8"))
+        from trafilatura.utils import detect_encoding  # heavy: only when neither decodes
+
+        yield from detect_encoding(data)
+
+    for name in candidates():
+        try:
+            return data.decode(name)
+        except (LookupError, UnicodeDecodeError):
+            continue
+    return data.decode("utf-8", "replace")
+
+
 def text_to_markdown(text: str) -> str:
     """Plain text as Markdown (it already is; normalise blank runs)."""
     return _BLANK_RUNS.sub("\n\n", text.replace("\r\n", "\n")).strip()
