@@ -53,6 +53,7 @@ def test_doctor_says_what_is_unreachable_within_the_probe_timeout(cli, monkeypat
     assert providers["context7"]["reachable"] is False and providers["context7"]["error"] == "ConnectionError"
     assert providers["perplexity"]["error"] == "timeout"
     assert doc["ready"] == []
+    assert any(p.startswith("context7 is configured but unreachable (ConnectionError)") for p in doc["problems"])
 
 
 def test_doctor_without_probes_touches_no_network(cli, fake):

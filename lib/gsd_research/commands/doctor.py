@@ -177,6 +177,8 @@ def doctor(rt, no_probe: bool, timeout: float):
     if (home_problem := _home_problem(home())) is not None:
         problems.append(home_problem)
     providers = _providers(cfg, not no_probe, timeout)
+    problems += [f"{p['name']} is configured but unreachable ({p['error']}): offline, a proxy, or a wrong base URL "
+                 f"({p['base_url']})" for p in providers if p["configured"] and p.get("reachable") is False]
     doc = {
         "version": __version__,
         "python": sys.version.split()[0],
