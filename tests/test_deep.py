@@ -304,6 +304,17 @@ def test_a_report_paid_for_then_refused_by_its_budget_names_where_to_read_it(cli
     assert cli(*read.split()[1:]).json["status"] == "completed"
 
 
+def test_a_report_read_again_in_a_session_expands_with_its_citations(cli, pplx):
+    first = cli("deep", "cited question", "--session", "s1").json
+    again = cli("jobs", "result", first["conversation_id"], "--session", "s1").json
+
+    doc = cli("expand", again["metadata"]["repeat"]["repeat"], "--session", "s1").json
+
+    assert again["report"] == "" and again["metadata"]["citations_returned"] == 0
+    assert doc["content"] == first["report"] and doc["citations"] == first["citations"] and len(doc["citations"]) == 3
+    assert corpus.in_fence(doc, doc["citations"])
+
+
 # -- async enqueue -------------------------------------------------------------------------------
 
 def test_async_enqueue_writes_pending_job_files_and_tells_how_to_poll(cli, pplx, home):

@@ -67,6 +67,20 @@ def test_a_repeated_page_comes_back_as_a_reference_without_its_text(cli, fake, m
     assert second["metadata"]["repeat"]["source"] == url
 
 
+def test_expand_of_a_repeated_page_gives_back_what_the_repeat_left_out(cli, fake, monkeypatch):
+    monkeypatch.setenv("GSD_RESEARCH_ALLOW_HOSTS", "127.0.0.1")
+    monkeypatch.setenv("OLLAMA_HOST", fake.url + "/no-ollama")
+    url = fake.url + "/pages/article"
+    first = cli("fetch", url, "--session", "s1").json
+    ref = cli("fetch", url, "--session", "s1").json["metadata"]["repeat"]["repeat"]
+
+    doc = cli("expand", ref, "--session", "s1").json
+
+    keys = list(doc)
+    assert doc["content"] == first["summary"] and doc["title"] == first["title"]
+    assert keys.index("untrusted") < keys.index("title") < keys.index("untrusted_end")
+
+
 def test_expand_gives_the_passage_again_inside_the_fence(cli, fake):
     first = cli(*DOCS, "--session", "s1").json
     ref = cli(*DOCS, "--session", "s1").json["results"][0]["repeat"]

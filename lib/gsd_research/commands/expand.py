@@ -32,8 +32,10 @@ def expand(rt, token: str):
                          suggestions=["It may have been pruned: run the original command again with --fresh"])
     _pid, entry = found
     content, warnings = guard_text(str(entry.get("text", "")), "content")
-    doc = seal({"ref": token, "source": entry.get("source", ""), "seen": entry.get("where", ""),
-                "content": content, **shown_warnings(warnings), "metadata": {}}, ("source", "content"))
+    doc = {"ref": token, "source": entry.get("source", ""), "seen": entry.get("where", ""), "content": content}
+    beside = entry.get("beside") if isinstance(entry.get("beside"), dict) else {}
+    beside = {k: v for k, v in beside.items() if k not in doc and k != "metadata"}  # what the repeat left out
+    doc = seal({**doc, **beside, **shown_warnings(warnings), "metadata": {}}, ("source", "content", *beside))
     return fit_text(doc, ("content",), rt.max_tokens, dedupe=False)
 
 

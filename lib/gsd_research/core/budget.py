@@ -226,11 +226,9 @@ def _dedupe(results: list[dict], text_key: str, led) -> tuple[list[dict], list[t
 def _drop_described(doc: dict, meta: dict, key: str) -> None:
     """A repeated text's answer: its other fenced texts and the structured metadata about how the text was made
     (lists, objects) leave with it; scalar metadata stays."""
-    keys = list(doc)
-    if "untrusted" in keys and "untrusted_end" in keys:
-        for name in keys[keys.index("untrusted") + 1: keys.index("untrusted_end")]:
-            if name != key:
-                del doc[name]
+    for name in session.fenced_keys(doc):
+        if name != key:
+            del doc[name]
     for name in [k for k, v in meta.items() if isinstance(v, list | dict) and k != "session"]:
         del meta[name]
 
@@ -240,10 +238,7 @@ SIBLING_CHARS = 200  # a shorter fenced text (a title) costs less than its refer
 
 def _dedupe_siblings(doc: dict, key: str, led) -> None:
     """The answer's other fenced texts (a search's summary beside its results) are passages too."""
-    keys = list(doc)
-    if "untrusted" not in keys or "untrusted_end" not in keys:
-        return
-    for name in keys[keys.index("untrusted") + 1: keys.index("untrusted_end")]:
+    for name in session.fenced_keys(doc):
         text = doc[name]
         if name == key or not isinstance(text, str) or len(text) < SIBLING_CHARS:
             continue
@@ -382,8 +377,8 @@ def _text_cursor(doc: dict, meta: dict, led, frame, key: str, text: str, cut: st
         else:
             del meta["next"]
             meta["tokens_used"] = document_tokens(doc)
-    if text and cut == text:
-        led.returned(pid, text, source_of(doc))
+    if text and cut == text:  # a repeat leaves out the other fenced values: kept for `expand`
+        led.returned(pid, text, source_of(doc), beside={k: doc[k] for k in session.fenced_keys(doc) if k != key})
 
 
 def drop_cut_warnings(doc: dict, results_key: str = "results", index_key: str = "result") -> dict:

@@ -125,14 +125,18 @@ class Ledger:
         """A command fits its answer (again): only the last fit's passages and cursor count."""
         self.pending, self.cursor, self.cursor_token = {}, None, None
 
-    def returned(self, pid: str, text: str, source: str, whole: bool = True) -> None:
-        """The answer returns passage `pid`: `text` is as much of it as was returned (from its start)."""
+    def returned(self, pid: str, text: str, source: str, whole: bool = True, beside: dict | None = None) -> None:
+        """The answer returns passage `pid`: `text` is as much of it as was returned (from its start); `beside`,
+        the answer's other external values a repeat of it leaves out (a report's citations), which `expand`
+        gives back with it."""
         from gsd_research.core.output import _COMMAND
 
         if whole and len(text) > MAX_PASSAGE_CHARS:  # kept in part: a later answer gives its rest again
             text, whole = text[:MAX_PASSAGE_CHARS], False
         self.pending[pid] = {"text": text, "chars": len(text) if not whole else 10**9, "source": source[:500],
                              "where": f"{_COMMAND or 'gsd-research'} {time.strftime('%H:%M:%S')}", "at": time.time()}
+        if beside:
+            self.pending[pid]["beside"] = beside
 
     def reference(self, pid: str, entry: dict) -> dict:
         """A passage returned before, by name only: no external text beyond its source."""
@@ -282,12 +286,18 @@ def _prune(folder: Path, pattern: str, max_age: float, keep_count: int, keep: Pa
                 pass
 
 
+def fenced_keys(doc: dict) -> list[str]:
+    """The keys inside the answer's fence (core.untrusted.seal), in order."""
+    keys = list(doc)
+    if "untrusted" not in keys or "untrusted_end" not in keys:
+        return []
+    return keys[keys.index("untrusted") + 1: keys.index("untrusted_end")]
+
+
 def shell(doc: dict, key: str) -> dict:
     """A copy of `doc` without its passages under `key`, its other external text (the fenced keys: it was
     returned already) and its per-answer metadata: a cursor's frame."""
-    keys = list(doc)
-    fenced = set(keys[keys.index("untrusted") + 1: keys.index("untrusted_end")]) if {
-        "untrusted", "untrusted_end"} <= set(keys) else set()
+    fenced = set(fenced_keys(doc))
     fenced |= {"injection_flagged", "injection_warnings", "injection_warnings_more"}  # about the first page
     out = copy.deepcopy({k: v for k, v in doc.items() if k != key and k not in fenced})
     out[key] = [] if isinstance(doc.get(key), list) else ""

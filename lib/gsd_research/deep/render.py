@@ -62,6 +62,7 @@ def answer_payload(query: str, job_id: str, message: dict, max_tokens: int, *, e
     if meta.get("truncated"):
         meta["more"] = f"gsd-research jobs result {job_id} --max-tokens {max(4000, 2 * max_tokens)}"
         doc = fit_text(doc, ("report",), max_tokens)
+    meta["citations_returned"] = len(doc.get("citations") or [])  # none beside a repeat's reference
     return doc
 
 
