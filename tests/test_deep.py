@@ -250,17 +250,40 @@ def test_every_call_is_recorded_in_the_ledger(cli, pplx, home):
     assert entries[0]["tokens_in"] == 19 + 50000 and entries[0]["tokens_out"] == 3000 + 80000
 
 
-def test_daily_budget_refuses_once_spent(cli, pplx, home):
-    configure(home, deep={"daily_budget_usd": 0.4})
+def test_daily_budget_refuses_a_call_whose_typical_cost_would_pass_it(cli, pplx, home):
+    configure(home, deep={"daily_budget_usd": 0.5})  # a medium call typically costs $0.464
 
     first = cli("deep", "within budget")
-    second = cli("deep", "over budget")
+    second = cli("deep", "over budget")  # $0.036 left: less than the call typically costs
+    queued = cli("deep", "--async", "over budget too")
 
     assert first.code == 0
     assert second.code == 1 and second.json["error"]["code"] == "BUDGET_EXCEEDED"
-    assert len(paid(pplx.state)) == 1
-    queued = cli("deep", "--async", "over budget too")
-    assert queued.json["error"]["code"] == "BUDGET_EXCEEDED" and len(job_dirs(home)) == 1
+    assert queued.json["error"]["code"] == "BUDGET_EXCEEDED"
+    assert len(paid(pplx.state)) == 1 and len(job_dirs(home)) == 1
+
+
+def test_queued_jobs_hold_their_typical_cost_until_they_settle(cli, pplx, home):
+    configure(home, deep={"daily_budget_usd": 1.0})  # two medium calls fit, not three
+    cli("deep", "--async", "held one")
+    second = cli("deep", "--async", "held two").json["conversation_id"]
+
+    refused = cli("deep", "--async", "held three")
+    cli("jobs", "cancel", second)  # settled without a paid request: its hold is released
+    admitted = cli("deep", "--async", "held three")
+
+    assert refused.json["error"]["code"] == "BUDGET_EXCEEDED" and refused.json["error"]["details"]["held_usd"] > 0.9
+    assert admitted.code == 0 and paid(pplx.state) == []
+
+
+def test_budget_exceeded_leaves_raising_the_budget_to_the_user(cli, pplx, home):
+    configure(home, deep={"daily_budget_usd": 0.1})
+
+    error = cli("deep", "too dear").json["error"]
+
+    assert error["code"] == "BUDGET_EXCEEDED"
+    assert any("the user's decision" in s for s in error["suggestions"])
+    assert not any("config set" in s for s in error["suggestions"])
 
 
 def test_identical_query_and_effort_is_served_from_cache(cli, pplx, home):

@@ -104,6 +104,20 @@ def test_identical_calls_made_at_once_share_one_job_and_one_payment(cli, pplx, h
     assert len(paid(pplx.state)) == 1 and len(ledger_lines(home)) == 1
 
 
+def test_async_calls_made_at_once_are_admitted_only_while_their_typical_costs_fit_the_budget(pplx, home):
+    import os
+
+    configure(home, deep={"daily_budget_usd": 1.0})  # two medium calls ($0.464 typically) fit, not three
+    procs = [subprocess.Popen([str(BIN / "gsd-research"), "deep", "--async", f"asked at once {n}"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+             for n in range(4)]
+    docs = [json.loads(p.communicate(timeout=60)[0]) for p in procs]
+
+    codes = sorted(d["error"]["code"] if "error" in d else "queued" for d in docs)
+    assert codes == ["BUDGET_EXCEEDED", "BUDGET_EXCEEDED", "queued", "queued"], docs
+    assert len(job_dirs(home)) == 2
+
+
 # -- a poll that answers 404, or about another request ------------------------------------------------
 
 @pytest.mark.parametrize("api", ["sonar", "agent"])

@@ -191,6 +191,32 @@ def test_budget_spent_fails_a_queued_job_without_retry(cli, pplx, home):
     assert status["error"]["code"] == "BUDGET_EXCEEDED"
 
 
+def test_admitted_jobs_run_within_the_budget_that_admitted_them(cli, pplx, home):
+    configure(home, deep={"daily_budget_usd": 1.0})  # two medium calls ($0.464 typically) fit, not three
+    ids = [enqueue(cli, "admitted one"), enqueue(cli, "admitted two")]
+    refused = cli("deep", "--async", "admitted three")
+
+    cli("jobs", "worker", "--once")
+
+    assert refused.json["error"]["code"] == "BUDGET_EXCEEDED"
+    assert [status_of(home, job_id)["status"] for job_id in ids] == ["completed", "completed"]
+    assert sum(json.loads(line)["cost_usd"] for line in (home / "usage" / "ledger.jsonl").read_text().splitlines()) <= 1.0
+
+
+def test_a_revived_job_whose_request_the_ledger_counts_holds_nothing_more(cli, pplx, home):
+    configure(home, deep={"max_attempts": 1, "timeout": 0.4})
+    pplx.state["pplx_async_delay"] = 30
+    job_id = enqueue(cli, "paid, then lost")
+    cli("jobs", "worker", "--once")  # fails on its timeout: its request's typical cost ($0.464) is in the ledger
+    configure(home, deep={"daily_budget_usd": 1.0, "max_attempts": 1, "timeout": 0.4})
+    revived = cli("deep", "--async", "paid, then lost")  # resumes the request paid for
+
+    other = cli("deep", "--async", "another question")
+
+    assert revived.json["metadata"]["attached_to_job"] == job_id
+    assert other.code == 0, other.json
+
+
 # -- cancel, wait, errors ------------------------------------------------------------------------
 
 def test_cancel_a_pending_job(cli, pplx, home):

@@ -13,6 +13,13 @@ from gsd_research.deep import cost as costs
 from gsd_research.deep.perplexity import shown_id
 
 PROVIDER = "perplexity"
+DEFAULT_MODEL = "sonar-deep-research"
+
+
+def typical_cost(table: dict, model: str | None, effort: str | None) -> float:
+    """The price table's typical cost of one request: a request ended without a report is recorded at it, and
+    a queued job holds it against the daily budget until its ledger line is written."""
+    return float(costs.expected_cost(table, PROVIDER, model or DEFAULT_MODEL, str(effort or "medium")) or 0.0)
 
 
 def ref_of(job_id: str, status: dict) -> str | None:
@@ -32,11 +39,10 @@ def record_unreported(config, job_id: str, status: dict, command: str, reason: s
     ref = ref_of(job_id, status)
     if ref is None:
         return None
-    model = status.get("model") or "sonar-deep-research"
-    table = costs.price_table(config)
+    model = status.get("model") or DEFAULT_MODEL
     api = status.get("remoteApi") or ("agent" if status.get("agentSubmittedAt") else "sonar")
-    usd = costs.expected_cost(table, PROVIDER, model, str(status.get("effort") or "medium"))
-    return usage_ledger.record(PROVIDER, model, 0, 0, float(usd or 0.0), command, cost_source="estimated", ref=ref,
+    usd = typical_cost(costs.price_table(config), model, status.get("effort"))
+    return usage_ledger.record(PROVIDER, model, 0, 0, usd, command, cost_source="estimated", ref=ref,
                                extra={"api": api, "estimated": True, "reason": reason,
                                       "remote_id": shown_id(status.get("remoteId")),
                                       **({"untracked": True} if status.get("untracked") else {})})

@@ -11,7 +11,7 @@ from gsd_research.core.errors import CallInterrupted, MissingApiKey, UsageError
 from gsd_research.core.runtime import AgentCommand, agent_command
 from gsd_research.deep import result_cache
 from gsd_research.deep.cost import price_table
-from gsd_research.deep.guard import check_budget, cost_warnings
+from gsd_research.deep.guard import admission, cost_warnings
 from gsd_research.deep.settings import EFFORTS, load
 from gsd_research.deep.signals import NOTHING_SENT, Interrupted, deferred_signals, sigterm_interrupts
 
@@ -112,11 +112,11 @@ def find_or_create(rt, ctx: dict, mode: str) -> tuple[bool, str, dict, object]:
         found = find(store, ctx["key"], ctx["ttl"], finished_too=not rt.no_cache, params=params, mode=mode)
         if found is not None:
             return False, found[0], found[1], None
-        check_budget(s)  # attaching pays nothing
-        if mode == "async":
-            job_id, status = store.create(ctx["text"], params, priority=ctx["priority"], key=ctx["key"])
-            return True, job_id, status, None
-        return True, *store.create_claimed(ctx["text"], params, priority=ctx["priority"], key=ctx["key"])
+        with admission(s, price_table(rt.config), ctx["effort"]):  # attaching pays nothing; a queued job holds its cost
+            if mode == "async":
+                job_id, status = store.create(ctx["text"], params, priority=ctx["priority"], key=ctx["key"])
+                return True, job_id, status, None
+            return True, *store.create_claimed(ctx["text"], params, priority=ctx["priority"], key=ctx["key"])
 
 
 def _with_disclaimer(doc: dict) -> dict:

@@ -304,7 +304,7 @@ class Worker:
             if cached is not None:
                 return dict(cached, cache_hit=True)
         if not status.get("remoteId"):  # resuming a request already paid for spends nothing more
-            check_budget(self.s)
+            check_budget(self.s, self.research.table, effort, model, job["id"])
         return self.research.priced(self.research.resumable(job, status, hooks, stop_at))
 
     def _untaken(self, job_id: str, exc: GsdError) -> bool:
