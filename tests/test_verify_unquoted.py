@@ -17,9 +17,10 @@ def cited(cli, fake, monkeypatch, tmp_path):
     monkeypatch.setenv("OLLAMA_HOST", fake.url + "/no-ollama")
     url = page(fake, "rottnest", "Rottnest notes", SOURCE)
 
-    def run(*claims: str) -> list[dict]:
+    def run(*claims: str, source: str | None = None) -> list[dict]:
+        cited_url = page(fake, "other", "Other notes", source) if source else url
         path = tmp_path / "R.md"
-        path.write_text("\n\n".join(f"{c} [CITED: {url}]" for c in claims) + "\n")
+        path.write_text("\n\n".join(f"{c} [CITED: {cited_url}]" for c in claims) + "\n")
         doc = cli("verify", str(path), "--max-tokens", "4000").json
         return sorted(doc["claims"], key=lambda c: c["line"])
 
@@ -30,8 +31,21 @@ def test_swapped_numbers_are_not_found(cited):
     swapped, true = cited("The Rottnest power station has a capacity of 1966 megawatts and it opened in 240.",
                           "The Rottnest power station has a capacity of 240 megawatts and it opened in 1966.")
 
-    assert swapped["verdict"] == "not_found" and any("same word" in r for r in swapped["reasons"])
+    assert swapped["verdict"] == "not_found" and any("same unit" in r for r in swapped["reasons"])
     assert true["verdict"] == "related" and true["method"] == "ranking"
+
+
+@pytest.mark.parametrize(("claim", "source"), [
+    ("Python 3.9 reached its end of life in October 2025.",
+     "Version 4.2.0 dropped support for Python 3.9, which reached its end of life in October 2025."),
+    ("Widget toolkit 5.0 requires Python 3.12 or newer.",
+     "Widget toolkit 5.0, released in March, requires Python 3.12 or newer."),
+    ("Django 5.0 dropped support for Python 3.9.", "Django 5.0 dropped support for Python 3.8 and 3.9."),
+])
+def test_a_number_next_to_a_word_that_is_no_unit_is_found(cited, claim, source):
+    (result,) = cited(claim, source=source)
+
+    assert result["verdict"] == "related", result.get("reasons")
 
 
 def test_overlap_with_added_facts_is_never_supported_without_a_model(cited):
@@ -46,3 +60,4 @@ def test_a_one_word_claim_is_too_short(cited):
     (claim,) = cited("Rottnest.")
 
     assert claim["verdict"] == "too_short" and claim["method"] == "none"
+

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from itertools import pairwise
 
 COVERAGE = 0.75  # tuned on the dev half of bench/citations.py's paraphrased claims (see BENCHMARKS.md)
 STOPWORDS = frozenset("""a an and are as at be been being but by can could did do does for from had has have he her
@@ -71,7 +72,7 @@ def windows(text: str, size: int = 3) -> list[str]:
 
 
 MISSING = "a number or name of the claim is not in the passage"
-UNITS = "a number of the claim is not next to the same word in the passage"
+UNITS = "a number of the claim is not next to the same unit in the passage"
 MIN_WORDS = 3  # content words below which a claim is too short to judge by its words
 CAVEAT = ("word overlap only: the passage shares the claim's words, numbers and names in the same places; this "
           "is not a support judgement (added or changed facts pass it); configure a model backend for one")
@@ -81,30 +82,20 @@ def too_short(claim: str) -> bool:
     return len(terms(claim)[0]) + len(terms(claim)[1]) < MIN_WORDS
 
 
-def _tokens(text: str) -> list[str]:
-    return [t.replace(",", "").rstrip(".") if t[0].isdigit() else stem(t) for t in _WORD.findall(text)]
-
-
-def _number_pairs(tokens: list[str], both: bool) -> set[tuple[str, str]]:
-    """Each number with the word after it (its unit) or, at the end, the word before it; `both`: each with
-    its word after and its word before."""
-    pairs = set()
-    for i, token in enumerate(tokens):
-        if not token[:1].isdigit():
-            continue
-        after = tokens[i + 1] if i + 1 < len(tokens) and not tokens[i + 1][:1].isdigit() else None
-        before = tokens[i - 1] if i > 0 else ""
-        if both:
-            pairs |= {(token, f">{after}"), (token, f"<{before}")}
-        else:
-            pairs.add((token, f">{after}") if after else (token, f"<{before}"))
-    return pairs
+def _unit_pairs(text: str) -> set[tuple[str, str]]:
+    """(number, the content word right after it) pairs; a stopword or a number after a number is no unit."""
+    tokens = [t.replace(",", "").rstrip(".") if t[0].isdigit() else "" if t.lower() in STOPWORDS else stem(t)
+              for t in _WORD.findall(text)]
+    return {(n, w) for n, w in pairwise(tokens) if n[:1].isdigit() and w and not w[:1].isdigit()}
 
 
 def _units_differ(claim: str, passage: str) -> bool:
-    """A number of the claim that the passage has only next to other words (1966 megawatts vs 240 megawatts
-    ... in 1966)."""
-    return not _number_pairs(_tokens(claim), False) <= _number_pairs(_tokens(passage), True)
+    """A number of the claim next to a unit the passage gives another number (1966 megawatts vs 240 megawatts
+    ... in 1966). A unit is a word the passage puts after a number: a verb after a version ("3.9 reached") is
+    none, and a number with no unit only has to be in the passage."""
+    theirs = _unit_pairs(passage)
+    units = {w for _, w in theirs}
+    return any(w in units and (n, w) not in theirs for n, w in _unit_pairs(claim))
 
 
 def score(claim: str, passage: str) -> dict:
