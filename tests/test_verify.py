@@ -144,6 +144,22 @@ def test_a_search_report_is_checked_against_what_the_search_showed(cli, fake, ho
     assert all(c["origin"] == "memory-snippet" for c in doc["claims"])
 
 
+def test_a_refused_page_whose_snippet_lacks_the_claim_is_unreachable(cli, pages, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TAVILY_API_KEY", "tvly-test-verify-0001")
+    url = pages.url + "/pages/reply/blocked"
+    pages.state["replies"] = {"blocked": {"status": 403, "body": "Forbidden"}}
+    pages.state["tavily.results"] = [{"title": "Gizmo guide", "url": url, "content": "Gizmo has a cache.",
+                                      "score": 0.9}]
+    cli("search", "gizmo cache")
+    path = tmp_path / "R.md"
+    path.write_text(f"Gizmo keeps cached responses for five minutes by default [CITED: {url}].\n")
+
+    (claim,) = cli("verify", str(path), "--no-llm").json["claims"]
+
+    assert claim["verdict"] == "unreachable" and claim["error"]["code"] == "ACCESS_DENIED"
+
+
 def test_memory_off_still_checks(cli, research, pages):
     cli("config", "set", "memory.enabled", "false")
 

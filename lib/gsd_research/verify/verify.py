@@ -120,7 +120,9 @@ class Verifier:
     def _settled(self, url: str, src: SourceText) -> None:
         """A source's outcome; an unreadable one falls back to what a search showed of it."""
         if src.origin == "unreachable" and not self.deadline.expired():
-            src = self._from_memory(url, snippets=True) or src
+            snippet = self._from_memory(url, snippets=True)
+            if snippet is not None:
+                snippet.error, src = src.error, snippet  # why the page itself was not read
         self.sources[url] = src
 
     def read_urls(self, urls: list[str]) -> None:
@@ -212,6 +214,8 @@ class Verifier:
         result = self._check(claim)
         self.timings.append(time.perf_counter() - started)
         src = self.sources.get(result.get("source_url") or "")
+        if src is not None and src.origin == "memory-snippet" and result["verdict"] == "not_found":
+            result = _unread(src)
         if src is not None:  # which copy of the source the verdict rests on
             result.setdefault("origin", src.origin)
             if src.fetched_at and src.origin != "unreachable":
@@ -352,6 +356,14 @@ class Verifier:
         import gsd_research.researcher.api as kb
 
         return kb.chunk(src.text)
+
+
+def _unread(src: SourceText) -> dict:
+    """A claim a search's snippet of an unreadable page does not hold: a snippet can confirm a claim, but
+    not deny it, so the verdict is the page's."""
+    return {"verdict": "unreachable", "method": "none", "source_url": src.url, "origin": src.origin,
+            "error": src.error, "note": "the page could not be read and the search snippet kept of it does not "
+            "hold the claim"}
 
 
 def _cut(text: str, limit: int) -> str:
