@@ -199,7 +199,7 @@ PAID_COMMANDS = {  # command -> (its arguments, a budget its envelope holds and 
     "analyze": (lambda f, t: ("analyze", "What is the retry policy?", str(t / "notes.md")), 150, 200),
     "image": (lambda f, t: ("image", str(t / "a.png")), 140, 220),  # the path, echoed, is long here
     "web": (lambda f, t: ("web", "latest django release"), 140, 240),
-    "search": (lambda f, t: ("search", "retry policy"), 140, 180),
+    "search": (lambda f, t: ("search", "retry policy"), 140, 220),
     "deep": (lambda f, t: ("deep", "retry policies"), 200, 350),
 }
 

@@ -182,6 +182,14 @@ def test_a_configured_model_judges_unquoted_claims_and_is_named(cli, research, p
     assert by_line(without)[5]["method"] == "ranking" and without["metadata"]["llm"] is None
 
 
+def test_a_budget_that_holds_no_claim_is_a_usage_error_naming_one(cli, research, pages):
+    result = cli("verify", str(research), "--max-tokens", "300")
+
+    error = result.json["error"]
+    assert result.code == 2 and error["code"] == "USAGE_ERROR" and "too small" in error["message"]
+    assert "--max-tokens" in error["suggestions"][0]
+
+
 def test_no_claims_is_a_success_with_a_note(cli, tmp_path):
     path = tmp_path / "empty.md"
     path.write_text("# Notes\n\nNothing cited here.\n")
@@ -364,7 +372,7 @@ def test_a_registry_that_failed_is_not_asked_about_every_package(cli, pages, tmp
     assert len({r.path for r in pages.hits("/npm/")}) <= THREADS  # those in flight when it failed, no more
 
 
-@pytest.mark.parametrize("budget", [300, 600, 1200])
+@pytest.mark.parametrize("budget", [350, 600, 1200])
 def test_the_answer_and_its_per_tag_summary_fit_the_budget(cli, gsd_file, budget):
     result = cli("verify", str(gsd_file), "--max-tokens", str(budget))
 

@@ -105,7 +105,8 @@ def check_echo(text: str, max_tokens: int, what: str = "query", share: float = 0
 def fit_results(doc: dict, results: list[dict], max_tokens: int, *, text_key: str = "content",
                 results_key: str = "results", always_one: bool = True, dedupe: bool = True) -> dict:
     """Put as many `results` into `doc` as the budget allows; fill metadata; return `doc`. With `dedupe`
-    (results that are passages, not e.g. verdicts) the session's passages become references.
+    (results that are passages, not e.g. verdicts) the session's passages become references. With
+    `always_one`, a budget that holds none of the results is a usage error.
 
     Each result gets a `tokens` field (its text's tokens). `metadata.tokens_used` is the estimated
     cl100k size of the whole printed document and never exceeds `max_tokens`.
@@ -133,6 +134,9 @@ def fit_results(doc: dict, results: list[dict], max_tokens: int, *, text_key: st
     meta["truncated"] = len(kept) < len(results) or any(r.get("truncated") for r in kept)
     doc["metadata"] = doc.pop("metadata")  # results first, metadata last, as in DESIGN.md
     _settle(doc, results_key, text_key, max_tokens)
+    if always_one and results and not doc[results_key]:  # an empty page and a cursor: no answer, refused
+        raise too_small(max_tokens, meta["tokens_used"] + _least_cost(results[0], text_key),
+                        "its envelope and first result need")
     _session_results(doc, meta, led, results, pids, frame, results_key, text_key, max_tokens)
     return doc
 
@@ -154,6 +158,12 @@ def _pack(results: list[dict], remaining: int, text_key: str, always_one: bool) 
             kept.append(cut)
         break
     return kept
+
+
+def _least_cost(item: dict, text_key: str) -> int:
+    """The fewest tokens a result takes in an answer: whole, or cut to MIN_CUT_TOKENS of its text."""
+    shell = dict(item, **{text_key: "", "tokens": 0, "truncated": True})
+    return min(json_tokens(item), json_tokens(shell) + MIN_CUT_TOKENS) + 8  # its separator, the cut's slack
 
 
 def _session_results(doc: dict, meta: dict, led, results: list[dict], pids: list[tuple], frame: dict,
