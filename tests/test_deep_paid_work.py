@@ -257,6 +257,22 @@ def test_asking_again_after_every_submit_answer_was_lost_resends_under_the_same_
     assert len(ledger_lines(home)) == 1
 
 
+def test_a_billed_request_whose_answer_was_lost_resumes_although_the_budget_was_lowered(cli, pplx, home):
+    """Regression: the budget check before paying stopped a resend under the same key (free), leaving the
+    billed request unrecorded and its report unread."""
+    configure(home, deep={"max_attempts": 2, "daily_budget_usd": 5}, http={"max_retries": 1})
+    pplx.state["pplx_lose"] = 100
+    job_id = cli("deep", "answers lost").json["error"]["details"]["conversation_id"]
+    cli("jobs", "worker", "--once")
+    pplx.state["pplx_lose"] = 0
+    configure(home, deep={"max_attempts": 2, "daily_budget_usd": 0.3}, http={"max_retries": 1})
+
+    again = cli("deep", "answers lost")
+
+    assert again.code == 0 and again.json["conversation_id"] == job_id, again.stdout
+    assert len(paid(pplx.state)) == 1 and len(ledger_lines(home)) == 1
+
+
 def test_asking_again_after_the_provider_ended_the_run_is_a_new_request(cli, pplx, home):
     configure(home, deep={"max_attempts": 1})
     pplx.state["pplx_async_fail"] = 1

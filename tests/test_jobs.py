@@ -203,6 +203,29 @@ def test_admitted_jobs_run_within_the_budget_that_admitted_them(cli, pplx, home)
     assert sum(json.loads(line)["cost_usd"] for line in (home / "usage" / "ledger.jsonl").read_text().splitlines()) <= 1.0
 
 
+def test_of_queued_jobs_a_lowered_budget_still_fits_the_first_runs(cli, pplx, home):
+    """Regression: each job, checked again before paying, counted the other (still waiting) as held, and
+    both failed although one fitted."""
+    configure(home, deep={"daily_budget_usd": 1.0})
+    ids = [enqueue(cli, "first in line"), enqueue(cli, "second in line")]
+    configure(home, deep={"daily_budget_usd": 0.5})  # one medium call ($0.464 typically) fits
+
+    cli("jobs", "worker", "--once")
+
+    statuses = sorted(status_of(home, job_id)["status"] for job_id in ids)
+    assert statuses == ["completed", "failed"]
+
+
+def test_a_model_the_price_table_lacks_holds_its_dearest_price():
+    from gsd_research.deep.accounting import typical_cost
+    from gsd_research.deep.cost import price_table
+
+    table = price_table()
+    priced = [typical_cost(table, model, "high") for model in table["perplexity"]]
+
+    assert typical_cost(table, "sonar-unpriced-preview", "high") == max(priced) > 0
+
+
 def test_a_revived_job_whose_request_the_ledger_counts_holds_nothing_more(cli, pplx, home):
     configure(home, deep={"max_attempts": 1, "timeout": 0.4})
     pplx.state["pplx_async_delay"] = 30

@@ -85,6 +85,19 @@ def test_budget_is_reported_with_what_remains(cli, home):
     assert doc["today"]["budget_usd"] == 2 and doc["today"]["remaining_usd"] == pytest.approx(1.242)
 
 
+def test_what_remains_of_the_budget_leaves_out_what_queued_jobs_hold(cli, fake, home, monkeypatch):
+    from tests.deep_fixtures import configure
+
+    monkeypatch.setenv("PERPLEXITY_API_KEY", "pplx-test-key")
+    configure(home, deep={"daily_budget_usd": 2, "autostart": False})
+    assert cli("deep", "--async", "held until it runs").code == 0
+
+    today = cli("usage").json["today"]
+
+    assert today["held_usd"] == pytest.approx(0.464, abs=0.01)
+    assert today["remaining_usd"] == pytest.approx(2 - today["held_usd"])
+
+
 def test_a_ref_already_in_the_ledger_is_not_written_again(home):
     usage_ledger.record("perplexity", "m", 1, 1, 0.1, "jobs worker", ref="job-1:remote-1")
     usage_ledger.record("perplexity", "m", 1, 1, 0.1, "jobs worker", ref="job-1:remote-12")  # not a prefix match

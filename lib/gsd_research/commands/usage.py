@@ -44,8 +44,14 @@ def usage(rt, since: str | None):
     doc = {"since": first.isoformat() if first else None, **summary}
     budget = load(rt.config).daily_budget_usd
     spent = usage_ledger.spent_on()
-    doc["today"] = {"date": datetime.now(timezone.utc).date().isoformat(), "spent_usd": spent,
-                    "budget_usd": budget, "remaining_usd": None if budget is None else round(max(0.0, budget - spent), 6)}
+    doc["today"] = {"date": datetime.now(timezone.utc).date().isoformat(), "spent_usd": spent, "budget_usd": budget,
+                    "remaining_usd": None}
+    if budget is not None:  # queued deep jobs hold their typical cost until they settle (deep.guard)
+        from gsd_research.deep.cost import price_table
+        from gsd_research.deep.guard import held_usd
+
+        held = held_usd(price_table(rt.config))
+        doc["today"].update(held_usd=held, remaining_usd=round(max(0.0, budget - spent - held), 6))
     total_days = len(doc["days"])
     doc["metadata"] = {"ledger": str(usage_ledger.ledger_path()), "days_total": total_days,
                        "days_returned": total_days, "max_tokens": rt.max_tokens, "truncated": False,

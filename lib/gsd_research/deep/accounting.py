@@ -18,8 +18,20 @@ DEFAULT_MODEL = "sonar-deep-research"
 
 def typical_cost(table: dict, model: str | None, effort: str | None) -> float:
     """The price table's typical cost of one request: a request ended without a report is recorded at it, and
-    a queued job holds it against the daily budget until its ledger line is written."""
-    return float(costs.expected_cost(table, PROVIDER, model or DEFAULT_MODEL, str(effort or "medium")) or 0.0)
+    a queued job holds it against the daily budget until its ledger line is written. A model the table does
+    not price costs as its dearest priced one (never 0: it would hold nothing)."""
+    effort = str(effort or "medium")
+    known = costs.expected_cost(table, PROVIDER, model or DEFAULT_MODEL, effort)
+    if known:
+        return float(known)
+    priced = [costs.expected_cost(table, PROVIDER, name, effort) for name in (table.get(PROVIDER) or {})]
+    return float(max((p for p in priced if p), default=0.0))
+
+
+def may_be_taken(status: dict) -> bool:
+    """Whether the provider may already hold (and bill) the job's request: a resend reuses it, paying nothing
+    more, so no budget check may stop it."""
+    return any(status.get(field) for field in ("remoteId", "submitKey", "agentSubmittedAt"))
 
 
 def ref_of(job_id: str, status: dict) -> str | None:

@@ -90,6 +90,7 @@ def _models() -> dict:
         remoteDone: bool = False  # noqa: N815
         untracked: bool = False
         ledgerRecorded: bool = False  # noqa: N815
+        budgetAdmitted: bool = False  # noqa: N815 - passed its budget check to pay (deep.guard)
 
     class Job(Record):
         id: str

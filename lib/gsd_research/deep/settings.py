@@ -23,7 +23,7 @@ DEFAULTS = {
     "idle_exit": 30.0,  # seconds an idle background worker waits for new jobs before exiting
     "max_interruptions": 20,  # worker deaths a job survives before it is marked failed
     "autostart": True,  # start a background worker when a job is enqueued
-    "daily_budget_usd": None,  # hard cap: admit a call only while it fits (deep.guard)
+    "daily_budget_usd": None,  # admit a call only while its typical cost fits (deep.guard)
     "cost_warning_usd": 1.0,  # warn when a call is likely to cost more
 }
 

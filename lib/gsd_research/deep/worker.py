@@ -303,7 +303,7 @@ class Worker:
             cached = result_cache.get(query, effort, model, self.rt.config.ttl("deep"))
             if cached is not None:
                 return dict(cached, cache_hit=True)
-        if not status.get("remoteId"):  # resuming a request already paid for spends nothing more
+        if not accounting.may_be_taken(status):  # resuming a request the provider may hold spends nothing more
             check_budget(self.s, self.research.table, effort, model, job["id"])
         return self.research.priced(self.research.resumable(job, status, hooks, stop_at))
 
