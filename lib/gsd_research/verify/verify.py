@@ -321,11 +321,10 @@ class Verifier:
             out["reasons"] = score["reasons"]
         if score.get("missing"):
             out["missing"] = score["missing"]
-        return self._judged(claim, out, passage, score["numbers_differ"])
+        return self._judged(claim, out, passage)
 
-    def _judged(self, claim, out: dict, passage: str, numbers_differ: bool) -> dict:
-        """The model's verdict replaces the ranking's when a model is configured (both are shown), within what
-        the passage shows: a claim whose number it lacks or contradicts is never supported."""
+    def _judged(self, claim, out: dict, passage: str) -> dict:
+        """The model's verdict replaces the ranking's when a model is configured (both are shown)."""
         if not self.use_llm:
             return out
         if self.deadline.expired():
@@ -337,8 +336,7 @@ class Verifier:
         word, backend = judged
         self.llm_backend = backend
         judged = {k: v for k, v in out.items() if k != "caveat"}
-        supported = word == "SUPPORTED" and not numbers_differ
-        return dict(judged, verdict="supported" if supported else "not_found", method=f"llm:{backend}",
+        return dict(judged, verdict="supported" if word == "SUPPORTED" else "not_found", method=f"llm:{backend}",
                     llm_verdict=word.lower(), ranking_verdict=out["verdict"])
 
     def _candidates(self, src: SourceText, claim_text: str) -> list[str]:
