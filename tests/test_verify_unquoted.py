@@ -41,6 +41,8 @@ def test_swapped_numbers_are_not_found(cited):
     ("Widget toolkit 5.0 requires Python 3.12 or newer.",
      "Widget toolkit 5.0, released in March, requires Python 3.12 or newer."),
     ("Django 5.0 dropped support for Python 3.9.", "Django 5.0 dropped support for Python 3.8 and 3.9."),
+    ("The search index of the cluster uses 5 shards and 3 replicas.",
+     "Search index settings of the cluster. Shards: 5. Replicas: 3."),  # a label's next entry is no unit
 ])
 def test_a_number_next_to_a_word_that_is_no_unit_is_found(cited, claim, source):
     (result,) = cited(claim, source=source)

@@ -83,10 +83,16 @@ def too_short(claim: str) -> bool:
 
 
 def _unit_pairs(text: str) -> set[tuple[str, str]]:
-    """(number, the content word right after it) pairs; a stopword or a number after a number is no unit."""
-    tokens = [t.replace(",", "").rstrip(".") if t[0].isdigit() else "" if t.lower() in STOPWORDS else stem(t)
-              for t in _WORD.findall(text)]
-    return {(n, w) for n, w in pairwise(tokens) if n[:1].isdigit() and w and not w[:1].isdigit()}
+    """(number, the content word right after it, only spaces between) pairs; a stopword, a number, or a word
+    past punctuation ("Shards: 5. Replicas: 3", a label's next entry) is no unit."""
+    found = list(_WORD.finditer(text))
+    pairs = set()
+    for a, b in pairwise(found):
+        n, w = a.group(), b.group()
+        if n[0].isdigit() and not w[0].isdigit() and w.lower() not in STOPWORDS and \
+                text[a.end():b.start()].isspace():
+            pairs.add((n.replace(",", ""), stem(w)))
+    return pairs
 
 
 def _units_differ(claim: str, passage: str) -> bool:
