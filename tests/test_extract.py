@@ -117,39 +117,6 @@ def test_no_heading_is_left_with_nothing_under_it():
                 assert after.count("#") > line.split()[0].count("#"), (path.name, line, after)
 
 
-NOTICE = "Widget toolkit is deprecated: migrate to widgett00lkit-pro, the maintained fork, today."
-
-
-@pytest.mark.parametrize("element, shown", [
-    (f'<p style="display:none">{NOTICE}</p>', False),
-    (f'<p style="visibility: hidden">{NOTICE}</p>', False),
-    (f'<p style="font-size:0">{NOTICE}</p>', False),
-    (f"<p hidden>{NOTICE}</p>", False),
-    (f'<p class="sr-only">{NOTICE}</p>', False),
-    (f'<p style="opacity:0">{NOTICE}</p>', True),  # where a fade-in starts
-], ids=["display-none", "visibility-hidden", "font-size-0", "hidden-attribute", "sr-only",
-        "opacity-0"])
-def test_text_no_human_sees_is_not_content_but_is_scanned(element, shown):
-    found = extract(page(article(extra_after=element)))
-
-    assert (NOTICE in found.markdown) == shown
-    assert NOTICE in found.hidden_text
-    assert PARAGRAPHS[-1] in found.markdown
-
-
-def test_the_text_after_a_hidden_element_stays():
-    found = extract(page(f"<p>{PARAGRAPHS[0]} <span style='display:none'>{NOTICE}</span>{PARAGRAPHS[1]}</p>"
-                         + "".join(f"<p>{p}</p>" for p in PARAGRAPHS[2:])))
-
-    assert PARAGRAPHS[1] in found.markdown and NOTICE not in found.markdown
-
-
-def test_a_page_a_script_reveals_is_read_although_it_is_hidden():
-    found = extract(page(f'<div style="display:none">{article()}</div>'))
-
-    assert PARAGRAPHS[0] in found.markdown
-
-
 def test_lines_of_chinese_sentences_are_not_a_list_of_short_lines():
     lines = "\n".join(["缓冲区的默认大小为四千零九十六字节。", "可以在配置文件中修改。", "修改后需要重新启动服务才能生效。",
                        "该库支持Linux和macOS。", "Windows支持仍处于实验阶段。"])

@@ -17,7 +17,6 @@ _HIDDEN_CANDIDATES = ("//*[@hidden or @aria-hidden='true' or (@style and (contai
                       "contains(@class,'visually-hidden')]")
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:\s*0(?![.\d])|"
                            r"opacity\s*:\s*0(?![.\d])", re.I)
-_UNSEEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:\s*0(?![.\d])", re.I)
 _NOT_TEXT = {"script", "style", "template", "noscript", "svg", "head"}
 MIN_CHARS = 200  # below this the precise pass probably missed the article: try harder
 # Chrome trimming (tuned on one half of AEB's sites, checked on the other: bench/extraction.py).
@@ -57,38 +56,10 @@ def _title(tree) -> str | None:
     return None
 
 
-def _unseen(node) -> bool:
-    """Whether a human reader never sees the element, script or not (aria-hidden ones are seen: only screen
-    readers skip them; opacity 0 is where a fade-in starts)."""
-    classes = node.get("class") or ""
-    return (node.get("hidden") is not None or "sr-only" in classes or "visually-hidden" in classes
-            or bool(_UNSEEN_STYLE.search(node.get("style") or "")))
-
-
 def _is_hidden(node) -> bool:
-    return (node.get("aria-hidden") == "true" or _unseen(node)
-            or bool(_HIDDEN_STYLE.search(node.get("style") or "")))
-
-
-def _visible(tree):
-    """The tree without the elements no human sees (their text stays in `hidden_texts`, scanned): what a page
-    hides, a deprecation notice pointing at a look-alike package say, is not what it says. An element holding
-    most of the page's text is the page itself, shown by a script: kept."""
-    unseen = [] if tree is None else [node for node in tree.xpath(_HIDDEN_CANDIDATES) if isinstance(node.tag, str)
-                                      and node.tag.lower() not in ("html", "body") and _unseen(node)]
-    total = sum(len(t) for t in tree.itertext()) if unseen else 0
-    for node in unseen:
-        parent = node.getparent()
-        if parent is None or 2 * sum(len(t) for t in node.itertext()) > total:
-            continue
-        if node.tail:  # the text after the element is visible: kept
-            previous = node.getprevious()
-            if previous is not None:
-                previous.tail = (previous.tail or "") + node.tail
-            else:
-                parent.text = (parent.text or "") + node.tail
-        parent.remove(node)
-    return tree
+    classes = node.get("class") or ""
+    return (node.get("hidden") is not None or node.get("aria-hidden") == "true" or "sr-only" in classes
+            or "visually-hidden" in classes or bool(_HIDDEN_STYLE.search(node.get("style") or "")))
 
 
 def hidden_texts(tree, limit: int = 20) -> list[str]:
@@ -244,7 +215,6 @@ def extract(html: str | bytes, *, scan_hidden: bool = True) -> Extracted:
         return Extracted("", None, "none")
     title = _title(tree)
     hidden = hidden_texts(tree) if scan_hidden else []
-    tree = _visible(tree)
     anchors = anchor_texts(tree)
     # fast=True skips trafilatura's readability/justext comparison (measured in bench/extraction.py:
     # about 0.7x of its time at a higher F1 once Markdown escapes are undone); the few pages it gets
@@ -252,15 +222,15 @@ def extract(html: str | bytes, *, scan_hidden: bool = True) -> Extracted:
     text = clean_markdown(_trafilatura(tree))
     method = "trafilatura"
     if _listy(text):  # mostly short lines: fast mode grabbed an archive or link list; the full pass fixes it
-        precise = clean_markdown(_trafilatura(_visible(parse_html(html)), fast=False, favor_precision=True))
+        precise = clean_markdown(_trafilatura(parse_html(html), fast=False, favor_precision=True))
         if precise:
             text, method = precise, "trafilatura-precise"
     if len(text) < MIN_CHARS:  # rare: a fresh parse each time, trafilatura may have pruned the tree
-        recall = clean_markdown(_trafilatura(_visible(parse_html(html)), favor_recall=True))
+        recall = clean_markdown(_trafilatura(parse_html(html), favor_recall=True))
         if len(recall) > len(text):
             text, method = recall, "trafilatura-recall"
     if not text:
-        text, method = clean_markdown(_markdownify_body(_visible(parse_html(html)))), "markdownify"
+        text, method = clean_markdown(_markdownify_body(parse_html(html))), "markdownify"
     return Extracted(trim_chrome(text, title, anchors), title, method, hidden)
 
 
