@@ -171,12 +171,14 @@ def test_web_sources_name_the_pages_not_the_expiring_grounding_redirects(cli, ke
     assert again.json["sources"] == first.json["sources"] and again.json["metadata"]["cache_hit"] is True
 
 
-def test_a_grounding_redirect_that_cannot_be_read_stays_the_source(cli, keys):
-    keys.add_fault("/grounding-api-redirect/", "status", status=503, times=10)
+@pytest.mark.parametrize("status", [503, 200], ids=["refused", "a page, not a redirect"])
+def test_a_grounding_redirect_that_cannot_be_read_stays_the_source(cli, keys, status):
+    keys.add_fault("/grounding-api-redirect/", "status", status=status, times=10)
 
     r = cli("web", "who won euro 2024")
 
     assert r.code == 0 and all("/grounding-api-redirect/" in s["url"] for s in r.json["sources"])
+    assert len(keys.hits("/grounding-api-redirect/")) == 2  # once each: an answer is final
 
 
 def _sent(fake) -> tuple[str, dict]:

@@ -409,6 +409,7 @@ def image(rt, path: str, question: str | None):
 
 REDIRECT_HOST, REDIRECT_PATH = "vertexaisearch.cloud.google.com", "/grounding-api-redirect/"
 RESOLVE_SECONDS = 5.0  # for all of an answer's redirects; one not read by then stays a redirect
+ANY_STATUS = tuple(range(100, 600))
 
 
 def cited_urls(rt, urls: list[str | None]) -> list[str | None]:
@@ -429,9 +430,11 @@ def cited_urls(rt, urls: list[str | None]) -> list[str | None]:
             out.append(url)
             continue
         try:
-            reply = rt.http.request("gemini", "GET", url, expected=(301, 302, 303, 307, 308), allow_redirects=False,
-                                    cache=False, retries=0, deadline=left)
-            out.append(safe_url(reply.headers.get("Location")) or url)
+            reply = rt.http.request("gemini", "GET", url, expected=ANY_STATUS, allow_redirects=False, cache=False,
+                                    retries=0, deadline=left)  # any answer is final: no retry, no wait
+            redirected = reply.is_redirect or reply.status_code in (301, 302, 303, 307, 308)
+            out.append(safe_url(reply.headers.get("Location")) if redirected and safe_url(
+                reply.headers.get("Location")) else url)
         except GsdError:
             out.append(url)
     return out
