@@ -122,3 +122,17 @@ def test_lines_of_chinese_sentences_are_not_a_list_of_short_lines():
                        "该库支持Linux和macOS。", "Windows支持仍处于实验阶段。"])
 
     assert not _listy(lines)
+
+
+GERMAN = "Die Größe der Büros ist groß. Grüße aus München. " * 20
+
+
+@pytest.mark.parametrize("data", [
+    GERMAN.encode("utf-8") + b"\xff" + GERMAN.encode("utf-8"),  # one stray byte
+    (GERMAN + "Globus 🌐").encode("utf-8")[:-2],  # cut inside the last character (head -c)
+    GERMAN.encode("latin-1"),
+], ids=["utf-8 with a stray byte", "utf-8 cut mid-character", "latin-1"])
+def test_text_is_decoded_by_its_charset_despite_a_few_bad_bytes(data):
+    from gsd_research.read.extract import decode_text
+
+    assert decode_text(data).startswith("Die Größe der Büros ist groß.")

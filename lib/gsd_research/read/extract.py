@@ -235,21 +235,26 @@ def extract(html: str | bytes, *, scan_hidden: bool = True) -> Extracted:
 
 
 def decode_text(data: bytes, charset: str | None = None) -> str:
-    """Bytes as text, a page's or a local file's alike: the declared charset, else UTF-8, else the charset
-    trafilatura detects for HTML pages (charset_normalizer)."""
-
-    def candidates():
-        yield from filter(None, (charset, "utf-8"))
-        from trafilatura.utils import detect_encoding  # heavy: only when neither decodes
-
-        yield from detect_encoding(data)
-
-    for name in candidates():
+    """Bytes as text, a page's or a local file's alike: the declared charset, else UTF-8 (also with a few bad
+    bytes: a file cut by `head -c`, one stray byte), else the charset trafilatura detects for HTML pages
+    (charset_normalizer)."""
+    for name in filter(None, (charset, "utf-8")):
         try:
             return data.decode(name)
         except (LookupError, UnicodeDecodeError):
             continue
-    return data.decode("utf-8", "replace")
+    text = data.decode("utf-8", "replace")
+    high = sum(1 for b in data if b >= 0x80)  # in UTF-8 text nearly all are valid; in Latin-1 text none is
+    if text.count("\ufffd") * 10 <= high:  # mostly valid UTF-8: its few bad bytes replaced
+        return text
+    from trafilatura.utils import detect_encoding  # heavy: only for text that is not UTF-8
+
+    for name in detect_encoding(data):
+        try:
+            return data.decode(name)
+        except (LookupError, UnicodeDecodeError):
+            continue
+    return text
 
 
 def text_to_markdown(text: str) -> str:
