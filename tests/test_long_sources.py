@@ -75,6 +75,28 @@ def test_with_no_model_the_extractive_summary_quotes_the_section_about_the_focus
     assert "Widget.render was removed" in r.json["summary"]
 
 
+def keep_a_changelog(versions: int = 300) -> str:
+    """Newest first, each version's notes under ### subsections, the answer deep down under 2.0.0."""
+    notes = "\n".join(f"- Fixed the scheduler timeout handling when the config is invalid (#{n})" for n in range(6))
+    parts = ["# Changelog\n\nAll notable changes to this project are documented here."]
+    for n in range(versions, 0, -1):
+        version = "2.0.0" if n == 120 else f"{n // 10}.{n % 10}.{n % 7}"
+        body = ("### Removed\n\n- Widget.render is gone; call Widget.draw instead.\n\n### Changed\n\n- Client "
+                "timeouts are now given in milliseconds, not seconds.") if version == "2.0.0" else f"### Fixed\n\n{notes}"
+        parts.append(f"## [{version}] - 2024-08-{n % 28 + 1:02d}\n\n{body}")
+    return "\n\n".join(parts)
+
+
+@pytest.mark.parametrize("focus, wanted", [
+    ("What are the breaking changes in 2.0?", ["## [2.0.0]", "Widget.draw", "milliseconds"]),  # deep down
+    ("What changed in 30.0.6?", ["## [30.0.6]", "Fixed the scheduler"]),  # the newest, at the top
+], ids=["a version deep down", "the newest version"])
+def test_a_version_is_read_with_the_notes_under_its_heading(focus, wanted):
+    reading = choose(keep_a_changelog(), focus, LIMIT)
+
+    assert all(w in reading.text for w in wanted), [w for w in wanted if w not in reading.text]
+
+
 @pytest.mark.parametrize("focus", ["", "the weather on Mars"], ids=["no focus", "focus found nowhere"])
 def test_a_focus_that_picks_nothing_reads_the_beginning(focus):
     reading = choose(changelog(), focus, LIMIT)
