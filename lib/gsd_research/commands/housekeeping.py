@@ -241,13 +241,15 @@ def show(rt):
 @agent_command("get")
 @click.argument("key")
 def get(rt, key: str):
-    """The value of KEY (dotted, e.g. hooks.webfetch_mode) in effect: config.yaml's, else the default."""
+    """KEY's value (dotted, e.g. hooks.webfetch_mode): config.yaml's, else the default. Environment variables
+    override some keys (provider URLs and keys, OLLAMA_MODEL): `config show` lists those set."""
     from gsd_research.core.config import _merge
 
     node = redact(_merge(all_defaults(), rt.config.user))
     for part in key.split("."):
         if not isinstance(node, dict) or part not in node:
-            raise UsageError(f"No configuration key '{key}'", suggestions=["gsd-research config show (every key)"])
+            raise UsageError(f"No configuration key '{key}' in config.yaml or the defaults",
+                             suggestions=["gsd-research config show (every key)"])
         node = node[part]
     return _with_budget(rt, {"key": key, "value": node, "path": str(config_path())})
 
