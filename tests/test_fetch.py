@@ -176,6 +176,17 @@ def test_a_page_trickling_in_past_http_deadline_is_a_timeout(cli, pages, home):
     assert any("http.deadline" in s for s in r.json["error"]["suggestions"])
 
 
+def test_http_deadline_bounds_a_fetch_through_all_its_redirects(cli, pages, home):
+    config = home / "config.yaml"
+    config.write_text(config.read_text().replace("deadline: 20", "deadline: 2"))
+    pages.state["redirect_delay"] = 0.8  # each hop well within the deadline
+
+    r = cli("fetch", pages.url + "/pages/redirect/4")
+
+    assert r.code == 6 and r.json["error"]["code"] == "TIMEOUT"
+    assert "not read within the 2-second deadline" in r.json["error"]["message"]
+
+
 SHORT_CJK = {  # short pages in scripts written without spaces: a few "words" to split() on
     "zh-utf8": ("text/html; charset=utf-8", "<html><head><meta charset=utf-8><title>配置</title></head><body><article>"
                 "<h1>配置指南</h1><p>缓冲区的默认大小为四千零九十六字节，可以在配置文件中修改。</p>"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tests.fakes.server import FakeServer, Reply, Request
 
 ARTICLE_BODY = """
@@ -115,7 +117,8 @@ def install(server: FakeServer) -> None:
     server.route("GET", r"/pages/picture.png")(lambda req: Reply(200, b"\x89PNG\r\n\x1a\n" + b"\0" * 64,
                                                                  content_type="image/png"))
     server.route("GET", r"/pages/huge")(huge)
-    server.route("GET", r"/pages/redirect/\d+")(redirect)
+    server.route("GET", r"/pages/redirect/\d+")(  # each hop after state["redirect_delay"] seconds (default none)
+        lambda req: replace(redirect(req), delay=server.state.get("redirect_delay", 0.0)))
     server.route("GET", r"/pages/to-metadata")(lambda req: Reply(
         302, b"", headers={"Location": "http://169.254.169.254/latest/meta-data/"}, content_type="text/plain"))
     server.route("GET", r"/pages/to-file")(lambda req: Reply(

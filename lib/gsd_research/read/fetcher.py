@@ -240,6 +240,7 @@ class Fetcher:
     def __init__(self, rt, stop_at: float | None = None) -> None:
         self.rt = rt
         self.stop_at = stop_at  # time.monotonic() by which the whole fetch must be over (None: http.deadline)
+        self._stop = 0.0  # this fetch's
         cfg = rt.config
         self.max_redirects = int(min(cfg.number("fetch.max_redirects", 5), 100))
         self.max_bytes = int(min(cfg.number("fetch.max_bytes", 10_000_000), 2**62))
@@ -250,7 +251,11 @@ class Fetcher:
             rt.http.session.mount(prefix, adapter)
 
     def fetch(self, url: str) -> Page:
+        import time
+
         current, hops = url.strip(), 0
+        # one deadline for every hop: http.deadline bounds the whole fetch, not each of its redirects
+        self._stop = self.stop_at if self.stop_at is not None else time.monotonic() + self.rt.http.deadline
         while True:
             check_url(current, self.allow)
             resp, from_cache = self._get(current)
@@ -286,18 +291,28 @@ class Fetcher:
                                         expected=(200, *REDIRECTS), headers={"Accept": ACCEPT},
                                         deadline=self._left())
         except GsdError as exc:
-            raise page_error(exc, url) from None
+            raise self._error(exc, url) from None
         finally:
             _GUARD.reset(token)
         return resp, False
 
+    def _error(self, exc: GsdError, url: str) -> GsdError:
+        """`page_error`; a timeout of a fetch under http.deadline named by that setting (all hops share it)."""
+        from gsd_research.core.errors import TimeoutError_
+
+        error = page_error(exc, url)
+        if isinstance(error, TimeoutError_) and self.stop_at is None:
+            total = self.rt.http.deadline
+            error.message = f"The page at {url} was not read within the {total:g}-second deadline"
+            error.suggestions = ["Retry later", "Raise http.deadline with gsd-research config set"]
+            error.details["deadline_s"] = total
+        return error
+
     def _left(self) -> float | None:
-        """Seconds left before `stop_at` (a spent deadline raises TIMEOUT before anything is sent)."""
-        if self.stop_at is None:
-            return None
+        """Seconds left of this fetch's deadline (a spent one raises TIMEOUT before anything is sent)."""
         import time
 
-        left = self.stop_at - time.monotonic()
+        left = self._stop - time.monotonic()
         if left <= 0:
             from gsd_research.core.errors import TimeoutError_
 
@@ -311,7 +326,7 @@ class Fetcher:
         try:
             return read_streamed("fetch", resp, self.max_bytes)
         except GsdError as exc:
-            raise page_error(exc, url) from None
+            raise self._error(exc, url) from None
 
     def _page(self, url: str, final: str, resp, hops: int, from_cache: bool) -> Page:
         from gsd_research.core.external import media_type
