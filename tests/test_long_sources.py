@@ -97,6 +97,23 @@ def test_a_version_is_read_with_the_notes_under_its_heading(focus, wanted):
     assert all(w in reading.text for w in wanted), [w for w in wanted if w not in reading.text]
 
 
+def test_github_style_v_versions_are_found_by_their_number():
+    text = keep_a_changelog().replace("## [", "## v").replace("] - ", " (")
+
+    reading = choose(text, "What changed in 2.0.0?", LIMIT)
+
+    assert "## v2.0.0" in reading.text and "Widget.draw" in reading.text
+
+
+def test_a_source_without_markdown_headings_is_read_from_its_beginning():
+    """NEWS files and setext headings say nowhere where a version's notes end: the beginning, as always."""
+    news = keep_a_changelog().replace("## [", "Version ").replace("### ", "  ")
+
+    reading = choose(news, "What are the breaking changes in 2.0?", LIMIT)
+
+    assert reading.cut["chosen_by"] == "beginning"
+
+
 @pytest.mark.parametrize("focus", ["", "the weather on Mars"], ids=["no focus", "focus found nowhere"])
 def test_a_focus_that_picks_nothing_reads_the_beginning(focus):
     reading = choose(changelog(), focus, LIMIT)

@@ -21,6 +21,7 @@ PART_CHARS = 2_000  # about 500 tokens: a section, or a part of a long one
 GAP = "\n\n[…]\n\n"  # where the source goes on unread
 K1, B = 1.2, 0.75  # BM25
 _TERM = re.compile(r"\w(?:[\w.'-]*\w)?")
+_HEADING = re.compile(r"\n* {0,3}(#{1,6})[ \t]+\S")  # a Markdown (ATX) heading: `# `, not `#include` nor `  # x`
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 _STOP = frozenset("""a an the and or but if then of to in on at by for with from as is are was were be been it its
 this that these those what when where which who why how do does did has have had not no can will about into
@@ -58,6 +59,7 @@ def _terms(text: str) -> list[str]:
     (5.0.0 is found by 5.0); runs of Chinese, Japanese or Korean as character pairs (no spaces there)."""
     out = []
     for token in _TERM.findall(text.lower()):
+        token = token[1:] if re.fullmatch(r"v\d+(?:\.\d+)+", token) else token  # v2.14.1 is 2.14.1
         if _CJK.search(token):
             out += [token[i:i + 2] for i in range(max(1, len(token) - 1))]
         elif token not in _STOP and len(token) > 1:
@@ -76,8 +78,9 @@ def _parts(markdown: str) -> list[_Part]:
     start = offset = 0
     for block in markdown.split("\n\n"):
         for piece in _pieces(block):
+            heading = _HEADING.match(piece)
+            level = len(heading.group(1)) if heading else 0
             line = piece.lstrip()
-            level = len(line) - len(line.lstrip("#")) if line.startswith("#") else 0
             if current and (level or sum(map(len, current)) + len(piece) > PART_CHARS):
                 parts.append(_Part(start, tuple(h for _, h in stack), "\n\n".join(current)))
                 current = []
@@ -122,7 +125,9 @@ def _about(markdown: str, terms: list[str], limit: int) -> str | None:
     if not terms:
         return None
     head = cut_to_tokens(markdown[: limit * 4], limit // 2)[0]
-    parts = [p for p in _parts(markdown) if p.start >= len(head)]
+    parts = _parts(markdown[len(head):].lstrip("\n"))  # the first goes on where the beginning stops
+    if sum(1 for p in parts if p.headings) < len(parts) // 2:
+        return None  # no Markdown headings to tell where a section ends (NEWS, setext, plain text)
     scores = _scores(parts, terms) if parts else []
     if not any(scores):
         return None
@@ -162,11 +167,12 @@ def _take(parts: list[_Part], chosen: set[int], indices, room: int) -> int:
 
 
 def _printed(parts: list[_Part], chosen: list[int]) -> list[str]:
-    """The chosen parts in order; each run after a gap under its headings (those it does not start with)."""
-    out, previous = [], None
+    """The chosen parts in order (the first part goes on from the beginning); each run after a gap under its
+    headings (those it does not start with)."""
+    out, previous = [], -1
     for i in chosen:
         part = parts[i]
-        if previous is None or i != previous + 1:
+        if i != previous + 1:
             own = part.text.lstrip().splitlines()[0] if part.text.lstrip().startswith("#") else None
             above = [h for h in part.headings if h != own]
             out.append(GAP + "".join(f"{h}\n\n" for h in above) + part.text)

@@ -74,8 +74,8 @@ def windows(text: str, size: int = 3) -> list[str]:
 MISSING = "a number or name of the claim is not in the passage"
 UNITS = "a number of the claim is not next to the same unit in the passage"
 MIN_WORDS = 3  # content words below which a claim is too short to judge by its words
-CAVEAT = ("word overlap only: the passage shares the claim's words, numbers and names in the same places; this "
-          "is not a support judgement (added or changed facts pass it); configure a model backend for one")
+CAVEAT = ("word overlap only: the passage shares the claim's words, numbers and names; this is not a support "
+          "judgement (added, changed or swapped facts pass it); configure a model backend for one")
 
 
 def too_short(claim: str) -> bool:
