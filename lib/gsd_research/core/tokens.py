@@ -182,8 +182,8 @@ def _longest_prefix(text: str, boundaries: list[int], max_tokens: int, measure) 
 
 # Scripts written without spaces between words (Thai, Lao, Myanmar, Khmer, kana, Han): each character is
 # counted as a word, as word processors count them; elsewhere words are what whitespace separates.
-_UNSPACED = "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
-_WORD_UNITS = re.compile(f"[{_UNSPACED}]|[^\\s{_UNSPACED}]+")
+UNSPACED = "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
+_WORD_UNITS = re.compile(f"[{UNSPACED}]|[^\\s{UNSPACED}]+")
 
 
 def word_count(text: str) -> int:

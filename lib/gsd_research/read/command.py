@@ -432,9 +432,7 @@ def cited_urls(rt, urls: list[str | None]) -> list[str | None]:
         try:
             reply = rt.http.request("gemini", "GET", url, expected=ANY_STATUS, allow_redirects=False, cache=False,
                                     retries=0, deadline=left)  # any answer is final: no retry, no wait
-            redirected = reply.is_redirect or reply.status_code in (301, 302, 303, 307, 308)
-            out.append(safe_url(reply.headers.get("Location")) if redirected and safe_url(
-                reply.headers.get("Location")) else url)
+            out.append((safe_url(reply.headers.get("Location")) if reply.is_redirect else None) or url)
         except GsdError:
             out.append(url)
     return out

@@ -44,8 +44,6 @@ def page_error(exc: GsdError, url: str) -> GsdError:
     if status in (404, 410):
         return NotFound(f"No page at {url} (HTTP {status})", details=exc.details,
                         suggestions=["Check the URL", "gsd-research search for the page's current address"])
-    if isinstance(exc, TimeoutError_) and "deadline_s" in exc.details:
-        exc.message = f"The page at {url} was not read within the {exc.details['deadline_s']:g}-second deadline"
     if status and not exc.suggestions:
         exc.suggestions = ["Retry later, or read another source on the topic"]
     return exc
@@ -297,26 +295,27 @@ class Fetcher:
         return resp, False
 
     def _error(self, exc: GsdError, url: str) -> GsdError:
-        """`page_error`; a timeout of a fetch under http.deadline named by that setting (all hops share it)."""
-        from gsd_research.core.errors import TimeoutError_
-
+        """`page_error`; a timeout named by the whole fetch's deadline (all hops share it): http.deadline's, or
+        the caller's."""
         error = page_error(exc, url)
-        if isinstance(error, TimeoutError_) and self.stop_at is None:
-            total = self.rt.http.deadline
-            error.message = f"The page at {url} was not read within the {total:g}-second deadline"
-            error.suggestions = ["Retry later", "Raise http.deadline with gsd-research config set"]
-            error.details["deadline_s"] = total
+        if isinstance(error, TimeoutError_):
+            configured = self.stop_at is None
+            total = self.rt.http.deadline if configured else error.details.get("deadline_s")
+            error.message = f"The page at {url} was not read " + (f"within the {total:g}-second deadline" if total
+                                                                   else "in the time allowed")
+            error.suggestions = ["Retry later"] + (["Raise http.deadline with gsd-research config set"]
+                                                   if configured else [])
+            if total:
+                error.details["deadline_s"] = total
         return error
 
-    def _left(self) -> float | None:
+    def _left(self) -> float:
         """Seconds left of this fetch's deadline (a spent one raises TIMEOUT before anything is sent)."""
         import time
 
         left = self._stop - time.monotonic()
         if left <= 0:
-            from gsd_research.core.errors import TimeoutError_
-
-            raise TimeoutError_("The page was not read in the time allowed", suggestions=["Retry with more time"])
+            raise TimeoutError_("The page was not read in the time allowed")
         return left
 
     def _read_capped(self, resp, url: str) -> tuple[bytes, bool]:

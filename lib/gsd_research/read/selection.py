@@ -16,13 +16,15 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
+from gsd_research.core.tokens import UNSPACED
+
 SCAN_CHARS = 4_000_000  # a longer source is chosen from its first 4 M characters (a few seconds at most)
 PART_CHARS = 2_000  # about 500 tokens: a section, or a part of a long one
 GAP = "\n\n[…]\n\n"  # where the source goes on unread
 K1, B = 1.2, 0.75  # BM25
 _TERM = re.compile(r"\w(?:[\w.'-]*\w)?")
 _HEADING = re.compile(r"\n* {0,3}(#{1,6})[ \t]+\S")  # a Markdown (ATX) heading: `# `, not `#include` nor `  # x`
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+_UNSPACED = re.compile(f"[{UNSPACED}]")  # scripts without spaces between words (core.tokens)
 _STOP = frozenset("""a an the and or but if then of to in on at by for with from as is are was were be been it its
 this that these those what when where which who why how do does did has have had not no can will about into
 there their they them we you your our i me my all any each more most other some such than too very also""".split())
@@ -36,7 +38,6 @@ class Reading:
 
 @dataclass(frozen=True)
 class _Part:
-    start: int  # offset in the source
     headings: tuple[str, ...]  # the headings above it, outermost first (its own when it starts with one)
     text: str
 
@@ -56,11 +57,11 @@ def choose(markdown: str, focus: str | None, limit: int) -> Reading:
 
 def _terms(text: str) -> list[str]:
     """Lower-cased terms, crudely stemmed (changes, changed: chang); a dotted version also as its prefixes
-    (5.0.0 is found by 5.0); runs of Chinese, Japanese or Korean as character pairs (no spaces there)."""
+    (5.0.0 is found by 5.0); runs of a script written without spaces (Chinese, Japanese, Thai) as character pairs."""
     out = []
     for token in _TERM.findall(text.lower()):
         token = token[1:] if re.fullmatch(r"v\d+(?:\.\d+)+", token) else token  # v2.14.1 is 2.14.1
-        if _CJK.search(token):
+        if _UNSPACED.search(token):
             out += [token[i:i + 2] for i in range(max(1, len(token) - 1))]
         elif token not in _STOP and len(token) > 1:
             out.append(re.sub(r"(?:es|s|ed|ing)$", "", token) if token.isalpha() and len(token) > 4 else token)
@@ -75,23 +76,18 @@ def _parts(markdown: str) -> list[_Part]:
     parts: list[_Part] = []
     stack: list[tuple[int, str]] = []  # (level, heading) above the current text
     current: list[str] = []
-    start = offset = 0
     for block in markdown.split("\n\n"):
         for piece in _pieces(block):
             heading = _HEADING.match(piece)
             level = len(heading.group(1)) if heading else 0
-            line = piece.lstrip()
             if current and (level or sum(map(len, current)) + len(piece) > PART_CHARS):
-                parts.append(_Part(start, tuple(h for _, h in stack), "\n\n".join(current)))
+                parts.append(_Part(tuple(h for _, h in stack), "\n\n".join(current)))
                 current = []
             if level:
-                stack = [(n, h) for n, h in stack if n < level] + [(level, line.splitlines()[0])]
-            if not current:
-                start = offset
+                stack = [(n, h) for n, h in stack if n < level] + [(level, piece.strip().splitlines()[0])]
             current.append(piece)
-            offset += len(piece) + 2
     if current:
-        parts.append(_Part(start, tuple(h for _, h in stack), "\n\n".join(current)))
+        parts.append(_Part(tuple(h for _, h in stack), "\n\n".join(current)))
     return parts
 
 
@@ -173,8 +169,7 @@ def _printed(parts: list[_Part], chosen: list[int]) -> list[str]:
     for i in chosen:
         part = parts[i]
         if i != previous + 1:
-            own = part.text.lstrip().splitlines()[0] if part.text.lstrip().startswith("#") else None
-            above = [h for h in part.headings if h != own]
+            above = part.headings[:-1] if _HEADING.match(part.text) else part.headings  # its own is in its text
             out.append(GAP + "".join(f"{h}\n\n" for h in above) + part.text)
         else:
             out.append("\n\n" + part.text)
